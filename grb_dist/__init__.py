@@ -1,0 +1,3 @@
+"""grb-dist: the Graph Robustness Benchmark as a Ray-distributed sweeper."""
+
+__version__ = "0.1.0"

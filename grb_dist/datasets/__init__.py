@@ -1,0 +1,82 @@
+"""Datasets: the catalogue, the official GRB layout, ``.npz`` files, CSBM graphs, splits."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from grb_dist.datasets.catalog import CATALOG, DatasetInfo
+from grb_dist.datasets.csbm import CBAConfig, CSBMConfig, bayes_predict, sample_cba, sample_csbm, sample_inductive_nodes
+from grb_dist.datasets.grb import default_cache_dir, download_grb, is_grb_dir, load_grb_dir
+from grb_dist.datasets.normalize import NORMALIZATIONS, normalize_features
+from grb_dist.datasets.npz import load_npz_graph
+from grb_dist.datasets.split import grb_split
+from grb_dist.errors import DatasetError
+from grb_dist.graph import Graph
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "CATALOG", "DatasetInfo", "CSBMConfig", "CBAConfig", "NORMALIZATIONS", "Graph",
+    "bayes_predict", "default_cache_dir", "download_grb", "grb_split", "is_grb_dir",
+    "load_dataset", "load_grb_dir", "load_npz_graph", "normalize_features", "sample_cba",
+    "sample_csbm", "sample_inductive_nodes", "is_available",
+]
+
+
+def is_available(info: DatasetInfo, data_dir: str | Path | None = None) -> bool:
+    """Whether a catalogue dataset can be loaded without a download."""
+    if info.source == "csbm":
+        return True
+    return is_grb_dir(Path(data_dir or default_cache_dir()) / info.name)
+
+
+def load_dataset(
+    name: str | Path,
+    *,
+    data_dir: str | Path | None = None,
+    normalize: str = "arctan",
+    seed: int = 0,
+    download: bool = True,
+) -> Graph:
+    """Load a dataset by catalogue name or path, split and with normalised features.
+
+    Args:
+        name: a catalogue name (``csbm``, ``grb-cora``, ``csbm-grb-aminer`` ...), a directory
+            in the GRB layout, or an ``.npz`` file in the field's sparse convention.
+        data_dir: cache directory of downloaded datasets (default ``$GRB_DIST_DATA`` or
+            ``~/.cache/grb-dist``).
+        normalize: feature normalisation (``arctan``, ``tanh``, ``standardize``, ``none``).
+        seed: seed of generated graphs and of the GRB split of graphs without one.
+        download: fetch missing official datasets.
+    """
+    if normalize not in NORMALIZATIONS:
+        normalize_features(None, normalize)  # raises the standard error
+    path = Path(name)
+    key = str(name)
+    if key in CATALOG:
+        info = CATALOG.get(key)
+        if info.source == "csbm":
+            graph, _ = sample_csbm(info.csbm, seed=seed, name=info.name)
+        else:
+            cache = Path(data_dir) if data_dir else default_cache_dir()
+            target = cache / info.name
+            if not is_grb_dir(target):
+                if not download:
+                    raise DatasetError(f"{info.name} is not in {cache}; run without --no-download or place its files in {target}")
+                download_grb(info.name, info.urls, cache)
+            graph = load_grb_dir(target, info.name)
+    elif path.is_dir():
+        graph = load_grb_dir(path)
+    elif path.is_file() and path.suffix == ".npz":
+        graph, report = load_npz_graph(path)
+        log.info("loaded %s: %s", path, report)
+    elif path.exists():
+        raise DatasetError(f"{path} is neither a GRB dataset directory nor an .npz file")
+    else:
+        CATALOG.get(key)  # raises UnknownNameError listing the catalogue
+        raise AssertionError("unreachable")
+    if not graph.split:
+        graph = graph.with_split(grb_split(graph.degrees(), seed=seed))
+    graph = graph.with_features(normalize_features(graph.features, normalize))
+    return graph.validate()

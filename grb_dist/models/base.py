@@ -1,0 +1,104 @@
+"""Base class and configs shared by every model.
+
+Every model maps ``(x, edge_index)`` to logits: ``x`` is N x D float32, ``edge_index`` is
+2 x E int64 (both directions), the output N x C. Models are stacks of layers; with
+``layer_norm=True`` (the GRB "LN" defense) a LayerNorm is applied to the input features and
+after every graph layer except the last.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from grb_dist.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture hyper-parameters common to all models.
+
+    Attributes:
+        hidden_sizes: width of each hidden layer; the number of layers is len + 1.
+        dropout: dropout probability before every layer but the first.
+        layer_norm: GRB layer normalisation (input and after every graph layer but the last).
+    """
+
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    dropout: float = 0.5
+    layer_norm: bool = False
+
+    def __post_init__(self) -> None:
+        if any(h < 1 for h in self.hidden_sizes):
+            raise ConfigError(f"hidden_sizes must be positive, got {self.hidden_sizes}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}")
+
+
+class GraphModel(nn.Module):
+    """A node classifier ``forward(x, edge_index) -> logits``.
+
+    Subclasses set ``Config`` (their typed config) and implement :meth:`make_layer`;
+    class-level flags tell callers what the model supports.
+    """
+
+    Config: ClassVar[type[ModelConfig]] = ModelConfig
+    #: True when the model uses the graph structure (False for MLP).
+    uses_graph: ClassVar[bool] = True
+    #: True when every layer is a graph layer that receives edge_index.
+    graph_layers: ClassVar[bool] = True
+
+    def __init__(self, in_features: int, num_classes: int, config: ModelConfig | None = None):
+        super().__init__()
+        config = config or self.Config()
+        if not isinstance(config, self.Config):
+            raise ConfigError(f"{type(self).__name__} needs a {self.Config.__name__}, got {type(config).__name__}")
+        self.config = config
+        self.in_features = in_features
+        self.num_classes = num_classes
+        widths = [*self.layer_widths(config), num_classes]
+        self.layers = nn.ModuleList()
+        self.norms = nn.ModuleList()
+        width = in_features
+        for i, target in enumerate(widths):
+            last = i == len(widths) - 1
+            layer, width = self.make_layer(i, width, target, last)
+            self.layers.append(layer)
+            if config.layer_norm and not last:
+                self.norms.append(nn.LayerNorm(width))
+        self.input_norm = nn.LayerNorm(in_features) if config.layer_norm else None
+
+    def layer_widths(self, config: ModelConfig) -> tuple[int, ...]:
+        return config.hidden_sizes
+
+    def make_layer(self, index: int, in_width: int, out_width: int, last: bool) -> tuple[nn.Module, int]:
+        """Build layer ``index``; return it and its actual output width."""
+        raise NotImplementedError
+
+    def call_layer(self, i: int, layer: nn.Module, h: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        return layer(h, edge_index)
+
+    def reset_parameters(self) -> None:
+        for m in self.modules():
+            if m is not self and hasattr(m, "reset_parameters"):
+                m.reset_parameters()
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        h = self.input_norm(x) if self.input_norm is not None else x
+        n_layers = len(self.layers)
+        for i, layer in enumerate(self.layers):
+            if i > 0:
+                h = nn.functional.dropout(h, p=self.config.dropout, training=self.training)
+            h = self.call_layer(i, layer, h, edge_index)
+            if i < n_layers - 1:
+                if self.norms:
+                    h = self.norms[i](h)
+                h = torch.relu(h)
+        return self.output(h, edge_index)
+
+    def output(self, h: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        """Hook applied to the last layer's output (APPNP propagates here)."""
+        return h

@@ -1,0 +1,34 @@
+"""Graph attention network (Velickovic et al., 2018) on ``torch_geometric``'s GATConv.
+
+Hidden layers concatenate ``heads`` attention heads of ``hidden_size`` each; the output
+layer has one head.
+"""
+
+from dataclasses import dataclass
+
+from torch_geometric.nn import GATConv
+
+from grb_dist.errors import ConfigError
+from grb_dist.models.base import GraphModel, ModelConfig
+
+
+@dataclass(frozen=True)
+class GATConfig(ModelConfig):
+    """Attributes: heads: attention heads of every hidden layer."""
+
+    heads: int = 4
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.heads < 1:
+            raise ConfigError(f"GAT heads must be >= 1, got {self.heads}")
+
+
+class GAT(GraphModel):
+    Config = GATConfig
+
+    def make_layer(self, index, in_width, out_width, last):
+        if last:
+            return GATConv(in_width, out_width, heads=1), out_width
+        heads = self.config.heads
+        return GATConv(in_width, out_width, heads=heads, concat=True), out_width * heads

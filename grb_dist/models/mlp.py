@@ -1,0 +1,16 @@
+"""Multi-layer perceptron: ignores the graph structure (a reference point for robustness)."""
+
+from torch import nn
+
+from grb_dist.models.base import GraphModel
+
+
+class MLP(GraphModel):
+    uses_graph = False
+    graph_layers = False
+
+    def make_layer(self, index, in_width, out_width, last):
+        return nn.Linear(in_width, out_width), out_width
+
+    def call_layer(self, i, layer, h, edge_index):
+        return layer(h)

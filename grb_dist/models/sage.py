@@ -1,0 +1,10 @@
+"""GraphSAGE (Hamilton et al., 2017), full batch, on ``torch_geometric``'s SAGEConv."""
+
+from torch_geometric.nn import SAGEConv
+
+from grb_dist.models.base import GraphModel
+
+
+class GraphSAGE(GraphModel):
+    def make_layer(self, index, in_width, out_width, last):
+        return SAGEConv(in_width, out_width, aggr="mean"), out_width

@@ -1,0 +1,39 @@
+"""Simplified graph convolution (Wu et al., 2019).
+
+The first layer is ``S^k X W``: a linear map followed by ``k`` hops of propagation with the
+GCN-normalised adjacency (torch_geometric's APPNP propagation with ``alpha=0``, which equals
+SGConv's ``S^k`` but propagates the narrow projected features instead of the raw ones);
+the following layers are linear, as in GRB's SGCN with hidden sizes.
+"""
+
+from dataclasses import dataclass
+
+from torch import nn
+from torch_geometric.nn import APPNP
+
+from grb_dist.errors import ConfigError
+from grb_dist.models.base import GraphModel, ModelConfig
+
+
+@dataclass(frozen=True)
+class SGCConfig(ModelConfig):
+    """Attributes: k: propagation hops (GRB: 4)."""
+
+    k: int = 4
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.k < 1:
+            raise ConfigError(f"SGC k must be >= 1, got {self.k}")
+
+
+class SGC(GraphModel):
+    Config = SGCConfig
+
+    def make_layer(self, index, in_width, out_width, last):
+        if index == 0:
+            return nn.ModuleDict({"lin": nn.Linear(in_width, out_width), "prop": APPNP(K=self.config.k, alpha=0.0)}), out_width
+        return nn.Linear(in_width, out_width), out_width
+
+    def call_layer(self, i, layer, h, edge_index):
+        return layer["prop"](layer["lin"](h), edge_index) if i == 0 else layer(h)

@@ -1,0 +1,27 @@
+"""Topology adaptive GCN (Du et al., 2017) on ``torch_geometric``'s TAGConv."""
+
+from dataclasses import dataclass
+
+from torch_geometric.nn import TAGConv
+
+from grb_dist.errors import ConfigError
+from grb_dist.models.base import GraphModel, ModelConfig
+
+
+@dataclass(frozen=True)
+class TAGCNConfig(ModelConfig):
+    """Attributes: k: hops of every layer's polynomial filter (GRB: 2)."""
+
+    k: int = 2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.k < 1:
+            raise ConfigError(f"TAGCN k must be >= 1, got {self.k}")
+
+
+class TAGCN(GraphModel):
+    Config = TAGCNConfig
+
+    def make_layer(self, index, in_width, out_width, last):
+        return TAGConv(in_width, out_width, K=self.config.k), out_width
