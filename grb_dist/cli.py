@@ -50,7 +50,7 @@ def datasets(data_dir: Optional[Path] = DataDir) -> None:
 
     table = Table(title="grb-dist datasets")
     for col in ("name", "nodes", "edges", "features", "classes", "source", "local"):
-        table.add_column(col, justify="right" if col in ("nodes", "edges", "features", "classes") else "left")
+        table.add_column(col, justify="right" if col in ("nodes", "edges", "features", "classes") else "left", no_wrap=True)
     for name in CATALOG:
         info = CATALOG.get(name)
         local = "generated" if info.source == "csbm" else ("yes" if is_available(info, data_dir) else "no")

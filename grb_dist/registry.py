@@ -29,18 +29,20 @@ class Registry(Generic[T]):
     def __init__(self, kind: str, entries: Mapping[str, T]):
         self.kind = kind
         self._entries = {normalize_name(k): v for k, v in entries.items()}
+        self._display = {normalize_name(k): k for k in entries}
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and normalize_name(name) in self._entries
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
+        return iter(self._display.values())
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def names(self) -> list[str]:
-        return sorted(self._entries)
+        """The registered spellings, sorted."""
+        return sorted(self._display.values())
 
     def get(self, name: str) -> T:
         key = normalize_name(name)
@@ -54,4 +56,4 @@ class Registry(Generic[T]):
     def canonical(self, name: str) -> str:
         """The registered spelling of ``name`` (raises on unknown names)."""
         self.get(name)
-        return normalize_name(name)
+        return self._display[normalize_name(name)]
