@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import shutil
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -17,8 +18,9 @@ from rich.table import Table
 from grb_dist.errors import GrbDistError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="The Graph Robustness Benchmark, distributed with Ray.")
-console = Console()
-err_console = Console(stderr=True)
+# Wide enough for the tables when output is not a terminal (pipes, CI logs).
+console = Console(width=shutil.get_terminal_size((120, 24)).columns)
+err_console = Console(stderr=True, width=shutil.get_terminal_size((120, 24)).columns)
 
 DataDir = typer.Option(None, "--data-dir", envvar="GRB_DIST_DATA", help="Cache directory of downloaded datasets [default: ~/.cache/grb-dist].")
 

@@ -1,0 +1,87 @@
+import numpy as np
+import pytest
+import torch
+
+from grb_dist.datasets import load_dataset
+from grb_dist.errors import ConfigError, UnknownNameError
+from grb_dist.evaluation import evaluate
+from grb_dist.models import ARCHITECTURES, MODELS, build_model, model_config
+from grb_dist.models.train import TrainConfig, train
+
+from helpers import CORA_LEGACY, tiny_csbm
+
+SMALL = {"hidden_sizes": [16]}
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return tiny_csbm(n=400, classes=3, features=16, K=2.0)
+
+
+@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+def test_every_model_trains_and_beats_chance(tiny, name):
+    r = train(name, tiny, SMALL, TrainConfig(epochs=150, patience=40, seed=0))
+    acc = evaluate(r.model, tiny)["full"]
+    assert acc > 1 / 3 + 0.3, f"{name}: {acc}"  # chance is 1/3
+    assert not r.model.training
+
+
+@pytest.mark.parametrize("name", ["gcn_ln", "gat_ln", "appnp_ln", "sgc_ln"])
+def test_layer_norm_variants(tiny, name):
+    spec = MODELS.get(name)
+    model = build_model(name, tiny.num_features, tiny.num_classes, SMALL)
+    assert model.config.layer_norm and model.input_norm is not None
+    assert isinstance(model, spec.cls)
+    n_graph_layers = len(model.layers)
+    assert len(model.norms) == n_graph_layers - 1  # after every layer but the last
+    r = train(name, tiny, SMALL, TrainConfig(epochs=100, seed=0))
+    assert evaluate(r.model, tiny)["full"] > 0.6
+
+
+def test_training_is_deterministic(tiny):
+    a = train("gcn", tiny, SMALL, TrainConfig(epochs=30, seed=5))
+    b = train("gcn", tiny, SMALL, TrainConfig(epochs=30, seed=5))
+    c = train("gcn", tiny, SMALL, TrainConfig(epochs=30, seed=6))
+    for k, v in a.model.state_dict().items():
+        assert torch.equal(v, b.model.state_dict()[k])
+    assert any(not torch.equal(v, c.model.state_dict()[k]) for k, v in a.model.state_dict().items())
+
+
+def test_training_is_inductive(tiny):
+    """Perturbing test nodes' features must not change the trained weights."""
+    noisy = tiny.features.copy()
+    noisy[tiny.split["test_full"]] = 5.0
+    a = train("gcn", tiny, SMALL, TrainConfig(epochs=20, seed=0))
+    b = train("gcn", tiny.with_features(noisy), SMALL, TrainConfig(epochs=20, seed=0))
+    for k, v in a.model.state_dict().items():
+        assert torch.equal(v, b.model.state_dict()[k])
+
+
+def test_early_stopping_keeps_best_state(tiny):
+    r = train("gcn", tiny, SMALL, TrainConfig(epochs=300, patience=5, seed=0))
+    assert r.epochs_run <= r.best_epoch + 6
+    best = min(h["val_loss"] for h in r.history)
+    assert r.best_val_loss == pytest.approx(best)
+
+
+def test_gcn_on_cora_legacy_reaches_paper_accuracy():
+    g = load_dataset(CORA_LEGACY)
+    r = train("gcn", g, {"hidden_sizes": [64, 64, 64]}, TrainConfig(seed=0))
+    acc = evaluate(r.model, g)
+    assert acc["full"] >= 0.82, acc
+
+
+def test_model_config_strict():
+    with pytest.raises(ConfigError, match="valid keys"):
+        model_config("gcn", {"hiden_sizes": [3]})
+    with pytest.raises(ConfigError, match="heads"):
+        model_config("gat", {"heads": 0})
+    with pytest.raises(UnknownNameError, match="gcn_ln"):
+        MODELS.get("gcm")
+    assert model_config("GCN-LN", {}).layer_norm is True
+    assert MODELS.get("GAT-LN") is MODELS.get("gat_ln")
+
+
+def test_bad_train_config():
+    with pytest.raises(ConfigError):
+        TrainConfig(lr=0)
