@@ -1,0 +1,108 @@
+"""Arrow schemas of the run tables, each defined once.
+
+Tables under a run directory (``RUN_DIR``):
+
+* ``scores/<cell_id>.parquet`` -- :data:`SCORES`, one row per (attack or ``none``,
+  surrogate, defense, difficulty, repeat).
+* ``perturbations/<perturbation_id>.parquet`` -- :data:`PERTURBATIONS`, one row per
+  injected graph: features flattened row-major (``n_inject * num_features`` float32) and
+  the injected edges as two int64 lists (``edge_src`` holds injected node ids in
+  ``[num_original, num_original + n_inject)``, ``edge_dst`` the other endpoint).
+* ``models/<name>-<seed>.pt`` (state_dicts) and ``models/<name>-<seed>.parquet`` --
+  :data:`MODELS`, one row of training metadata.
+* ``leaderboard/attacks-<difficulty>.parquet`` / ``defenses-<difficulty>.parquet`` --
+  :data:`ATTACK_BOARD` / :data:`DEFENSE_BOARD`.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCORES = pa.schema([
+    pa.field("cell_id", pa.string(), nullable=False),
+    pa.field("config_hash", pa.string(), nullable=False),
+    pa.field("perturbation_id", pa.string()),  # null for clean rows
+    pa.field("dataset", pa.string(), nullable=False),
+    pa.field("scenario", pa.string(), nullable=False),
+    pa.field("difficulty", pa.string(), nullable=False),
+    pa.field("attack", pa.string(), nullable=False),
+    pa.field("surrogate", pa.string(), nullable=False),
+    pa.field("defense", pa.string(), nullable=False),
+    pa.field("repeat", pa.int32(), nullable=False),
+    pa.field("seed", pa.int64(), nullable=False),  # attack seed (the job seed for clean rows)
+    pa.field("defense_seed", pa.int64(), nullable=False),
+    pa.field("accuracy", pa.float64(), nullable=False),
+    pa.field("n_targets", pa.int64(), nullable=False),
+    pa.field("n_injected", pa.int64(), nullable=False),
+    pa.field("n_injected_edges", pa.int64(), nullable=False),
+    pa.field("attack_seconds", pa.float64(), nullable=False),  # 0 for clean rows
+    pa.field("score_seconds", pa.float64(), nullable=False),
+    pa.field("defense_train_seconds", pa.float64(), nullable=False),
+    pa.field("version", pa.string(), nullable=False),
+    pa.field("created_at", pa.timestamp("ms", tz="UTC"), nullable=False),
+])
+
+PERTURBATIONS = pa.schema([
+    pa.field("perturbation_id", pa.string(), nullable=False),
+    pa.field("config_hash", pa.string(), nullable=False),
+    pa.field("dataset", pa.string(), nullable=False),
+    pa.field("difficulty", pa.string(), nullable=False),
+    pa.field("attack", pa.string(), nullable=False),
+    pa.field("surrogate", pa.string(), nullable=False),
+    pa.field("repeat", pa.int32(), nullable=False),
+    pa.field("seed", pa.int64(), nullable=False),
+    pa.field("params_json", pa.string(), nullable=False),
+    pa.field("num_original", pa.int64(), nullable=False),
+    pa.field("n_inject", pa.int64(), nullable=False),
+    pa.field("num_features", pa.int64(), nullable=False),
+    pa.field("features", pa.list_(pa.float32()), nullable=False),
+    pa.field("edge_src", pa.list_(pa.int64()), nullable=False),
+    pa.field("edge_dst", pa.list_(pa.int64()), nullable=False),
+    pa.field("attack_seconds", pa.float64(), nullable=False),
+    pa.field("version", pa.string(), nullable=False),
+])
+
+MODELS = pa.schema([
+    pa.field("model_id", pa.string(), nullable=False),
+    pa.field("role", pa.string(), nullable=False),  # target | surrogate
+    pa.field("name", pa.string(), nullable=False),
+    pa.field("seed", pa.int64(), nullable=False),
+    pa.field("params_json", pa.string(), nullable=False),
+    pa.field("train_json", pa.string(), nullable=False),
+    pa.field("best_epoch", pa.int64(), nullable=False),
+    pa.field("best_val_accuracy", pa.float64(), nullable=False),
+    pa.field("train_seconds", pa.float64(), nullable=False),
+    pa.field("version", pa.string(), nullable=False),
+])
+
+_STATS = [
+    pa.field("rank", pa.int64(), nullable=False),
+    pa.field("average_mean", pa.float64(), nullable=False),
+    pa.field("average_std", pa.float64(), nullable=False),
+]
+
+ATTACK_BOARD = pa.schema([
+    pa.field("difficulty", pa.string(), nullable=False),
+    pa.field("attack", pa.string(), nullable=False),
+    pa.field("surrogate", pa.string(), nullable=False),
+    *_STATS,
+    pa.field("avg_3_max_mean", pa.float64(), nullable=False),
+    pa.field("avg_3_max_std", pa.float64(), nullable=False),
+    pa.field("weighted_mean", pa.float64(), nullable=False),
+    pa.field("weighted_std", pa.float64(), nullable=False),
+    pa.field("n_defenses", pa.int64(), nullable=False),
+    pa.field("n_repeats", pa.int64(), nullable=False),
+])
+
+DEFENSE_BOARD = pa.schema([
+    pa.field("difficulty", pa.string(), nullable=False),
+    pa.field("defense", pa.string(), nullable=False),
+    *_STATS,
+    pa.field("avg_3_min_mean", pa.float64(), nullable=False),
+    pa.field("avg_3_min_std", pa.float64(), nullable=False),
+    pa.field("weighted_mean", pa.float64(), nullable=False),
+    pa.field("weighted_std", pa.float64(), nullable=False),
+    pa.field("clean_accuracy", pa.float64()),
+    pa.field("n_attacks", pa.int64(), nullable=False),
+    pa.field("n_repeats", pa.int64(), nullable=False),
+])

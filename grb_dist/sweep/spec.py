@@ -1,0 +1,410 @@
+"""Job specs of a sweep: strict parsing from YAML, CLI overrides, validation, cell planning.
+
+A job file (``jobs/<dataset>.yaml``) is read with ``yaml.safe_load`` into a frozen
+:class:`JobSpec`; unknown keys are rejected with the list of valid keys. :func:`plan`
+turns a spec into the work of a sweep:
+
+* :class:`ModelTask` -- one training task per (model or defense, seed). Targets (the
+  defenses) are trained with ``seed``; surrogates with ``seed + SURROGATE_SEED_OFFSET`` so
+  that the attacker never holds a copy of a target (black-box transfer).
+* :class:`AttackCell` -- one perturbation per (attack, surrogate, difficulty, repeat); the
+  attack seed of repeat ``r`` is ``seed + ATTACK_SEED_STRIDE * (r + 1)``.
+* :class:`ScoreCell` -- one accuracy per (perturbation, defense), plus one clean row
+  (attack ``none``, surrogate ``none``) per (defense, difficulty). The clean accuracy of a
+  trained defense is deterministic, so it is computed once, stored with ``repeat = 0``, and
+  the leaderboards use it for every repeat.
+
+Every id is the sha256 of the canonical JSON of the full configuration it depends on, so an
+id changes exactly when something that influences its result changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import yaml
+
+import grb_dist
+from grb_dist.config import from_dict, to_dict
+from grb_dist.errors import ConfigError, GrbDistError
+from grb_dist.graph import DIFFICULTIES
+from grb_dist.registry import normalize_name
+
+#: Seed offset of the attacker's surrogates relative to the defenders' seed.
+SURROGATE_SEED_OFFSET = 1
+#: Attack seed of repeat r: ``seed + ATTACK_SEED_STRIDE * (r + 1)``.
+ATTACK_SEED_STRIDE = 1000
+#: The attack name of clean (unperturbed) rows.
+CLEAN = "none"
+#: Name of the default job (and dataset).
+DEFAULT_JOB = "csbm"
+
+
+def jobs_dir() -> Path:
+    """Directory of the shipped job files.
+
+    ``jobs/`` at the repository root is the source of truth; it is found next to the
+    ``grb_dist`` package (editable installs and checkouts). ``$GRB_DIST_JOBS`` overrides the
+    location (installed wheels: point it at a copy of ``jobs/``).
+    """
+    import os
+
+    env = os.environ.get("GRB_DIST_JOBS")
+    candidates = [Path(env)] if env else []
+    pkg = Path(grb_dist.__file__).resolve().parent
+    candidates += [pkg.parent / "jobs", pkg / "jobs"]
+    for c in candidates:
+        if c.is_dir():
+            return c
+    raise ConfigError(
+        "cannot find the job files (jobs/ next to the grb_dist package); set GRB_DIST_JOBS to "
+        "a directory of job files or pass --job FILE"
+    )
+
+
+def canonical_json(obj: Any) -> str:
+    """Deterministic JSON: sorted keys, no whitespace, tuples as lists."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, tuple):
+        return list(o)
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
+
+
+def content_hash(obj: Any, length: int = 16) -> str:
+    """sha256 of the canonical JSON of ``obj``, hex, first ``length`` characters."""
+    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()[:length]
+
+
+@dataclass(frozen=True)
+class TrainSection:
+    """The job's ``train:`` section (a model's ``train:`` entry overrides it)."""
+
+    lr: float = 0.01
+    weight_decay: float = 5e-4
+    epochs: int = 400
+    patience: int = 50
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A sweep job (one dataset, injection scenario). See ``jobs/csbm.yaml`` for the layout.
+
+    Mapping sections (``models``, ``attack``, ``budgets``, ``attacks``,
+    ``adversarial_training``) are checked for shape here and for content by the registries
+    in :func:`validate_spec`.
+    """
+
+    dataset: str
+    scenario: Literal["injection"] = "injection"
+    normalize: str = "arctan"
+    seed: int = 0
+    repeats: int = 1
+    difficulties: tuple[str, ...] = DIFFICULTIES
+    train: TrainSection = TrainSection()
+    models: Mapping[str, Any] = field(default_factory=dict)
+    defenses: tuple[str, ...] = ("gcn",)
+    surrogates: tuple[str, ...] = ("gcn",)
+    attack: Mapping[str, Any] = field(default_factory=dict)
+    budgets: Mapping[str, Any] = field(default_factory=dict)
+    attacks: Mapping[str, Any] = field(default_factory=dict)
+    adversarial_training: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.repeats < 1:
+            raise ConfigError(f"repeats must be >= 1, got {self.repeats}")
+        if self.seed < 0:
+            raise ConfigError(f"seed must be >= 0, got {self.seed}")
+        for key in ("difficulties", "defenses", "surrogates"):
+            values = getattr(self, key)
+            if not values:
+                raise ConfigError(f"job {key} must not be empty")
+            canon = tuple(normalize_name(v) for v in values)
+            if len(set(canon)) != len(canon):
+                raise ConfigError(f"job {key} lists a name twice: {', '.join(values)}")
+            object.__setattr__(self, key, canon)
+        for d in self.difficulties:
+            if d not in DIFFICULTIES:
+                raise ConfigError(f"unknown difficulty {d!r}; choose from: {', '.join(DIFFICULTIES)}")
+        if not self.attacks:
+            raise ConfigError("job attacks must name at least one attack")
+        for key in ("models", "attack", "budgets", "attacks", "adversarial_training"):
+            section = getattr(self, key)
+            if not isinstance(section, Mapping):
+                raise ConfigError(f"job {key}: expected a mapping, got {type(section).__name__}")
+        for key in ("models", "budgets", "attacks"):
+            for name, value in getattr(self, key).items():
+                if value is not None and not isinstance(value, Mapping):
+                    raise ConfigError(f"job {key}.{name}: expected a mapping of options, got {value!r}")
+        for d in self.budgets:
+            if d not in DIFFICULTIES:
+                raise ConfigError(f"job budgets: unknown difficulty {d!r}; choose from: {', '.join(DIFFICULTIES)}")
+        # normalise names and freeze mapping sections into plain sorted dicts
+        object.__setattr__(self, "attacks", {normalize_name(k): dict(v or {}) for k, v in self.attacks.items()})
+        object.__setattr__(self, "models", {normalize_name(k): dict(v or {}) for k, v in self.models.items()})
+        object.__setattr__(self, "budgets", {k: dict(v or {}) for k, v in self.budgets.items()})
+        object.__setattr__(self, "attack", dict(self.attack))
+        object.__setattr__(self, "adversarial_training", dict(self.adversarial_training))
+
+    def to_dict(self) -> dict[str, Any]:
+        return json.loads(canonical_json(to_dict(self)))
+
+    @property
+    def config_hash(self) -> str:
+        """Hash of the whole job: a run directory belongs to exactly one."""
+        return content_hash(self.to_dict())
+
+    def attack_params(self, attack: str, difficulty: str, seed: int) -> dict[str, Any]:
+        """Parameters of ``build_attack``: ``attack:`` <- ``budgets[difficulty]`` <- ``attacks[name]`` <- seed."""
+        return {**self.attack, **self.budgets.get(difficulty, {}), **self.attacks[attack], "seed": seed}
+
+    def attack_seed(self, repeat: int) -> int:
+        return self.seed + ATTACK_SEED_STRIDE * (repeat + 1)
+
+
+def parse_job(data: Any, *, where: str = "job") -> JobSpec:
+    """Build a :class:`JobSpec` from a parsed YAML document."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: expected a mapping at the top level, got {type(data).__name__}")
+    return from_dict(JobSpec, data, where=where)
+
+
+def load_job(path: str | Path) -> JobSpec:
+    """Read a job file (YAML, ``yaml.safe_load``); raises :class:`ConfigError` on any defect."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read job file {path}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"job file {path} is not valid YAML{at}") from None
+    return parse_job(data, where=f"job file {path.name}")
+
+
+def default_job_path(dataset: str | None) -> Path:
+    """The shipped job of a catalogue dataset; the default job for paths and ``None``."""
+    d = jobs_dir()
+    if dataset is not None and not Path(dataset).exists():
+        candidate = d / f"{normalize_name(dataset).replace('_', '-')}.yaml"
+        if candidate.is_file():
+            return candidate
+    return d / f"{DEFAULT_JOB}.yaml"
+
+
+def _split(value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    items = tuple(v.strip() for v in value.split(",") if v.strip())
+    if not items:
+        raise ConfigError(f"expected a comma-separated list, got {value!r}")
+    return items
+
+
+def apply_overrides(
+    spec: JobSpec,
+    *,
+    dataset: str | None = None,
+    attacks: str | tuple[str, ...] | None = None,
+    defenses: str | tuple[str, ...] | None = None,
+    surrogates: str | tuple[str, ...] | None = None,
+    difficulties: str | tuple[str, ...] | None = None,
+    repeats: int | None = None,
+    seed: int | None = None,
+    n_inject: int | None = None,
+    edges_per_node: int | None = None,
+    steps: int | None = None,
+) -> JobSpec:
+    """Narrow or override a job (the CLI flags). Lists may be comma-separated strings.
+
+    ``--attacks`` keeps the job's per-attack parameters of the named attacks (attacks the
+    job does not list run with defaults); ``n_inject`` / ``edges_per_node`` / ``steps``
+    replace the value in ``attack:`` and in every ``budgets`` and ``attacks`` entry.
+    """
+    data = spec.to_dict()
+    if dataset is not None:
+        data["dataset"] = str(dataset)
+    if isinstance(attacks, str):
+        attacks = _split(attacks)
+    if attacks is not None:
+        data["attacks"] = {normalize_name(a): spec.attacks.get(normalize_name(a), {}) for a in attacks}
+    for key, value in (("defenses", defenses), ("surrogates", surrogates), ("difficulties", difficulties)):
+        if isinstance(value, str):
+            value = _split(value)
+        if value is not None:
+            data[key] = list(value)
+    if repeats is not None:
+        data["repeats"] = repeats
+    if seed is not None:
+        data["seed"] = seed
+    for key, value in (("n_inject", n_inject), ("edges_per_node", edges_per_node), ("steps", steps)):
+        if value is None:
+            continue
+        data["attack"][key] = value
+        for section in ("budgets", "attacks"):
+            for entry in data[section].values():
+                if key in entry:
+                    entry[key] = value
+    return parse_job(data, where="job")
+
+
+# --------------------------------------------------------------------------- planning
+
+
+@dataclass(frozen=True)
+class ModelTask:
+    """Train one model: a defense (``role="target"``) or a surrogate (``role="surrogate"``)."""
+
+    role: Literal["target", "surrogate"]
+    name: str
+    seed: int
+    params: Mapping[str, Any]
+    train: Mapping[str, Any]
+    at: Mapping[str, Any] | None
+    model_id: str
+
+    @property
+    def file_stem(self) -> str:
+        """``<name>-<seed>``: the state_dict lives at ``models/<name>-<seed>.pt``."""
+        return f"{self.name}-{self.seed}"
+
+
+@dataclass(frozen=True)
+class AttackCell:
+    """One perturbation: (attack, surrogate, difficulty, repeat)."""
+
+    attack: str
+    surrogate: str
+    difficulty: str
+    repeat: int
+    seed: int
+    params: Mapping[str, Any]
+    surrogate_model: str  # file stem of the surrogate
+    perturbation_id: str
+
+
+@dataclass(frozen=True)
+class ScoreCell:
+    """One row of ``scores/``: a perturbation (or none) against one defense."""
+
+    cell_id: str
+    attack: str
+    surrogate: str
+    defense: str
+    difficulty: str
+    repeat: int
+    seed: int
+    defense_model: str  # file stem of the defense
+    perturbation_id: str | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a sweep computes, with content-hashed ids."""
+
+    spec: JobSpec
+    config_hash: str
+    targets: tuple[ModelTask, ...]
+    surrogates: tuple[ModelTask, ...]
+    attacks: tuple[AttackCell, ...]
+    scores: tuple[ScoreCell, ...]
+
+    @property
+    def models(self) -> tuple[ModelTask, ...]:
+        return self.targets + self.surrogates
+
+    def scores_for(self, perturbation_id: str | None, difficulty: str) -> list[ScoreCell]:
+        return [c for c in self.scores if c.perturbation_id == perturbation_id and c.difficulty == difficulty]
+
+
+def _resolve_params(name: str, models: Mapping[str, Any]) -> tuple[dict, dict]:
+    try:
+        from grb_dist.defenses import resolve_params
+    except ImportError:  # pragma: no cover - until grb_dist.defenses lands
+        from grb_dist.sweep.worker import _fallback_resolve_params as resolve_params
+    params, train = resolve_params(name, models)
+    return dict(params), dict(train)
+
+
+def _model_task(spec: JobSpec, role: str, name: str, seed: int) -> ModelTask:
+    params, overrides = _resolve_params(name, spec.models)
+    train = {**to_dict(spec.train), **overrides}
+    at = spec.adversarial_training if name.endswith("_at") else None
+    ident = {
+        "dataset": spec.dataset, "normalize": spec.normalize, "data_seed": spec.seed,
+        "name": name, "seed": seed, "params": params, "train": train, "at": at,
+    }
+    return ModelTask(role, name, seed, params, train, at, content_hash(ident))  # type: ignore[arg-type]
+
+
+def plan(spec: JobSpec) -> Plan:
+    """All model tasks, attack cells and score cells of ``spec``, in a stable order."""
+    targets = tuple(_model_task(spec, "target", d, spec.seed) for d in spec.defenses)
+    surrogates = tuple(_model_task(spec, "surrogate", s, spec.seed + SURROGATE_SEED_OFFSET) for s in spec.surrogates)
+    base = {"dataset": spec.dataset, "scenario": spec.scenario, "normalize": spec.normalize, "data_seed": spec.seed}
+    attacks: list[AttackCell] = []
+    scores: list[ScoreCell] = []
+    for difficulty in spec.difficulties:
+        for t in targets:
+            ident = {**base, "attack": CLEAN, "difficulty": difficulty, "defense": t.model_id}
+            scores.append(ScoreCell(content_hash(ident), CLEAN, CLEAN, t.name, difficulty, 0, spec.seed, t.file_stem, None))
+    for attack in spec.attacks:
+        for s in surrogates:
+            for difficulty in spec.difficulties:
+                for repeat in range(spec.repeats):
+                    seed = spec.attack_seed(repeat)
+                    params = spec.attack_params(attack, difficulty, seed)
+                    pid = content_hash({**base, "attack": attack, "params": params, "surrogate": s.model_id,
+                                        "difficulty": difficulty, "repeat": repeat})
+                    attacks.append(AttackCell(attack, s.name, difficulty, repeat, seed, params, s.file_stem, pid))
+                    for t in targets:
+                        cid = content_hash({"perturbation": pid, "defense": t.model_id})
+                        scores.append(ScoreCell(cid, attack, s.name, t.name, difficulty, repeat, seed, t.file_stem, pid))
+    return Plan(spec, spec.config_hash, targets, surrogates, tuple(attacks), tuple(scores))
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def validate_spec(spec: JobSpec) -> None:
+    """Check every name and parameter set against the registries (no training, no Ray).
+
+    Raises :class:`ConfigError` (or another :class:`GrbDistError`) naming the first defect.
+    """
+    from grb_dist.datasets import NORMALIZATIONS
+    from grb_dist.models import MODELS
+
+    if spec.normalize not in NORMALIZATIONS:
+        raise ConfigError(f"unknown normalize {spec.normalize!r}; choose one of: {', '.join(NORMALIZATIONS)}")
+    for name in (*spec.defenses, *spec.surrogates):
+        MODELS.get(name)
+        _resolve_params(name, spec.models)
+    try:
+        from grb_dist.attacks import ATTACKS, build_attack
+    except ImportError as exc:  # pragma: no cover - until grb_dist.attacks lands
+        raise ConfigError(f"no attacks are available ({exc}); install grb_dist.attacks") from None
+    for attack in spec.attacks:
+        ATTACKS.get(attack)
+        for difficulty in spec.difficulties:
+            try:
+                build_attack(attack, spec.attack_params(attack, difficulty, spec.attack_seed(0)))
+            except GrbDistError:
+                raise
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"attack {attack} ({difficulty}): {exc}") from None
+
+
+def with_spec(spec: JobSpec, **changes: Any) -> JobSpec:
+    """A copy of ``spec`` with fields replaced (validated again)."""
+    return parse_job({**spec.to_dict(), **changes}) if changes else replace(spec)

@@ -1,0 +1,176 @@
+"""The work of a sweep as plain Python (no Ray): train, attack, score.
+
+:mod:`grb_dist.sweep.runner` wraps these functions and :class:`Scorer` in Ray tasks and
+actors; tests and debugging can call them directly. Nothing here writes files: results go
+back to the caller (the driver is the single writer of the run directory, which also makes
+the sweep work on clusters without a shared file system).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+from grb_dist.errors import ConfigError
+from grb_dist.evaluation import evaluate
+from grb_dist.graph import Graph, Injection
+from grb_dist.models.train import TrainConfig
+from grb_dist.sweep.spec import AttackCell, ModelTask
+
+log = logging.getLogger(__name__)
+
+
+# ----------------------------------------------------------------- defenses (with a fallback)
+
+
+def _fallback_resolve_params(name: str, models: Mapping[str, Any]) -> tuple[dict, dict]:
+    """Plain models only: ``models[base]`` without its ``train:`` entry, and that entry."""
+    from grb_dist.models import MODELS
+
+    MODELS.get(name)
+    base = name
+    for suffix in ("_ln", "_at", "_lp"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+    entry = dict(models.get(base, {}) or {})
+    train = dict(entry.pop("train", {}) or {})
+    return entry, train
+
+
+def _defense_api():
+    try:
+        from grb_dist.defenses import build_defense, train_defense
+    except ImportError:  # until grb_dist.defenses lands: plain models only
+        from grb_dist.models import build_model
+        from grb_dist.models.train import train as train_plain
+
+        def build_defense(name, graph, params):
+            return build_model(name, graph.num_features, graph.num_classes, params)
+
+        def train_defense(name, graph, params, train_config, *, at_config=None, device="cpu"):
+            if at_config is not None:
+                raise ConfigError(f"{name}: adversarial training needs grb_dist.defenses")
+            return train_plain(name, graph, params, train_config, device=device)
+
+    return build_defense, train_defense
+
+
+def build_defense(name: str, graph: Graph, params: Mapping[str, Any]) -> torch.nn.Module:
+    return _defense_api()[0](name, graph, dict(params))
+
+
+# ----------------------------------------------------------------- training
+
+
+@dataclass
+class TrainedModel:
+    """A training result in transportable form: the state_dict (CPU tensors) and metadata."""
+
+    state_dict: dict[str, torch.Tensor]
+    meta: dict[str, Any]
+
+
+def train_task(graph: Graph, task: ModelTask, *, device: str = "cpu") -> TrainedModel:
+    """Train one model (a defense or a surrogate) as ``task`` describes."""
+    import json
+
+    cfg = TrainConfig(**{**task.train, "seed": task.seed})
+    train_defense = _defense_api()[1]
+    kwargs: dict[str, Any] = {"device": device}
+    if task.at is not None:
+        kwargs["at_config"] = dict(task.at)
+    start = time.perf_counter()
+    result = train_defense(task.name, graph, dict(task.params), cfg, **kwargs)
+    seconds = time.perf_counter() - start
+    state = {k: v.detach().cpu() for k, v in result.model.state_dict().items()}
+    meta = {
+        "model_id": task.model_id, "role": task.role, "name": task.name, "seed": task.seed,
+        "params_json": json.dumps(dict(task.params), sort_keys=True),
+        "train_json": json.dumps(dict(task.train), sort_keys=True),
+        "best_epoch": int(result.best_epoch), "best_val_accuracy": float(result.best_val_accuracy),
+        "train_seconds": seconds,
+    }
+    return TrainedModel(state, meta)
+
+
+def load_model(graph: Graph, name: str, params: Mapping[str, Any], state_dict: Mapping[str, torch.Tensor],
+               device: str = "cpu") -> torch.nn.Module:
+    """Build defense ``name`` and load a trained state_dict into it (eval mode)."""
+    model = build_defense(name, graph, params)
+    model.load_state_dict(dict(state_dict))
+    return model.to(device).eval()
+
+
+# ----------------------------------------------------------------- attacking
+
+
+@dataclass
+class AttackResult:
+    """A perturbation and how long it took to generate."""
+
+    perturbation_id: str
+    injection: Injection
+    seconds: float
+
+
+def attack_task(graph: Graph, cell: AttackCell, surrogate: torch.nn.Module, *, device: str = "cpu") -> AttackResult:
+    """Run ``cell``'s attack on ``surrogate`` against the difficulty's targets (audited)."""
+    from grb_dist.attacks import build_attack
+
+    torch.manual_seed(cell.seed)
+    attack = build_attack(cell.attack, dict(cell.params))
+    start = time.perf_counter()
+    injection = attack.attack(graph, surrogate, graph.targets(cell.difficulty), device=device)
+    seconds = time.perf_counter() - start
+    return AttackResult(cell.perturbation_id, injection, seconds)
+
+
+# ----------------------------------------------------------------- scoring
+
+
+def score(model: torch.nn.Module, graph: Graph, injection: Injection | None, difficulty: str,
+          device: str = "cpu") -> tuple[float, int]:
+    """Accuracy of ``model`` on the targets of ``difficulty`` in the perturbed graph."""
+    acc = evaluate(model, graph, injection, [difficulty], device=device)[difficulty]
+    return float(acc), int(graph.targets(difficulty).size)
+
+
+class Scorer:
+    """Holds trained defenses and scores perturbations against them.
+
+    Args:
+        graph: the clean graph.
+        models: defense name -> (params, state_dict, train_seconds).
+        device: torch device of the held models.
+    """
+
+    def __init__(self, graph: Graph, models: Mapping[str, tuple[Mapping, Mapping, float]], device: str = "cpu"):
+        self.graph = graph
+        self.device = device
+        self.models = {name: load_model(graph, name, p, sd, device) for name, (p, sd, _) in models.items()}
+        self.train_seconds = {name: float(s) for name, (_, _, s) in models.items()}
+
+    def names(self) -> list[str]:
+        return sorted(self.models)
+
+    def score(self, injection: Injection | None, difficulty: str, defenses: list[str]) -> list[dict[str, Any]]:
+        """One result per requested held defense: accuracy, n_targets, score_seconds."""
+        out = []
+        for name in defenses:
+            start = time.perf_counter()
+            acc, n = score(self.models[name], self.graph, injection, difficulty, self.device)
+            out.append({"defense": name, "accuracy": acc, "n_targets": n,
+                        "score_seconds": time.perf_counter() - start,
+                        "defense_train_seconds": self.train_seconds[name]})
+        return out
+
+
+def injection_sizes(injection: Injection | None) -> tuple[int, int]:
+    if injection is None:
+        return 0, 0
+    return injection.n_inject, int(np.asarray(injection.edges).shape[1])
