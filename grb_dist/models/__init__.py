@@ -1,6 +1,24 @@
 """Node classifiers on torch_geometric layers, their registry and the inductive trainer."""
 
 from grb_dist.models.base import GraphModel, ModelConfig
-from grb_dist.models.registry import ARCHITECTURES, MODELS, ModelSpec, build_model, model_config
+from grb_dist.models.gnnguard import GATGuard, GATGuardConfig, GNNGuard, GNNGuardConfig
+from grb_dist.models.lp import LabelPropagation, LabelPropagationOn, LPConfig
+from grb_dist.models.registry import (
+    ARCHITECTURES,
+    MODELS,
+    ROBUST_MODELS,
+    ModelSpec,
+    build_model,
+    check_name,
+    model_config,
+    split_suffixes,
+)
+from grb_dist.models.rgcn import RGCN, RGCNConfig
+from grb_dist.models.svd import GCNSVD, GCNSVDConfig
 
-__all__ = ["ARCHITECTURES", "MODELS", "GraphModel", "ModelConfig", "ModelSpec", "build_model", "model_config"]
+__all__ = [
+    "ARCHITECTURES", "MODELS", "ROBUST_MODELS", "GraphModel", "ModelConfig", "ModelSpec",
+    "build_model", "check_name", "model_config", "split_suffixes",
+    "RGCN", "RGCNConfig", "GNNGuard", "GNNGuardConfig", "GATGuard", "GATGuardConfig",
+    "GCNSVD", "GCNSVDConfig", "LabelPropagation", "LabelPropagationOn", "LPConfig",
+]

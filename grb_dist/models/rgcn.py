@@ -1,0 +1,138 @@
+"""R-GCN, "Robust Graph Convolutional Networks Against Adversarial Attacks" (Zhu et al., 2019).
+
+Every node's hidden representation is a Gaussian with a mean and a (diagonal) variance.
+A Gaussian graph convolution layer maps both through their own linear map (ELU on the mean,
+ReLU on the variance), then aggregates them with variance-based attention
+``att = exp(-gamma * var)``::
+
+    mean' = D^-1/2 (A + I) D^-1/2 (mean * att)
+    var'  = D^-1   (A + I) D^-1   (var * att * att)
+
+so that high-variance (likely perturbed) neighbours count less. The output is the mean of
+the last layer's Gaussian plus, in training only, ``eps * sqrt(var)`` (a reparameterised
+sample). At evaluation the output is the mean: deterministic (the original GRB code sampled
+at evaluation time, which made scores non-deterministic).
+
+The KL regulariser of the first layer's Gaussian against N(0, I) is optional
+(``kl_weight``, 0 = off as in GRB); when on, :meth:`RGCN.regularization` returns it for
+the trainer to add to the loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch_geometric.nn import MessagePassing
+from torch_geometric.utils import add_remaining_self_loops, degree, remove_self_loops
+
+from grb_dist.errors import ConfigError
+from grb_dist.models.base import GraphModel, ModelConfig
+
+
+@dataclass(frozen=True)
+class RGCNConfig(ModelConfig):
+    """R-GCN hyper-parameters.
+
+    Attributes:
+        gamma: attention temperature, ``att = exp(-gamma * var)`` (paper: 1).
+        kl_weight: weight of the KL(N(mean, var) || N(0, I)) regulariser of the first
+            layer (paper: 5e-4; 0 disables it, the GRB default).
+        sample: add ``eps * sqrt(var)`` to the output during training (never at evaluation).
+    """
+
+    hidden_sizes: tuple[int, ...] = (64, 64, 64)
+    gamma: float = 1.0
+    kl_weight: float = 0.0
+    sample: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.gamma < 0 or self.kl_weight < 0:
+            raise ConfigError(f"R-GCN needs gamma >= 0 and kl_weight >= 0, got {self.gamma}, {self.kl_weight}")
+
+
+def gaussian_norms(edge_index: torch.Tensor, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Edges with self-loops and their weights for the mean (D^-1/2 .. D^-1/2) and the
+    variance (D^-1 .. D^-1) paths; ``D`` counts the self-loop."""
+    ei, _ = remove_self_loops(edge_index)
+    ei, _ = add_remaining_self_loops(ei, num_nodes=num_nodes)
+    deg = degree(ei[1], num_nodes, dtype=torch.float32)
+    src, dst = ei
+    w_mean = deg[src].rsqrt() * deg[dst].rsqrt()
+    w_var = deg[src].reciprocal() * deg[dst].reciprocal()
+    return ei, w_mean, w_var
+
+
+class GaussianConv(MessagePassing):
+    """One Gaussian graph convolution: ``(mean, var) -> (mean', var')``.
+
+    Args:
+        in_width, out_width: feature widths.
+        gamma: attention temperature.
+        activate: apply ELU (mean) / ReLU (var) after the linear maps; the last layer uses
+            no ELU on the mean and keeps ReLU on the variance (a variance is non-negative).
+    """
+
+    def __init__(self, in_width: int, out_width: int, gamma: float, activate: bool = True):
+        super().__init__(aggr="add")
+        self.lin_mean = nn.Linear(in_width, out_width)
+        self.lin_var = nn.Linear(in_width, out_width)
+        self.gamma = gamma
+        self.activate = activate
+
+    def reset_parameters(self) -> None:
+        self.lin_mean.reset_parameters()
+        self.lin_var.reset_parameters()
+
+    def forward(self, mean, var, norms):
+        ei, w_mean, w_var = norms
+        mean = self.lin_mean(mean)
+        var = F.relu(self.lin_var(var))
+        if self.activate:
+            mean = F.elu(mean)
+        att = torch.exp(-self.gamma * var)
+        mean = self.propagate(ei, x=mean * att, weight=w_mean)
+        var = self.propagate(ei, x=var * att * att, weight=w_var)
+        return mean, var
+
+    def message(self, x_j, weight):
+        return weight.view(-1, 1) * x_j
+
+
+class RGCN(GraphModel):
+    """R-GCN node classifier; ``forward(x, edge_index) -> logits`` (N x C)."""
+
+    Config = RGCNConfig
+
+    def make_layer(self, index, in_width, out_width, last):
+        return GaussianConv(in_width, out_width, self.config.gamma, activate=not last), out_width
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        norms = gaussian_norms(edge_index, x.size(0))
+        h = self.input_norm(x) if self.input_norm is not None else x
+        mean, var = h, h
+        n_layers = len(self.layers)
+        kl = None
+        for i, layer in enumerate(self.layers):
+            if i > 0:
+                mean = F.dropout(mean, p=self.config.dropout, training=self.training)
+                var = F.dropout(var, p=self.config.dropout, training=self.training)
+            mean, var = layer(mean, var, norms)
+            if i == 0 and self.training and self.config.kl_weight > 0:
+                kl = -0.5 * torch.mean(torch.sum(1 + torch.log(var + 1e-8) - mean.pow(2) - var, dim=1))
+            if i < n_layers - 1 and self.norms:
+                mean = self.norms[i](mean)
+        # A training-only scratch value read by the trainer right after this forward.
+        self._kl = kl
+        if self.training and self.config.sample:
+            noise = torch.randn_like(var)
+            return mean + noise * torch.sqrt(var + 1e-8)
+        return mean
+
+    def regularization(self) -> torch.Tensor | None:
+        """``kl_weight * KL`` of the last training forward pass, or None when off."""
+        kl = getattr(self, "_kl", None)
+        return None if kl is None else self.config.kl_weight * kl
