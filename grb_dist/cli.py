@@ -99,6 +99,120 @@ def train(
     console.print(table)
 
 
+@app.command()
+@handle_errors
+def sweep(
+    dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Catalogue name (uses jobs/<name>.yaml) or a dataset path (uses the default job) [default: csbm]."),
+    job: Optional[Path] = typer.Option(None, "--job", help="Job file (YAML) instead of the dataset's shipped job."),
+    attacks: Optional[str] = typer.Option(None, help="Attacks to run, comma-separated (default: the job's)."),
+    defenses: Optional[str] = typer.Option(None, help="Defenses to score, comma-separated."),
+    surrogates: Optional[str] = typer.Option(None, help="Surrogate models of the attacker, comma-separated."),
+    difficulties: Optional[str] = typer.Option(None, help="Difficulties, comma-separated (easy, medium, hard, full)."),
+    repeats: Optional[int] = typer.Option(None, help="Repeats of every attack."),
+    seed: Optional[int] = typer.Option(None, help="Job seed (graph, split, models, attacks)."),
+    n_inject: Optional[int] = typer.Option(None, "--n-inject", help="Injected nodes (overrides every budget)."),
+    edges_per_node: Optional[int] = typer.Option(None, "--edges-per-node", help="Edges per injected node."),
+    steps: Optional[int] = typer.Option(None, help="Attack optimisation steps."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory [default: results/<dataset>]."),
+    address: Optional[str] = typer.Option(None, "--address", envvar="RAY_ADDRESS", help="Ray cluster to join (auto, host:port); default: start a local Ray."),
+    num_cpus: Optional[int] = typer.Option(None, "--num-cpus", help="CPUs of the local Ray [default: all]."),
+    dashboard: Optional[bool] = typer.Option(None, "--dashboard/--no-dashboard", help="Start the Ray dashboard of a local Ray [default: Ray's choice]."),
+    data_dir: Optional[Path] = DataDir,
+    download: bool = typer.Option(True, help="Download missing official datasets."),
+) -> None:
+    """Run the injection benchmark: every attack against every defense, per difficulty, on Ray.
+
+    Results go to Parquet tables under the run directory; a re-run of the same command skips
+    finished cells (resume).
+    """
+    import time
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from grb_dist.leaderboard import render
+    from grb_dist.sweep.session import open_store, prepare, reduce_run, resolve_job
+
+    overrides = dict(attacks=attacks, defenses=defenses, surrogates=surrogates, difficulties=difficulties,
+                     repeats=repeats, seed=seed, n_inject=n_inject, edges_per_node=edges_per_node, steps=steps)
+    spec = resolve_job(dataset, job, overrides)
+    prepared = prepare(spec, out=out, data_dir=data_dir, download=download)  # validates; writes nothing
+
+    from grb_dist.sweep.runner import RaySettings, connect, disconnect, run_sweep
+
+    settings = RaySettings(address=address, num_cpus=num_cpus, include_dashboard=dashboard)
+    ctx = connect(settings)
+    try:
+        store = open_store(prepared)
+        p = prepared.plan
+        console.print(
+            f"[bold]sweep[/] {spec.dataset} ({prepared.graph.num_nodes:,} nodes): {len(spec.attacks)} attacks x "
+            f"{len(p.surrogates)} surrogates x {len(p.targets)} defenses x {len(spec.difficulties)} difficulties x "
+            f"{spec.repeats} repeats = {len(p.scores)} cells -> {prepared.run_dir}"
+            + (" (resuming)" if prepared.resume else ""),
+            highlight=False,
+        )
+        console.print(f"Ray: {ctx.cpus:g} CPUs, {ctx.gpus:g} GPUs; dashboard: "
+                      + (ctx.dashboard_url or "not running"), highlight=False)
+        columns = [TextColumn("{task.description:<7}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("cells, {task.fields[failures]} failed"), TimeElapsedColumn()]
+        start = time.perf_counter()
+        with Progress(*columns, console=console, transient=False) as bar:
+            task = bar.add_task("plan", total=len(p.scores), failures=0)
+
+            def on_progress(pr) -> None:
+                bar.update(task, completed=pr.done, total=pr.total, description=pr.phase, failures=pr.failures)
+
+            try:
+                summary = run_sweep(p, prepared.graph, store, settings, on_progress=on_progress)
+            except KeyboardInterrupt:
+                bar.stop()
+                err_console.print("interrupted: finished cells are kept; run the same command again to resume")
+                raise typer.Exit(130) from None
+        elapsed = time.perf_counter() - start
+    finally:
+        disconnect(ctx)
+    boards = reduce_run(store)
+    show = [d for d in ("full",) if d in spec.difficulties] or list(spec.difficulties[-1:])
+    console.print(render({k: v for k, v in boards.items() if k.split("-", 1)[1] in show}, "md"), highlight=False, markup=False)
+    console.print(
+        f"{summary.done}/{summary.total} cells ({summary.computed} computed, {summary.skipped} already done, "
+        f"{summary.failures} failed) in {elapsed:.1f}s; results in {prepared.run_dir}", highlight=False,
+    )
+    for e in summary.errors[:10]:
+        err_console.print(f"failed: {e}", highlight=False, soft_wrap=True)
+    if summary.failures:
+        raise typer.Exit(1)
+
+
+@app.command()
+@handle_errors
+def leaderboard(
+    run_dir: Path = typer.Argument(..., help="Run directory of a (finished or partial) sweep."),
+    difficulty: Optional[str] = typer.Option(None, "--difficulty", help="One difficulty [default: all in the run]."),
+    fmt: str = typer.Option("md", "--format", "-f", help="Output format: md, csv, html."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of printing."),
+) -> None:
+    """Re-reduce the scores of a run into leaderboards (also refreshes RUN_DIR/leaderboard/)."""
+    from grb_dist.errors import ConfigError
+    from grb_dist.graph import difficulty_key
+    from grb_dist.leaderboard import FORMATS, render
+    from grb_dist.store import RunStore
+    from grb_dist.sweep.session import reduce_run
+
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+    ds = [difficulty_key(difficulty)[5:]] if difficulty else None
+    store = RunStore.existing(run_dir)
+    text = render(reduce_run(store, ds), fmt)
+    if output is not None:
+        from grb_dist.store.parquet import write_bytes
+
+        write_bytes(text.encode(), output)
+        console.print(f"wrote {output}", highlight=False)
+    else:
+        typer.echo(text)
+
+
 def main() -> None:
     app()
 
