@@ -78,7 +78,7 @@ def svd_edge_weights(
     ei = coalesce(ei, num_nodes=num_nodes)
     dev = ei.device
     values = torch.ones(ei.size(1), device=dev)
-    adj = torch.sparse_coo_tensor(ei, values, (num_nodes, num_nodes)).coalesce()
+    adj = torch.sparse_coo_tensor(ei, values, (num_nodes, num_nodes), check_invariants=False).coalesce()
     q = min(k + oversample, num_nodes)
     devices = [dev] if dev.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):

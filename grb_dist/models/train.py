@@ -120,6 +120,10 @@ def train_model(
         opt.zero_grad(set_to_none=True)
         out = model(x, ei)
         loss = torch.nn.functional.cross_entropy(out[train_view.mask_idx], train_view.y[train_view.mask_idx])
+        # Optional model regulariser of this forward pass (R-GCN's KL term).
+        extra = model.regularization() if hasattr(model, "regularization") else None
+        if extra is not None:
+            loss = loss + extra
         loss.backward()
         opt.step()
         model.eval()

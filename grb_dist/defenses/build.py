@@ -1,0 +1,174 @@
+"""Build and train any registered model or defense by name (the sweep's entry points).
+
+- :func:`resolve_params`: a name's hyper-parameters from a job's ``models:`` section;
+- :func:`build_defense`: the untrained module with its full structure (so that a saved
+  state_dict loads into it);
+- :func:`train_defense`: seeded inductive training, adversarial for ``*_at`` names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+from torch import nn
+
+from grb_dist.config import from_dict
+from grb_dist.defenses.at import InjectionAT, at_config
+from grb_dist.errors import ConfigError
+from grb_dist.graph import Graph
+from grb_dist.models.lp import LabelPropagation, LabelPropagationOn, LPConfig
+from grb_dist.models.registry import ModelSpec, check_name, model_config, split_suffixes
+from grb_dist.models.svd import GCNSVD
+from grb_dist.models.train import TrainConfig, TrainResult, induced, seed_everything, train_model
+from grb_dist.registry import normalize_name
+
+#: Key of the label propagation settings inside a ``*_lp`` model's parameters.
+LP_KEY = "lp"
+#: Key of the training overrides inside a ``models:`` entry.
+TRAIN_KEY = "train"
+
+
+def resolve_params(name: str, models_section: Mapping[str, Any] | None) -> tuple[dict, dict]:
+    """``(model params, train-config overrides)`` of model ``name`` from a job's ``models:``.
+
+    The entry named exactly ``name`` is used when present, else the entry of its base name
+    with the ``_ln``/``_at``/``_lp`` suffixes stripped, else nothing (defaults). The nested
+    ``train:`` mapping (e.g. ``{lr: 0.001}``) is split out as the overrides. Unknown keys of
+    the model config, of ``lp:`` or of ``train:`` raise :class:`ConfigError`.
+    """
+    spec = check_name(name)
+    section = {normalize_name(k): v for k, v in (models_section or {}).items()}
+    key = normalize_name(name)
+    entry = section.get(key)
+    if entry is None:
+        entry = section.get(split_suffixes(key)[0])
+    entry = dict(entry or {})
+    if not isinstance(entry, dict):
+        raise ConfigError(f"models.{key}: expected a mapping of hyper-parameters")
+    overrides = dict(entry.pop(TRAIN_KEY, None) or {})
+    from_dict(TrainConfig, overrides, where=f"models.{key}.train")
+    _configs(name, spec, entry)  # validates every key
+    return entry, overrides
+
+
+def _configs(name: str, spec: ModelSpec, params: Mapping[str, Any]):
+    """(model config or None, LP config or None) of ``name``, strictly validated."""
+    params = dict(params or {})
+    if spec.cls is LabelPropagation:
+        return None, from_dict(LPConfig, params, where=f"model {name}")
+    lp = None
+    if LP_KEY in params:
+        lp_params = params.pop(LP_KEY)
+        if not spec.label_propagation:
+            raise ConfigError(f"model {name}: key {LP_KEY!r} only applies to label propagation variants (<model>_lp)")
+        lp = from_dict(LPConfig, lp_params, where=f"model {name}.{LP_KEY}")
+    elif spec.label_propagation:
+        lp = LPConfig()
+    return model_config(name, params), lp
+
+
+def _train_labels(graph: Graph) -> tuple[torch.Tensor, torch.Tensor]:
+    if "train" not in graph.split or graph.split["train"].size == 0:
+        raise ConfigError(f"graph {graph.name!r} has no training split; apply grb_split first")
+    idx = np.sort(np.asarray(graph.split["train"], dtype=np.int64))
+    return torch.as_tensor(idx), torch.as_tensor(np.asarray(graph.labels)[idx], dtype=torch.long)
+
+
+def build_defense(name: str, graph: Graph, params: Mapping[str, Any] | None = None) -> nn.Module:
+    """The untrained module of model/defense ``name`` for ``graph`` (seed torch first).
+
+    Args:
+        name: a registry name (``gcn``, ``gcn_ln``, ``rgcn_at``, ``gnnguard``, ``gcnsvd``,
+            ``lp``, ``gcn_lp`` ...).
+        graph: the dataset (with its GRB split); gives the widths and, for label
+            propagation, the training labels (stored as buffers).
+        params: the model's hyper-parameters (from :func:`resolve_params`); ``*_lp``
+            names take label propagation settings under ``lp`` (``alpha``, ``iterations``).
+
+    Returns:
+        A module with ``forward(x, edge_index) -> logits or log-probabilities`` (N' x C)
+        on a possibly injected graph (N' >= N, injected nodes after the originals).
+
+    Raises:
+        ConfigError: unknown name (the message lists the valid names), incompatible
+            combination, or invalid hyper-parameters (e.g. GCN-SVD rank k >= the number
+            of training nodes, GNNGuard threshold outside [0, 1]).
+    """
+    spec = check_name(name)
+    config, lp = _configs(name, spec, params or {})
+    if spec.cls is LabelPropagation:
+        idx, labels = _train_labels(graph)
+        return LabelPropagation(idx, labels, graph.num_classes, lp)
+    if spec.cls is GCNSVD:
+        n_train = int(graph.split["train"].size) if "train" in graph.split else graph.num_nodes
+        if config.k >= n_train:
+            raise ConfigError(
+                f"model {name}: rank k={config.k} must be smaller than the number of training "
+                f"nodes ({n_train}) of {graph.name!r}; lower k"
+            )
+    model = spec.cls(graph.num_features, graph.num_classes, config)
+    if spec.label_propagation:
+        idx, labels = _train_labels(graph)
+        return LabelPropagationOn(model, idx, labels, graph.num_classes, lp)
+    return model
+
+
+def train_defense(
+    name: str,
+    graph: Graph,
+    params: Mapping[str, Any] | None,
+    train_config: TrainConfig = TrainConfig(),
+    *,
+    at_config: Mapping[str, Any] | None = None,
+    device: str | torch.device = "cpu",
+) -> TrainResult:
+    """Build model/defense ``name`` (seeded by ``train_config.seed``) and train it inductively.
+
+    ``*_at`` names train with injection adversarial training using ``at_config`` (a job's
+    ``adversarial_training:`` section; required for them, ignored otherwise). ``*_lp`` names
+    train the underlying model, then wrap it with label propagation (the result's
+    validation figures are the underlying model's). ``lp`` alone has nothing to train: the
+    result reports its validation loss/accuracy on the train+val subgraph, 0 epochs.
+
+    Returns:
+        :class:`TrainResult` whose ``model`` is the full module (as :func:`build_defense`
+        makes it) with the best weights, in eval mode.
+    """
+    spec = check_name(name)
+    _configs(name, spec, params or {})
+    augment = InjectionAT(at_config_or_error(name, at_config)) if spec.adversarial else None
+    seed_everything(train_config.seed)
+    module = build_defense(name, graph, params)
+    if spec.cls is LabelPropagation:
+        return _evaluate_lp(module, graph, device)
+    inner = module.model if isinstance(module, LabelPropagationOn) else module
+    result = train_model(inner, graph, train_config, device=device, augment=augment)
+    module = module.to(device).eval()
+    return dataclasses.replace(result, model=module)
+
+
+def at_config_or_error(name: str, params):
+    if params is None:
+        raise ConfigError(f"model {name} uses adversarial training: pass at_config (the job's adversarial_training section)")
+    return at_config(params)
+
+
+def _evaluate_lp(module: LabelPropagation, graph: Graph, device) -> TrainResult:
+    start = time.perf_counter()
+    split = graph.split
+    nodes = np.sort(np.concatenate([split["train"], split["val"]]))
+    view = induced(graph, nodes, split["val"], device)
+    # The same label propagation on the train+val subgraph (local ids), for validation.
+    local = torch.as_tensor(np.searchsorted(nodes, module.train_index.cpu().numpy()), device=device)
+    probe = LabelPropagation(local, module.train_labels, module.num_classes, module.config).to(device)
+    with torch.no_grad():
+        out = probe(view.x, view.edge_index)[view.mask_idx]
+        y = view.y[view.mask_idx]
+        loss = float(torch.nn.functional.nll_loss(out, y))
+        acc = float((out.argmax(1) == y).float().mean())
+    module = module.to(device).eval()
+    return TrainResult(module, 0, loss, acc, 0, time.perf_counter() - start, [])
