@@ -1,0 +1,133 @@
+"""Job spec parsing, overrides, validation and content-hashed cell ids (no Ray)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grb_dist.errors import ConfigError, GrbDistError
+from grb_dist.sweep.spec import (
+    CLEAN, JobSpec, apply_overrides, content_hash, default_job_path, jobs_dir, load_job, parse_job, plan,
+    validate_spec,
+)
+
+JOBS = sorted(jobs_dir().glob("*.yaml"))
+
+
+def small(**changes) -> dict:
+    base = {
+        "dataset": "csbm", "seed": 0, "repeats": 2, "difficulties": ["easy", "full"],
+        "train": {"epochs": 20}, "models": {"gcn": {"hidden_sizes": [8]}},
+        "defenses": ["gcn", "mlp"], "surrogates": ["gcn"],
+        "attack": {"n_inject": 5, "edges_per_node": 3, "steps": 2},
+        "budgets": {"full": {"n_inject": 8}}, "attacks": {"fgsm": {}},
+    }
+    base.update(changes)
+    return base
+
+
+@pytest.mark.parametrize("path", JOBS, ids=[p.name for p in JOBS])
+def test_shipped_jobs_parse_and_plan(path):
+    spec = load_job(path)
+    p = plan(spec)
+    assert len(p.scores) == len(set(c.cell_id for c in p.scores))
+    assert len(p.attacks) == len(spec.attacks) * len(spec.surrogates) * len(spec.difficulties) * spec.repeats
+
+
+def test_default_job_paths():
+    assert default_job_path(None).name == "csbm.yaml"
+    assert default_job_path("grb-cora").name == "grb-cora.yaml"
+    assert default_job_path("CSBM_GRB_Aminer").name == "csbm-grb-aminer.yaml"
+    assert default_job_path(str(Path(__file__))).name == "csbm.yaml"  # a path uses the default job
+
+
+@pytest.mark.parametrize("bad, word", [
+    ({"datset": "x"}, "datset"),
+    ({"train": {"epochs": 10, "lrr": 0.1}}, "lrr"),
+    ({"repeats": 0}, "repeats"),
+    ({"repeats": "two"}, "integer"),
+    ({"difficulties": ["easy", "extreme"]}, "extreme"),
+    ({"defenses": ["gcn", "GCN"]}, "twice"),
+    ({"budgets": {"huge": {"n_inject": 3}}}, "huge"),
+    ({"attacks": {}}, "attack"),
+    ({"attacks": ["fgsm"]}, "mapping"),
+    ({"scenario": "modification"}, "scenario"),
+])
+def test_unknown_or_malformed_keys_rejected(bad, word):
+    with pytest.raises(ConfigError, match=word):
+        parse_job(small(**bad))
+
+
+def test_malformed_yaml(tmp_path):
+    f = tmp_path / "job.yaml"
+    f.write_text("dataset: csbm\nattacks: [fgsm\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_job(f)
+    f.write_text("- just\n- a list\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_job(f)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_job(tmp_path / "missing.yaml")
+
+
+def test_overrides():
+    spec = parse_job(small())
+    o = apply_overrides(spec, attacks="FGSM", defenses="gcn", difficulties="hard", repeats=3, seed=7,
+                        n_inject=4, edges_per_node=2, steps=9)
+    assert o.attacks == {"fgsm": {}} and o.defenses == ("gcn",) and o.difficulties == ("hard",)
+    assert o.repeats == 3 and o.seed == 7
+    assert o.attack_params("fgsm", "full", 1) == {**o.attack, "n_inject": 4, "seed": 1}
+    assert o.attack["steps"] == 9 and o.attack["edges_per_node"] == 2
+    with pytest.raises(ConfigError):
+        apply_overrides(spec, defenses=",")
+
+
+def test_cell_ids_stable_and_distinct():
+    a, b = plan(parse_job(small())), plan(parse_job(small()))
+    assert [c.cell_id for c in a.scores] == [c.cell_id for c in b.scores]
+    assert a.config_hash == b.config_hash
+    ids = [c.cell_id for c in a.scores]
+    assert len(ids) == len(set(ids))
+    pids = [c.perturbation_id for c in a.attacks]
+    assert len(pids) == len(set(pids))
+    # 2 defenses x 2 difficulties clean + 1 attack x 1 surrogate x 2 difficulties x 2 repeats x 2 defenses
+    assert len(a.scores) == 4 + 8
+    clean = [c for c in a.scores if c.attack == CLEAN]
+    assert {(c.defense, c.difficulty, c.repeat) for c in clean} == {(d, x, 0) for d in ("gcn", "mlp") for x in ("easy", "full")}
+    # surrogates never share a seed (and so a file) with targets
+    assert {t.file_stem for t in a.targets}.isdisjoint({s.file_stem for s in a.surrogates})
+
+
+def test_ids_follow_the_configuration():
+    base = plan(parse_job(small()))
+    more_steps = plan(parse_job(small(attack={"n_inject": 5, "edges_per_node": 3, "steps": 3})))
+    assert base.config_hash != more_steps.config_hash
+    assert {c.cell_id for c in base.scores if c.attack != CLEAN}.isdisjoint(
+        {c.cell_id for c in more_steps.scores if c.attack != CLEAN})
+    # clean rows do not depend on the attack settings
+    assert {c.cell_id for c in base.scores if c.attack == CLEAN} == {
+        c.cell_id for c in more_steps.scores if c.attack == CLEAN}
+    # narrowing the defenses keeps the ids of the remaining cells
+    narrow = plan(apply_overrides(parse_job(small()), defenses="gcn"))
+    assert {c.cell_id for c in narrow.scores} < {c.cell_id for c in base.scores}
+    assert content_hash({"a": 1, "b": [1, 2]}) == content_hash({"b": (1, 2), "a": 1})
+
+
+@pytest.mark.parametrize("change, word", [
+    ({"defenses": ["gcn", "nodefense"]}, "nodefense"),
+    ({"surrogates": ["bogus"]}, "bogus"),
+    ({"attacks": {"noattack": {}}}, "noattack"),
+    ({"attacks": {"fgsm": {"stepz": 3}}}, "stepz"),
+    ({"attack": {"n_inject": -1}}, "n_inject"),
+    ({"normalize": "weird"}, "weird"),
+])
+def test_validate_rejects_bad_names_and_params(change, word):
+    with pytest.raises(GrbDistError, match=word):
+        validate_spec(parse_job(small(**change)))
+
+
+def test_spec_roundtrip():
+    spec = parse_job(small())
+    assert isinstance(spec, JobSpec)
+    assert parse_job(spec.to_dict()).config_hash == spec.config_hash
