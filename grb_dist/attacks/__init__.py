@@ -1,0 +1,34 @@
+"""Adversarial attacks: injection attacks, their registry, configs and the threat-model audit."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from grb_dist.attacks.audit import RULES as AUDIT_RULES
+from grb_dist.attacks.audit import audit_injection
+from grb_dist.attacks.base import AttackConfig, InjectionAttack, resolve_feature_limits
+from grb_dist.attacks.injection.fgsm import FGSM, FGSMConfig, fgsm_inject
+from grb_dist.config import from_dict
+from grb_dist.registry import Registry
+
+#: Registered attacks: name -> class (names are the paper acronyms).
+ATTACKS: Registry[type[InjectionAttack]] = Registry("attack", {"fgsm": FGSM})
+
+
+def build_attack(name: str, params: Mapping[str, Any]) -> InjectionAttack:
+    """Build registered attack ``name`` from ``params``.
+
+    ``params`` is the merge of a job's shared ``attack:`` section, the difficulty's budget
+    and the attack's own entry. Unknown keys and invalid values raise
+    :class:`~grb_dist.errors.ConfigError` before any work; an unknown name raises
+    :class:`~grb_dist.errors.UnknownNameError` listing the valid names.
+    """
+    cls = ATTACKS.get(name)
+    config = from_dict(cls.Config, params, where=f"attack {ATTACKS.canonical(name)}")
+    return cls(config)
+
+
+__all__ = [
+    "ATTACKS", "AUDIT_RULES", "AttackConfig", "FGSM", "FGSMConfig", "InjectionAttack",
+    "audit_injection", "build_attack", "fgsm_inject", "resolve_feature_limits",
+]

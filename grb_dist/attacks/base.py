@@ -1,0 +1,210 @@
+"""Base class and config of injection attacks.
+
+An injection attack adds ``n_inject`` nodes to a graph, each with at most
+``edges_per_node`` edges to target nodes, and features inside ``[feat_min, feat_max]``
+(GRB threat model, seed 001 section 3.2). Attacks are black-box transfer attacks: they
+optimise against a surrogate model the attacker trained itself, using the surrogate's own
+clean predictions on the targets as labels. Passing the target model as the surrogate gives
+the adaptive (white-box) variant.
+
+:class:`InjectionAttack.attack` is a template method: it validates the inputs (before any
+work), restricts the computation to the targets' receptive field, runs the attack-specific
+:meth:`InjectionAttack.optimize` on local tensors, maps the result back to global node ids
+and audits it (:func:`grb_dist.attacks.audit.audit_injection`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from grb_dist.attacks.audit import audit_injection
+from grb_dist.attacks.injection.common import AttackContext, build_context, surrogate_mode
+from grb_dist.errors import ConfigError
+from grb_dist.graph import Graph, Injection
+
+log = logging.getLogger(__name__)
+
+#: Explicit feature limits may not exceed this multiple of the data's largest absolute value.
+PLAUSIBLE_RANGE_FACTOR = 10.0
+
+
+@dataclass(frozen=True)
+class AttackConfig:
+    """Hyper-parameters shared by every injection attack.
+
+    Attributes:
+        n_inject: number of injected nodes (> 0).
+        edges_per_node: maximum number of edges of each injected node (> 0).
+        feat_lim_min: lower feature limit; ``None`` = the graph's (normalised) feature minimum.
+        feat_lim_max: upper feature limit; ``None`` = the graph's (normalised) feature maximum.
+        steps: optimisation steps (per sequential round for TDGIA; ignored by RND).
+        step_size: step size (sign step for FGSM/PGD, Adam learning rate for SPEIT/TDGIA).
+        seed: seed of every random choice of the attack.
+    """
+
+    n_inject: int = 60
+    edges_per_node: int = 20
+    feat_lim_min: float | None = None
+    feat_lim_max: float | None = None
+    steps: int = 1000
+    step_size: float = 0.01
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.n_inject <= 0:
+            raise ConfigError(f"n_inject must be > 0, got {self.n_inject}")
+        if self.edges_per_node <= 0:
+            raise ConfigError(f"edges_per_node must be > 0, got {self.edges_per_node}")
+        if self.steps < 0:
+            raise ConfigError(f"steps must be >= 0, got {self.steps}")
+        if not (self.step_size > 0 and math.isfinite(self.step_size)):
+            raise ConfigError(f"step_size must be a positive finite number, got {self.step_size}")
+        for name in ("feat_lim_min", "feat_lim_max"):
+            v = getattr(self, name)
+            if v is not None and not math.isfinite(v):
+                raise ConfigError(f"{name} must be finite or null, got {v}")
+        if (
+            self.feat_lim_min is not None
+            and self.feat_lim_max is not None
+            and self.feat_lim_min >= self.feat_lim_max
+        ):
+            raise ConfigError(
+                f"feat_lim_min ({self.feat_lim_min}) must be smaller than feat_lim_max ({self.feat_lim_max})"
+            )
+
+
+def resolve_feature_limits(config: AttackConfig, graph: Graph) -> tuple[float, float]:
+    """The ``(feat_min, feat_max)`` an attack uses on ``graph``.
+
+    ``None`` limits take the graph's own feature minimum / maximum. Raises
+    :class:`ConfigError` when ``min >= max`` or when an explicit limit lies beyond
+    ``PLAUSIBLE_RANGE_FACTOR`` times the data's largest absolute feature value (a sign of
+    limits meant for un-normalised features).
+    """
+    feats = graph.features
+    if feats.size == 0:
+        raise ConfigError(f"graph {graph.name!r} has no features; cannot resolve feature limits")
+    data_min, data_max = float(feats.min()), float(feats.max())
+    lo = data_min if config.feat_lim_min is None else float(config.feat_lim_min)
+    hi = data_max if config.feat_lim_max is None else float(config.feat_lim_max)
+    scale = max(abs(data_min), abs(data_max))
+    bound = PLAUSIBLE_RANGE_FACTOR * scale if scale > 0 else PLAUSIBLE_RANGE_FACTOR
+    for name, v in (("feat_lim_min", config.feat_lim_min), ("feat_lim_max", config.feat_lim_max)):
+        if v is not None and abs(v) > bound:
+            raise ConfigError(
+                f"{name}={v} is implausible for {graph.name!r}: its features lie in "
+                f"[{data_min:.3g}, {data_max:.3g}] (limit |value| <= {bound:.3g}); "
+                "use limits on the normalised scale or null for the data's own range"
+            )
+    if lo >= hi:
+        raise ConfigError(
+            f"feature limits [{lo}, {hi}] are empty on {graph.name!r} (min must be < max); "
+            "set feat_lim_min / feat_lim_max explicitly"
+        )
+    return lo, hi
+
+
+class InjectionAttack:
+    """Base class of injection attacks.
+
+    Subclasses set ``Config`` (their typed config, a subclass of :class:`AttackConfig`) and
+    implement :meth:`optimize`. Instances hold only their config: nothing is kept on
+    ``self`` between calls, so an instance can be reused and shared.
+
+    Class flags:
+        optimizes: False for attacks that never call the surrogate's gradients (RND).
+        injected_links: True when the attack may link injected nodes to each other.
+    """
+
+    Config: ClassVar[type[AttackConfig]] = AttackConfig
+    name: ClassVar[str] = "injection"
+    optimizes: ClassVar[bool] = True
+    injected_links: ClassVar[bool] = False
+
+    def __init__(self, config: AttackConfig | None = None):
+        config = config or self.Config()
+        if not isinstance(config, self.Config):
+            raise ConfigError(f"{type(self).__name__} needs a {self.Config.__name__}, got {type(config).__name__}")
+        self.config = config
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.config})"
+
+    def check_inputs(self, graph: Graph, targets: np.ndarray) -> tuple[np.ndarray, float, float]:
+        """Validate ``targets`` and the budget against ``graph``; return ``(targets, feat_min, feat_max)``.
+
+        Raises :class:`ConfigError` on an empty or out-of-range target set, on repeated
+        targets, when ``edges_per_node`` exceeds the number of targets, or on implausible
+        feature limits.
+        """
+        targets = np.asarray(targets)
+        if targets.ndim != 1 or targets.size == 0:
+            raise ConfigError("the target set is empty; pick a difficulty with test nodes")
+        if not np.issubdtype(targets.dtype, np.integer):
+            raise ConfigError(f"targets must be integer node ids, got dtype {targets.dtype}")
+        targets = targets.astype(np.int64)
+        if targets.min() < 0 or targets.max() >= graph.num_nodes:
+            raise ConfigError(f"targets contain node ids outside [0, {graph.num_nodes})")
+        if np.unique(targets).size != targets.size:
+            raise ConfigError("targets contain repeated node ids")
+        if self.config.edges_per_node > targets.size:
+            raise ConfigError(
+                f"edges_per_node={self.config.edges_per_node} exceeds the {targets.size} available "
+                "targets (edges must go to distinct targets); lower edges_per_node or use more targets"
+            )
+        lo, hi = resolve_feature_limits(self.config, graph)
+        return targets, lo, hi
+
+    def attack(
+        self,
+        graph: Graph,
+        surrogate: torch.nn.Module,
+        targets: np.ndarray,
+        *,
+        device: str | torch.device = "cpu",
+    ) -> Injection:
+        """Generate an audited injection against ``surrogate`` on ``graph``.
+
+        Args:
+            graph: the clean graph (never modified).
+            surrogate: a trained model ``(x, edge_index) -> logits``; its clean predictions
+                on ``targets`` are the labels the attack fights. Put in eval mode during the
+                attack and restored afterwards; its parameters receive no gradients.
+            targets: int array (T,), distinct node ids to attack (a difficulty's test nodes).
+            device: where the computation runs (``"cpu"``, ``"cuda"``).
+
+        Returns:
+            an :class:`Injection` with ``features`` (n_inject x D float32) and ``edges``
+            (2 x M int64, row 0 injected ids in [N, N + n_inject)) that passed the audit.
+        """
+        targets, lo, hi = self.check_inputs(graph, targets)
+        cfg = self.config
+        gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
+        with surrogate_mode(surrogate):
+            ctx = build_context(graph, surrogate, targets, lo, hi, device)
+            log.info(
+                "%s: %d injected x %d edges on %s (%d targets, %d/%d nodes in the receptive field)",
+                self.name, cfg.n_inject, cfg.edges_per_node, graph.name, targets.size,
+                ctx.num_local, graph.num_nodes,
+            )
+            feats, local_edges = self.optimize(ctx, gen)
+        injection = ctx.to_injection(feats, local_edges)
+        audit_injection(
+            graph, injection, n_inject=cfg.n_inject, edges_per_node=cfg.edges_per_node,
+            feat_min=lo, feat_max=hi, targets=targets if not self.injected_links else None,
+        )
+        return injection
+
+    def optimize(self, ctx: AttackContext, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attack-specific work on the local (receptive-field) graph.
+
+        Returns ``(features, edges)``: features n_inject x D float32 on ``ctx.device``;
+        edges 2 x M int64 in local ids (row 0 in ``[ctx.num_local, ctx.num_local + n_inject)``).
+        """
+        raise NotImplementedError

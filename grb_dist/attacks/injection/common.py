@@ -1,0 +1,254 @@
+"""Shared machinery of injection attacks: receptive-field restriction, vectorised edge
+selection, the batched targets' loss and the sign-ascent loop.
+
+Everything here is sparse: the perturbed graph is the (local) edge_index with the injected
+block appended (:func:`grb_dist.graph.apply_injection`); no N x N matrix is ever built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch_geometric.utils import k_hop_subgraph
+
+from grb_dist.graph import Graph, Injection, apply_injection
+
+log = logging.getLogger(__name__)
+
+#: Use the receptive-field subgraph only when it holds less than this fraction of the nodes.
+SUBGRAPH_MAX_FRACTION = 0.9
+#: Bound on the random keys materialised at once by :func:`random_target_choice`.
+_KEY_BLOCK = 1 << 22
+
+
+@contextlib.contextmanager
+def surrogate_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """Put ``model`` in eval mode (dropout off) and restore the mode it had on exit."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
+def receptive_hops(model: torch.nn.Module) -> int | None:
+    """How many hops of neighbourhood a node's output depends on; ``None`` when unknown.
+
+    A model may declare it with an integer attribute ``receptive_hops``; otherwise the
+    built-in architectures are recognised by their class and config. Unknown models get
+    ``None`` (the attack then runs on the whole graph, which is always correct).
+    """
+    declared = getattr(model, "receptive_hops", None)
+    if isinstance(declared, int):
+        return declared
+    from grb_dist.models.appnp import APPNP
+    from grb_dist.models.gat import GAT
+    from grb_dist.models.gcn import GCN
+    from grb_dist.models.gin import GIN
+    from grb_dist.models.mlp import MLP
+    from grb_dist.models.sage import GraphSAGE
+    from grb_dist.models.sgc import SGC
+    from grb_dist.models.tagcn import TAGCN
+
+    cls = type(model)
+    if cls in (GCN, GAT, GIN, GraphSAGE):
+        return len(model.layers)
+    if cls is TAGCN:
+        return len(model.layers) * int(model.config.k)
+    if cls in (SGC, APPNP):
+        return int(model.config.k)
+    if cls is MLP:
+        return 0
+    return None
+
+
+@dataclass
+class AttackContext:
+    """The (possibly restricted) graph an attack works on, in local node ids.
+
+    Attributes:
+        x: local features, n_local x D float32 (on ``device``).
+        edge_index: local edges, 2 x E_local int64.
+        targets: local ids of the targets, T int64.
+        labels: the surrogate's clean predictions on the targets, T int64.
+        degrees: current degree of every target in the clean graph, T int64.
+        subset: global id of every local node (``None`` when local == global).
+        num_original: N, node count of the full graph.
+        feat_min, feat_max: the feature limits.
+        model: the surrogate (in eval mode while the context is used).
+    """
+
+    x: torch.Tensor
+    edge_index: torch.Tensor
+    targets: torch.Tensor
+    labels: torch.Tensor
+    degrees: torch.Tensor
+    subset: torch.Tensor | None
+    num_original: int
+    feat_min: float
+    feat_max: float
+    model: torch.nn.Module
+    device: torch.device
+
+    @property
+    def num_local(self) -> int:
+        return int(self.x.shape[0])
+
+    @property
+    def num_features(self) -> int:
+        return int(self.x.shape[1])
+
+    def logits(self, inj_x: torch.Tensor, inj_edges: torch.Tensor) -> torch.Tensor:
+        """Surrogate logits on the targets (T x C) with the injection applied (local ids)."""
+        x, ei = apply_injection(self.x, self.edge_index, inj_x, inj_edges)
+        return self.model(x, ei)[self.targets]
+
+    def to_injection(self, inj_x: torch.Tensor, local_edges: torch.Tensor) -> Injection:
+        """Map local results to an :class:`Injection` in global ids (numpy, CPU)."""
+        n_loc = self.num_local
+        src = local_edges[0].detach().cpu().long() - n_loc + self.num_original
+        dst = local_edges[1].detach().cpu().long()
+        injected = dst >= n_loc
+        if self.subset is not None:
+            sub = self.subset.cpu()
+            mapped = sub[dst.clamp(max=n_loc - 1)]
+            dst = torch.where(injected, dst - n_loc + self.num_original, mapped)
+        else:
+            dst = torch.where(injected, dst - n_loc + self.num_original, dst)
+        edges = torch.stack([src, dst]).numpy().astype(np.int64)
+        feats = inj_x.detach().cpu().numpy().astype(np.float32)
+        return Injection(
+            features=np.ascontiguousarray(feats),
+            edges=np.ascontiguousarray(edges),
+            num_original=self.num_original,
+        )
+
+
+def build_context(
+    graph: Graph,
+    model: torch.nn.Module,
+    targets: np.ndarray,
+    feat_min: float,
+    feat_max: float,
+    device: str | torch.device = "cpu",
+) -> AttackContext:
+    """Restrict ``graph`` to the targets' receptive field and compute the clean labels.
+
+    The subgraph holds every node within ``hops + 1`` of a target, so that the degrees of
+    the nodes at distance ``hops`` (used by GCN normalisation, attention and mean
+    aggregation) are exact and the surrogate's outputs on the targets equal those on the
+    full graph. Injected nodes only attach to targets, so they stay inside it.
+    """
+    device = torch.device(device)
+    t = graph.tensors(device)
+    n = graph.num_nodes
+    tgt = torch.as_tensor(targets, dtype=torch.long, device=device)
+    deg = torch.bincount(t.edge_index[0], minlength=n)[tgt]
+    hops = receptive_hops(model)
+    subset = None
+    x, ei, local_t = t.x, t.edge_index, tgt
+    if hops is not None:
+        sub, sub_ei, mapping, _ = k_hop_subgraph(tgt, hops + 1, t.edge_index, relabel_nodes=True, num_nodes=n)
+        if sub.numel() < SUBGRAPH_MAX_FRACTION * n:
+            subset, x, ei, local_t = sub, t.x[sub], sub_ei, mapping
+    with torch.no_grad():
+        labels = model(x, ei)[local_t].argmax(1)
+    return AttackContext(
+        x=x, edge_index=ei, targets=local_t, labels=labels, degrees=deg, subset=subset,
+        num_original=n, feat_min=feat_min, feat_max=feat_max, model=model, device=device,
+    )
+
+
+def random_target_choice(n_rows: int, k: int, n_targets: int, gen: torch.Generator) -> torch.Tensor:
+    """``k`` distinct positions in ``[0, n_targets)`` for each of ``n_rows`` rows, uniformly.
+
+    Returns an int64 tensor n_rows x k (CPU). Vectorised: the top-k of random keys per row,
+    computed in blocks of rows so that at most ~4M keys exist at once.
+    """
+    if k > n_targets:
+        raise ValueError(f"cannot choose {k} distinct targets out of {n_targets}")
+    rows_per_block = max(1, _KEY_BLOCK // max(n_targets, 1))
+    out = []
+    for start in range(0, n_rows, rows_per_block):
+        m = min(rows_per_block, n_rows - start)
+        keys = torch.rand(m, n_targets, generator=gen)
+        out.append(keys.topk(k, dim=1).indices)
+    return torch.cat(out, 0) if out else torch.empty(0, k, dtype=torch.long)
+
+
+def random_edges(
+    n_inject: int, edges_per_node: int, targets: torch.Tensor, first_id: int, gen: torch.Generator
+) -> torch.Tensor:
+    """Random injection edges: each injected node to ``edges_per_node`` distinct targets.
+
+    Args:
+        targets: ids (T) the injected nodes may attach to.
+        first_id: id of the first injected node; node ``i`` gets id ``first_id + i``.
+
+    Returns:
+        2 x (n_inject * edges_per_node) int64 on ``targets.device``: row 0 injected ids,
+        row 1 target ids.
+    """
+    pos = random_target_choice(n_inject, edges_per_node, targets.numel(), gen).to(targets.device)
+    src = torch.arange(n_inject, device=targets.device).repeat_interleave(edges_per_node) + first_id
+    return torch.stack([src, targets[pos.reshape(-1)]])
+
+
+def chunked_edges(order: torch.Tensor, n_inject: int, k: int, n_targets: int, gen: torch.Generator) -> torch.Tensor:
+    """Deal a target ordering in consecutive chunks of ``k``: injected node ``i`` gets chunk ``i``.
+
+    ``order`` holds distinct target positions (each target at most once). When it is
+    shorter than ``n_inject * k`` the ordering continues with fresh random permutations of
+    all targets; every copy is cut to a multiple of ``k`` so that no chunk spans two copies,
+    hence the targets of one injected node are always distinct.
+
+    Returns n_inject x k int64 target positions (on ``order.device``).
+    """
+    need = n_inject * k
+    dev = order.device
+    usable = (order.numel() // k) * k
+    pieces = [order[: min(usable, need)]] if usable else []
+    have = pieces[0].numel() if pieces else 0
+    per_copy = (n_targets // k) * k
+    while have < need:
+        perm = torch.randperm(n_targets, generator=gen)[:per_copy].to(dev)
+        pieces.append(perm[: need - have])
+        have += pieces[-1].numel()
+    return torch.cat(pieces).reshape(n_inject, k)
+
+
+def target_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of the targets' logits (T x C) against the clean labels (T)."""
+    return F.cross_entropy(logits, labels)
+
+
+def sign_ascent(
+    loss_fn: Callable[[torch.Tensor], torch.Tensor],
+    x0: torch.Tensor,
+    *,
+    steps: int,
+    step_size: float,
+    feat_min: float,
+    feat_max: float,
+) -> torch.Tensor:
+    """Iterative sign-gradient ascent with projection onto ``[feat_min, feat_max]``.
+
+    ``x <- clip(x + step_size * sign(grad_x loss_fn(x)))`` for ``steps`` steps; gradients
+    are taken w.r.t. ``x`` only (``torch.autograd.grad``), so no parameter accumulates any.
+    Returns the final features, detached.
+    """
+    x = x0.detach().clamp(feat_min, feat_max)
+    for _ in range(steps):
+        x.requires_grad_(True)
+        loss = loss_fn(x)
+        (grad,) = torch.autograd.grad(loss, x)
+        with torch.no_grad():
+            x = (x + step_size * grad.sign()).clamp_(feat_min, feat_max)
+    return x.detach()
