@@ -186,8 +186,8 @@ class _RangeHandler(http.server.SimpleHTTPRequestHandler):
         body = data[start:]
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        type(self).served += len(body)  # counted before sending: the client may finish first
         self.wfile.write(body)
-        type(self).served += len(body)
 
 
 @pytest.fixture

@@ -51,8 +51,14 @@ def read_array(npz, key: str, path: Path) -> np.ndarray:
 def read_sparse(npz, prefix: str, sep: str, path: Path) -> sp.csr_matrix:
     """A CSR matrix stored as ``{prefix}{sep}data/indices/indptr/shape``."""
     parts = {k: read_array(npz, f"{prefix}{sep}{k}", path) for k in ("data", "indices", "indptr", "shape")}
+    fmt_key = f"{prefix}{sep}format"
+    fmt = read_array(npz, fmt_key, path).item() if fmt_key in npz.files else b"csr"
+    fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
+    if fmt not in ("csr", "csc"):
+        raise DatasetError(f"{path}: sparse format {fmt!r} is not supported; save the matrix as CSR")
+    kind = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
     try:
-        return sp.csr_matrix((parts["data"], parts["indices"], parts["indptr"]), shape=tuple(parts["shape"]))
+        return kind((parts["data"], parts["indices"], parts["indptr"]), shape=tuple(parts["shape"])).tocsr()
     except ValueError as exc:
         raise DatasetError(f"{path}: malformed sparse matrix {prefix!r} ({exc})") from None
 
