@@ -73,9 +73,14 @@ def prepare(spec: JobSpec, *, out: str | Path | None = None, data_dir: str | Pat
     for d in spec.difficulties:
         graph.targets(d)
     _check_attack_inputs(spec, graph)
+    p = plan(spec)
+    from grb_dist.defenses import build_defense
+
+    for task in p.models:  # parameters that depend on the graph (e.g. GCN-SVD rank)
+        build_defense(task.name, graph, dict(task.params))
     run_dir = Path(out) if out is not None else default_run_dir(spec)
     resume = RunStore.check(run_dir, spec.to_dict(), spec.config_hash)
-    return Prepared(spec, plan(spec), graph, run_dir, resume)
+    return Prepared(spec, p, graph, run_dir, resume)
 
 
 def open_store(prepared: Prepared) -> RunStore:

@@ -329,10 +329,8 @@ class Plan:
 
 
 def _resolve_params(name: str, models: Mapping[str, Any]) -> tuple[dict, dict]:
-    try:
-        from grb_dist.defenses import resolve_params
-    except ImportError:  # pragma: no cover - until grb_dist.defenses lands
-        from grb_dist.sweep.worker import _fallback_resolve_params as resolve_params
+    from grb_dist.defenses import resolve_params
+
     params, train = resolve_params(name, models)
     return dict(params), dict(train)
 
@@ -340,7 +338,9 @@ def _resolve_params(name: str, models: Mapping[str, Any]) -> tuple[dict, dict]:
 def _model_task(spec: JobSpec, role: str, name: str, seed: int) -> ModelTask:
     params, overrides = _resolve_params(name, spec.models)
     train = {**to_dict(spec.train), **overrides}
-    at = spec.adversarial_training if name.endswith("_at") else None
+    from grb_dist.models import MODELS
+
+    at = spec.adversarial_training if getattr(MODELS.get(name), "adversarial", False) else None
     ident = {
         "dataset": spec.dataset, "normalize": spec.normalize, "data_seed": spec.seed,
         "name": name, "seed": seed, "params": params, "train": train, "at": at,
@@ -390,6 +390,10 @@ def validate_spec(spec: JobSpec) -> None:
     for name in (*spec.defenses, *spec.surrogates):
         MODELS.get(name)
         _resolve_params(name, spec.models)
+    if any(getattr(MODELS.get(n), "adversarial", False) for n in (*spec.defenses, *spec.surrogates)):
+        from grb_dist.defenses import at_config
+
+        at_config(spec.adversarial_training)
     try:
         from grb_dist.attacks import ATTACKS, build_attack
     except ImportError as exc:  # pragma: no cover - until grb_dist.attacks lands

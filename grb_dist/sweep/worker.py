@@ -16,7 +16,6 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from grb_dist.errors import ConfigError
 from grb_dist.evaluation import evaluate
 from grb_dist.graph import Graph, Injection
 from grb_dist.models.train import TrainConfig
@@ -25,43 +24,13 @@ from grb_dist.sweep.spec import AttackCell, ModelTask
 log = logging.getLogger(__name__)
 
 
-# ----------------------------------------------------------------- defenses (with a fallback)
-
-
-def _fallback_resolve_params(name: str, models: Mapping[str, Any]) -> tuple[dict, dict]:
-    """Plain models only: ``models[base]`` without its ``train:`` entry, and that entry."""
-    from grb_dist.models import MODELS
-
-    MODELS.get(name)
-    base = name
-    for suffix in ("_ln", "_at", "_lp"):
-        if base.endswith(suffix):
-            base = base[: -len(suffix)]
-    entry = dict(models.get(base, {}) or {})
-    train = dict(entry.pop("train", {}) or {})
-    return entry, train
-
-
-def _defense_api():
-    try:
-        from grb_dist.defenses import build_defense, train_defense
-    except ImportError:  # until grb_dist.defenses lands: plain models only
-        from grb_dist.models import build_model
-        from grb_dist.models.train import train as train_plain
-
-        def build_defense(name, graph, params):
-            return build_model(name, graph.num_features, graph.num_classes, params)
-
-        def train_defense(name, graph, params, train_config, *, at_config=None, device="cpu"):
-            if at_config is not None:
-                raise ConfigError(f"{name}: adversarial training needs grb_dist.defenses")
-            return train_plain(name, graph, params, train_config, device=device)
-
-    return build_defense, train_defense
+# ----------------------------------------------------------------- defenses
 
 
 def build_defense(name: str, graph: Graph, params: Mapping[str, Any]) -> torch.nn.Module:
-    return _defense_api()[0](name, graph, dict(params))
+    from grb_dist.defenses import build_defense as build
+
+    return build(name, graph, dict(params))
 
 
 # ----------------------------------------------------------------- training
@@ -80,7 +49,8 @@ def train_task(graph: Graph, task: ModelTask, *, device: str = "cpu") -> Trained
     import json
 
     cfg = TrainConfig(**{**task.train, "seed": task.seed})
-    train_defense = _defense_api()[1]
+    from grb_dist.defenses import train_defense
+
     kwargs: dict[str, Any] = {"device": device}
     if task.at is not None:
         kwargs["at_config"] = dict(task.at)
