@@ -127,11 +127,12 @@ def _check_reachable(address: str) -> None:
 def connect(settings: RaySettings) -> RayContext:
     """Join the cluster of ``settings`` or start a local Ray; raise ConfigError when unreachable."""
     address = settings.resolved_address()
+    if address:
+        _check_reachable(address)
     if ray.is_initialized():
         return RayContext(False, _dashboard_url(None), *_cluster_size())
     kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
     if address:
-        _check_reachable(address)
         kwargs["address"] = address
     else:
         kwargs["address"] = "local"

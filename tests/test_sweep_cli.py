@@ -1,0 +1,88 @@
+"""``grb-dist sweep`` and ``grb-dist leaderboard`` through typer's test runner."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from grb_dist.attacks import ATTACKS
+from grb_dist.cli import app
+from grb_dist.store import RunStore
+
+runner = CliRunner()
+ATTACK = next(a for a in ("rnd", "fgsm", *ATTACKS.names()) if a in ATTACKS)
+
+
+def tree(path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    bad_keys = tmp_path / "bad-keys.yaml"
+    bad_keys.write_text("dataset: csbm\nattacks: {fgsm: {}}\nsurogates: [gcn]\n")
+    malformed = tmp_path / "malformed.yaml"
+    malformed.write_text("dataset: csbm\nattacks: {fgsm: {}\n")
+    bad_param = tmp_path / "bad-param.yaml"
+    bad_param.write_text("dataset: csbm\nattacks: {fgsm: {steps: many}}\n")
+    other = tmp_path / "other-run"
+    RunStore.open(other, {"something": "else"}, "0123456789abcdef")
+    return tmp_path
+
+
+BAD = [
+    (["--dataset", "grb-nope"], "grb-nope"),
+    (["--attacks", "nope"], "nope"),
+    (["--defenses", "gcn,nodefense"], "nodefense"),
+    (["--surrogates", "nosurrogate"], "nosurrogate"),
+    (["--difficulties", "extreme"], "extreme"),
+    (["--repeats", "0"], "repeats"),
+    (["--n-inject", "-3"], "n_inject"),
+    (["--job", "bad-keys.yaml"], "surogates"),
+    (["--job", "malformed.yaml"], "YAML"),
+    (["--job", "bad-param.yaml"], "steps"),
+    (["--job", "missing.yaml"], "missing.yaml"),
+    (["--address", "127.0.0.1:1"], "127.0.0.1:1"),
+    (["--address", "not an address"], "address"),
+    (["--out", "other-run"], "different configuration"),
+]
+
+
+@pytest.mark.parametrize("args, word", BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_sweep_bad_input_one_line_nonzero_nothing_written(workdir, args, word):
+    before = tree(workdir)
+    out = [] if "--out" in args else ["--out", "run"]
+    r = runner.invoke(app, ["sweep", *args, *out])
+    assert r.exit_code != 0
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1, r.output
+    assert lines[0].startswith("error:") and word in lines[0], lines[0]
+    assert tree(workdir) == before  # nothing written: no run dir, no results/
+
+
+def test_leaderboard_bad_input(workdir):
+    for args in (["leaderboard", "nowhere"], ["leaderboard", "other-run", "--format", "pdf"],
+                 ["leaderboard", "other-run", "--difficulty", "extreme"], ["leaderboard", "other-run"]):
+        r = runner.invoke(app, args)
+        assert r.exit_code != 0 and len(r.output.strip().splitlines()) == 1, (args, r.output)
+
+
+def test_sweep_then_leaderboard(ray_local, workdir):
+    args = ["sweep", "--attacks", ATTACK, "--defenses", "gcn,mlp", "--difficulties", "easy,full", "--repeats", "1",
+            "--steps", "3", "--n-inject", "5", "--edges-per-node", "3", "--out", "run"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert "dashboard:" in r.output and "Defenses over attacks (full" in r.output
+    assert "8/8 cells (8 computed" in r.output
+    store = RunStore.existing(workdir / "run")
+    assert len(store.read_scores()) == 8
+    r = runner.invoke(app, args)  # resume: nothing left to do
+    assert r.exit_code == 0 and "0 computed, 8 already done" in r.output, r.output
+    r = runner.invoke(app, ["leaderboard", "run", "--difficulty", "easy"])
+    assert r.exit_code == 0 and "(easy;" in r.output and "(full;" not in r.output
+    for fmt in ("csv", "html", "md"):
+        r = runner.invoke(app, ["leaderboard", "run", "--format", fmt, "--output", f"board.{fmt}"])
+        assert r.exit_code == 0, r.output
+        assert ATTACK in (workdir / f"board.{fmt}").read_text()
