@@ -9,7 +9,7 @@ Layout::
 
     RUN_DIR/manifest.json                    job config, its hash, package version
     RUN_DIR/models/<name>-<seed>.pt          state_dict (torch.save; load weights_only=True)
-    RUN_DIR/models/<name>-<seed>.parquet     training metadata (schema.MODELS)
+    RUN_DIR/training/<name>-<seed>.parquet   training metadata (schema.MODELS)
     RUN_DIR/perturbations/<id>.parquet       one injected graph (schema.PERTURBATIONS)
     RUN_DIR/scores/<cell_id>.parquet         one score row (schema.SCORES)
     RUN_DIR/leaderboard/{attacks,defenses}-<difficulty>.{parquet,md}
@@ -36,7 +36,7 @@ from grb_dist.graph import Injection
 from grb_dist.store import schema
 
 MANIFEST = "manifest.json"
-SUBDIRS = ("models", "perturbations", "scores", "leaderboard")
+SUBDIRS = ("models", "training", "perturbations", "scores", "leaderboard")
 
 
 @contextmanager
@@ -152,7 +152,7 @@ class RunStore:
         return self.root / "models" / f"{stem}.pt"
 
     def has_model(self, stem: str) -> bool:
-        return self.model_path(stem).is_file() and (self.root / "models" / f"{stem}.parquet").is_file()
+        return self.model_path(stem).is_file() and self.meta_path(stem).is_file()
 
     def write_model(self, stem: str, state_dict: Mapping[str, Any], meta: Mapping[str, Any]) -> None:
         """Save a state_dict (torch.save) and its metadata row; the metadata goes last, so a
@@ -163,7 +163,7 @@ class RunStore:
         torch.save(dict(state_dict), buf)
         write_bytes(buf.getvalue(), self.model_path(stem))
         row = {**meta, "version": grb_dist.__version__}
-        write_table(pa.Table.from_pylist([row], schema=schema.MODELS), self.root / "models" / f"{stem}.parquet")
+        write_table(pa.Table.from_pylist([row], schema=schema.MODELS), self.meta_path(stem))
 
     def read_state_dict(self, stem: str) -> dict[str, Any]:
         import torch
@@ -174,10 +174,13 @@ class RunStore:
             raise StoreError(f"cannot load model {self.model_path(stem)}: {exc}") from None
 
     def read_model_meta(self, stem: str) -> dict[str, Any]:
-        return pq.read_table(self.root / "models" / f"{stem}.parquet", schema=schema.MODELS).to_pylist()[0]
+        return pq.read_table(self.meta_path(stem), schema=schema.MODELS).to_pylist()[0]
+
+    def meta_path(self, stem: str) -> Path:
+        return self.root / "training" / f"{stem}.parquet"
 
     def read_models(self) -> pd.DataFrame:
-        return read_dir(self.root / "models", schema.MODELS)
+        return read_dir(self.root / "training", schema.MODELS)
 
     # ---------------------------------------------------------------- perturbations
 

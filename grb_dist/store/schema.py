@@ -8,8 +8,8 @@ Tables under a run directory (``RUN_DIR``):
   injected graph: features flattened row-major (``n_inject * num_features`` float32) and
   the injected edges as two int64 lists (``edge_src`` holds injected node ids in
   ``[num_original, num_original + n_inject)``, ``edge_dst`` the other endpoint).
-* ``models/<name>-<seed>.pt`` (state_dicts) and ``models/<name>-<seed>.parquet`` --
-  :data:`MODELS`, one row of training metadata.
+* ``models/<name>-<seed>.pt`` (state_dicts) and ``training/<name>-<seed>.parquet`` --
+  :data:`MODELS`, one row of training metadata per trained model.
 * ``leaderboard/attacks-<difficulty>.parquet`` / ``defenses-<difficulty>.parquet`` --
   :data:`ATTACK_BOARD` / :data:`DEFENSE_BOARD`.
 """
