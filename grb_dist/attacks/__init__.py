@@ -8,11 +8,17 @@ from grb_dist.attacks.audit import RULES as AUDIT_RULES
 from grb_dist.attacks.audit import audit_injection
 from grb_dist.attacks.base import AttackConfig, InjectionAttack, resolve_feature_limits
 from grb_dist.attacks.injection.fgsm import FGSM, FGSMConfig, fgsm_inject
+from grb_dist.attacks.injection.pgd import PGD, PGDConfig
+from grb_dist.attacks.injection.rnd import RND, RNDConfig
+from grb_dist.attacks.injection.speit import SPEIT, SPEITConfig
+from grb_dist.attacks.injection.tdgia import TDGIA, TDGIAConfig
 from grb_dist.config import from_dict
 from grb_dist.registry import Registry
 
 #: Registered attacks: name -> class (names are the paper acronyms).
-ATTACKS: Registry[type[InjectionAttack]] = Registry("attack", {"fgsm": FGSM})
+ATTACKS: Registry[type[InjectionAttack]] = Registry(
+    "attack", {"rnd": RND, "fgsm": FGSM, "pgd": PGD, "speit": SPEIT, "tdgia": TDGIA}
+)
 
 
 def build_attack(name: str, params: Mapping[str, Any]) -> InjectionAttack:
@@ -29,6 +35,7 @@ def build_attack(name: str, params: Mapping[str, Any]) -> InjectionAttack:
 
 
 __all__ = [
-    "ATTACKS", "AUDIT_RULES", "AttackConfig", "FGSM", "FGSMConfig", "InjectionAttack",
+    "ATTACKS", "AUDIT_RULES", "AttackConfig", "FGSM", "FGSMConfig", "InjectionAttack", "PGD",
+    "PGDConfig", "RND", "RNDConfig", "SPEIT", "SPEITConfig", "TDGIA", "TDGIAConfig",
     "audit_injection", "build_attack", "fgsm_inject", "resolve_feature_limits",
 ]
