@@ -96,6 +96,7 @@ class InjectionAT:
         fmin = float(view.x.min()) if c.feat_min is None else c.feat_min
         fmax = float(view.x.max()) if c.feat_max is None else c.feat_max
         was_training = model.training
+        model.eval()  # no dropout, deterministic gradients during the attack
         try:
             feats, edges = fgsm_inject(
                 model, view.x, view.edge_index, targets, view.y[targets],
