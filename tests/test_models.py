@@ -85,3 +85,18 @@ def test_model_config_strict():
 def test_bad_train_config():
     with pytest.raises(ConfigError):
         TrainConfig(lr=0)
+
+
+@pytest.mark.parametrize("name", [n for n, c in sorted(ARCHITECTURES.items()) if c.sparse_propagation])
+def test_sparse_propagation_equals_edge_index_path(tiny, name, monkeypatch):
+    torch.manual_seed(0)
+    model = build_model(name, tiny.num_features, tiny.num_classes, {"hidden_sizes": [8, 8]}).eval()
+    t = tiny.tensors()
+    x = t.x.clone().requires_grad_()
+    sparse = model(x, t.edge_index)
+    (g_sparse,) = torch.autograd.grad(sparse.sum(), x)
+    monkeypatch.setattr(type(model), "sparse_propagation", False)
+    dense_path = model(x, t.edge_index)
+    (g_edges,) = torch.autograd.grad(dense_path.sum(), x)
+    torch.testing.assert_close(sparse, dense_path, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(g_sparse, g_edges, rtol=1e-4, atol=1e-5)

@@ -29,6 +29,7 @@ class APPNPConfig(ModelConfig):
 class APPNP(GraphModel):
     Config = APPNPConfig
     graph_layers = False
+    sparse_propagation = True
 
     def __init__(self, in_features, num_classes, config=None):
         super().__init__(in_features, num_classes, config)

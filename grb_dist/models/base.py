@@ -8,11 +8,13 @@ after every graph layer except the last.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 from torch import nn
+from torch_geometric.utils import to_torch_csr_tensor
 
 from grb_dist.errors import ConfigError
 
@@ -50,6 +52,10 @@ class GraphModel(nn.Module):
     uses_graph: ClassVar[bool] = True
     #: True when every layer is a graph layer that receives edge_index.
     graph_layers: ClassVar[bool] = True
+    #: True when the layers accept a sparse CSR adjacency instead of edge_index: the base
+    #: class then builds it once per forward and every layer propagates with sparse
+    #: matrix products, several times faster on large graphs than gathering E x F messages.
+    sparse_propagation: ClassVar[bool] = False
 
     def __init__(self, in_features: int, num_classes: int, config: ModelConfig | None = None):
         super().__init__()
@@ -87,6 +93,8 @@ class GraphModel(nn.Module):
                 m.reset_parameters()
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        if self.sparse_propagation and self.uses_graph:
+            edge_index = adjacency_t(edge_index, x.shape[0])
         h = self.input_norm(x) if self.input_norm is not None else x
         n_layers = len(self.layers)
         for i, layer in enumerate(self.layers):
@@ -102,3 +110,11 @@ class GraphModel(nn.Module):
     def output(self, h: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         """Hook applied to the last layer's output (APPNP propagates here)."""
         return h
+
+
+def adjacency_t(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """Transposed adjacency ``A^T`` (row = target, column = source) as a sparse CSR tensor,
+    the form torch_geometric layers propagate with ``spmm``."""
+    with warnings.catch_warnings():  # torch flags sparse CSR as beta on every construction
+        warnings.simplefilter("ignore", UserWarning)
+        return to_torch_csr_tensor(edge_index.flip(0), size=(num_nodes, num_nodes))

@@ -6,5 +6,7 @@ from grb_dist.models.base import GraphModel
 
 
 class GCN(GraphModel):
+    sparse_propagation = True
+
     def make_layer(self, index, in_width, out_width, last):
         return GCNConv(in_width, out_width, add_self_loops=True, normalize=True), out_width

@@ -7,6 +7,8 @@ from grb_dist.models.base import GraphModel
 
 
 class GIN(GraphModel):
+    sparse_propagation = True
+
     def make_layer(self, index, in_width, out_width, last):
         if last:
             # the output layer classifies the aggregated representation linearly

@@ -6,5 +6,7 @@ from grb_dist.models.base import GraphModel
 
 
 class GraphSAGE(GraphModel):
+    sparse_propagation = True
+
     def make_layer(self, index, in_width, out_width, last):
         return SAGEConv(in_width, out_width, aggr="mean"), out_width

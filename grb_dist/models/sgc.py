@@ -29,6 +29,7 @@ class SGCConfig(ModelConfig):
 
 class SGC(GraphModel):
     Config = SGCConfig
+    sparse_propagation = True
 
     def make_layer(self, index, in_width, out_width, last):
         if index == 0:

@@ -22,6 +22,7 @@ class TAGCNConfig(ModelConfig):
 
 class TAGCN(GraphModel):
     Config = TAGCNConfig
+    sparse_propagation = True
 
     def make_layer(self, index, in_width, out_width, last):
         return TAGConv(in_width, out_width, K=self.config.k), out_width
