@@ -38,6 +38,15 @@ SMALL = {
 }
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One intra-op thread: these graphs are tiny and the machine is shared."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def tiny():
     return tiny_csbm(n=300, classes=3, features=16, K=3.0)
