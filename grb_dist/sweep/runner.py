@@ -4,8 +4,11 @@ Shape of a run (see ``docs/sweep.md``)::
 
     ray.put(graph) once
     train   : one task per missing (model, seed)        -> driver writes models/<name>-<seed>.pt
-    hold    : Scorer actors load the target state_dicts once (fractional GPU when present)
-    attack  : one task per missing perturbation          -> driver writes perturbations/<id>.parquet
+    hold    : Scorer actors load the target state_dicts once (fractional GPU when present),
+              as soon as every needed defense is stored
+    attack  : one task per missing perturbation, as soon as its surrogate is stored (surrogates
+              train first, so attacks overlap the defenses' training)
+                                                         -> driver writes perturbations/<id>.parquet
     score   : every perturbation -> every Scorer (each holds a share of the defenses)
                                                          -> driver writes scores/<cell_id>.parquet
 
@@ -293,88 +296,122 @@ def run_sweep(
     attacks_to_run = [a for a in attacks_needed if not store.has_perturbation(a.perturbation_id)]
     target_names = sorted({c.defense for c in todo})
     surrogate_stems = {a.surrogate_model for a in attacks_to_run}
-    tasks = [t for t in plan.targets if t.name in target_names] + [
-        s for s in plan.surrogates if s.file_stem in surrogate_stems
+    # surrogates first: attacks can start while the defenses still train
+    tasks = [s for s in plan.surrogates if s.file_stem in surrogate_stems] + [
+        t for t in plan.targets if t.name in target_names
     ]
+    params_of = {t.file_stem: dict(t.params) for t in plan.models}
+    name_of = {t.file_stem: t.name for t in plan.models}
+    seed_of = {t.name: t.seed for t in plan.targets}
+    target_stem = {t.name: t.file_stem for t in plan.targets}
+    needed_targets = {target_stem[n] for n in target_names}
+    n_scorers = settings.num_scorers or max(1, int(gpus) if use_gpu else int(cpus) // 2)
+    scorer_opts = {
+        "num_cpus": settings.scorer_num_cpus,
+        "num_gpus": settings.scorer_num_gpus if use_gpu else 0,
+        "max_restarts": settings.max_restarts,
+        "max_task_retries": settings.max_task_retries,
+    }
 
     graph_ref = ray.put(graph)
     in_flight: dict[Any, tuple] = {}
-    try:
-        # ---- train (one task per missing model)
-        queue = [t for t in tasks if not store.has_model(t.file_stem)]
-        report("train")
-        while queue or in_flight:
-            while queue and len(in_flight) < max_in_flight:
-                t = queue.pop(0)
-                in_flight[_train_remote.options(**train_opts).remote(graph_ref, t)] = ("train", t)
-            ready, _ = ray.wait(list(in_flight), num_returns=1)
-            for ref in ready:
-                _, t = in_flight.pop(ref)
-                try:
-                    trained = ray.get(ref)
-                except ray.exceptions.RayTaskError as exc:
-                    raise SweepError(f"training {t.name} (seed {t.seed}) failed: {_cause(exc)}") from None
-                store.write_model(t.file_stem, trained.state_dict, trained.meta)
+    state_refs: dict[str, Any] = {}  # file stem -> ref of the stored state_dict
+    train_secs: dict[str, float] = {}
+    holder: dict[str, int] = {}  # defense -> index of the Scorer holding it
+    # perturbation id -> (attack seconds, injected nodes, injected edges)
+    pert_info: dict[str | None, tuple[float, int, int]] = {None: (0.0, 0, 0)}
+    pending: list[tuple[Any, str | None]] = []  # perturbations waiting for the Scorers
 
-        state_refs = {t.file_stem: ray.put(store.read_state_dict(t.file_stem)) for t in tasks}
-        train_secs = {t.file_stem: float(store.read_model_meta(t.file_stem)["train_seconds"]) for t in tasks}
-        params_of = {t.file_stem: dict(t.params) for t in plan.models}
-        name_of = {t.file_stem: t.name for t in plan.models}
-        seed_of = {t.name: t.seed for t in plan.targets}
+    def model_ready(stem: str) -> None:
+        # what the Scorers hold is exactly what is stored
+        state_refs[stem] = ray.put(store.read_state_dict(stem))
+        train_secs[stem] = float(store.read_model_meta(stem)["train_seconds"])
 
-        # ---- hold: Scorer actors, each with a share of the needed defenses
-        n_scorers = settings.num_scorers or max(1, int(gpus) if use_gpu else int(cpus) // 2)
-        parts = _partition(target_names, min(n_scorers, len(target_names)))
-        target_stem = {t.name: t.file_stem for t in plan.targets}
-        scorer_opts = {
-            "num_cpus": settings.scorer_num_cpus,
-            "num_gpus": settings.scorer_num_gpus if use_gpu else 0,
-            "max_restarts": settings.max_restarts,
-            "max_task_retries": settings.max_task_retries,
-        }
-        holder: dict[str, int] = {}
-        # perturbation id -> (attack seconds, injected nodes, injected edges)
-        pert_info: dict[str | None, tuple[float, int, int]] = {None: (0.0, 0, 0)}
-        for i, part in enumerate(parts):
-            models = [(n, params_of[target_stem[n]], [state_refs[target_stem[n]]], train_secs[target_stem[n]]) for n in part]
+    def submit_score(i: int, pert_ref: Any, difficulty: str, group: list[ScoreCell], attempt: int) -> None:
+        ref = scorers[i].score.remote(pert_ref, difficulty, [c.defense for c in group])
+        in_flight[ref] = ("score", (i, pert_ref, difficulty, group, attempt))
+
+    def submit_scores(pert_ref: Any, pid: str | None) -> None:
+        if not scorers:
+            pending.append((pert_ref, pid))
+            return
+        for difficulty, cells in todo_by_pert[pid].items():
+            by_scorer: dict[int, list[ScoreCell]] = {}
+            for c in cells:
+                by_scorer.setdefault(holder[c.defense], []).append(c)
+            for i, group in by_scorer.items():
+                submit_score(i, pert_ref, difficulty, group, 0)
+
+    def start_scorers_when_ready() -> None:
+        """Hold: once every needed defense is stored, Scorers load a share each."""
+        if scorers or not needed_targets <= set(state_refs):
+            return
+        for i, part in enumerate(_partition(target_names, min(n_scorers, len(target_names)))):
+            models = [(n, params_of[target_stem[n]], [state_refs[target_stem[n]]], train_secs[target_stem[n]])
+                      for n in part]
             scorers.append(ScorerActor.options(**scorer_opts).remote([graph_ref], models))
             holder.update({n: i for n in part})
+        for item in pending:
+            submit_scores(*item)
+        pending.clear()
 
-        def submit_scores(pert_ref: Any, pid: str | None, attack_seconds: float) -> None:
-            for difficulty, cells in todo_by_pert[pid].items():
-                by_scorer: dict[int, list[ScoreCell]] = {}
-                for c in cells:
-                    by_scorer.setdefault(holder[c.defense], []).append(c)
-                for i, group in by_scorer.items():
-                    submit_score(i, pert_ref, difficulty, group, attack_seconds, 0)
-
-        def submit_score(i: int, pert_ref: Any, difficulty: str, group: list[ScoreCell], attack_seconds: float,
-                         attempt: int) -> None:
-            ref = scorers[i].score.remote(pert_ref, difficulty, [c.defense for c in group])
-            in_flight[ref] = ("score", (i, pert_ref, difficulty, group, attack_seconds, attempt))
-
-        # ---- attack and score
-        report("attack")
+    try:
+        train_queue = []
+        for t in tasks:
+            if store.has_model(t.file_stem):
+                model_ready(t.file_stem)
+            else:
+                train_queue.append(t)
         if None in todo_by_pert:
-            submit_scores(None, None, 0.0)
-        for a in attacks_needed:
-            if a.perturbation_id not in {x.perturbation_id for x in attacks_to_run}:
+            submit_scores(None, None)
+        to_run = {a.perturbation_id for a in attacks_to_run}
+        for a in attacks_needed:  # perturbations stored by an earlier run: score them only
+            if a.perturbation_id not in to_run:
                 inj = store.read_perturbation(a.perturbation_id)
                 secs = float(store.perturbation_meta(a.perturbation_id)["attack_seconds"])
                 pert_info[a.perturbation_id] = (secs, *worker.injection_sizes(inj))
-                submit_scores(ray.put(worker.AttackResult(a.perturbation_id, inj, secs)), a.perturbation_id, secs)
-        queue_a = list(attacks_to_run)
-        while queue_a or in_flight:
-            while queue_a and len(in_flight) < max_in_flight:
-                a = queue_a.pop(0)
-                sstem = a.surrogate_model
-                ref = _attack_remote.options(**attack_opts).remote(
-                    graph_ref, a, name_of[sstem], params_of[sstem], [state_refs[sstem]])
-                in_flight[ref] = ("attack", a)
+                submit_scores(ray.put(worker.AttackResult(a.perturbation_id, inj, secs)), a.perturbation_id)
+        start_scorers_when_ready()
+        attack_queue = list(attacks_to_run)
+
+        def next_work() -> tuple[str, Any] | None:
+            if train_queue:
+                return "train", train_queue.pop(0)
+            for k, a in enumerate(attack_queue):
+                if a.surrogate_model in state_refs:
+                    return "attack", attack_queue.pop(k)
+            return None
+
+        report("train" if train_queue else "attack")
+        while train_queue or attack_queue or in_flight or pending:
+            while len(in_flight) < max_in_flight:
+                work = next_work()
+                if work is None:
+                    break
+                kind, item = work
+                if kind == "train":
+                    ref = _train_remote.options(**train_opts).remote(graph_ref, item)
+                else:
+                    stem = item.surrogate_model
+                    ref = _attack_remote.options(**attack_opts).remote(
+                        graph_ref, item, name_of[stem], params_of[stem], [state_refs[stem]])
+                in_flight[ref] = (kind, item)
+            if not in_flight:
+                raise SweepError("the sweep stalled: work is left but nothing can run (a bug; please report it)")
             ready, _ = ray.wait(list(in_flight), num_returns=1)
             for ref in ready:
                 kind, info = in_flight.pop(ref)
-                if kind == "attack":
+                if kind == "train":
+                    t = info
+                    try:
+                        trained = ray.get(ref)
+                    except ray.exceptions.RayError as exc:
+                        raise SweepError(f"training {t.name} (seed {t.seed}) failed: {_cause(exc)}") from None
+                    store.write_model(t.file_stem, trained.state_dict, trained.meta)
+                    model_ready(t.file_stem)
+                    start_scorers_when_ready()
+                    report("train" if train_queue or any(v[0] == "train" for v in in_flight.values()) else "attack")
+                elif kind == "attack":
                     a: AttackCell = info
                     try:
                         result: worker.AttackResult = ray.get(ref)
@@ -391,15 +428,15 @@ def run_sweep(
                         "params_json": _json(a.params), "attack_seconds": result.seconds,
                     })
                     pert_info[a.perturbation_id] = (result.seconds, *worker.injection_sizes(result.injection))
-                    submit_scores(ref, a.perturbation_id, result.seconds)
+                    submit_scores(ref, a.perturbation_id)  # the attack's own ref: no copy through the driver
                 else:
-                    i, pert_ref, difficulty, group, attack_seconds, attempt = info
+                    i, pert_ref, difficulty, group, attempt = info
                     try:
                         results = ray.get(ref)
                     except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
                         if attempt < settings.resubmits:
                             log.warning("scorer %d died (%s); resubmitting", i, type(exc).__name__)
-                            submit_score(i, pert_ref, difficulty, group, attack_seconds, attempt + 1)
+                            submit_score(i, pert_ref, difficulty, group, attempt + 1)
                         else:
                             state["failures"] += len(group)
                             errors.append(f"scoring on scorer {i} failed: {_cause(exc)}")
@@ -412,11 +449,10 @@ def run_sweep(
                         continue
                     by_def = {r["defense"]: r for r in results}
                     for c in group:
-                        r = by_def[c.defense]
-                        store.write_score(_row(plan, c, r, seed_of[c.defense], pert_info[c.perturbation_id]))
+                        store.write_score(_row(plan, c, by_def[c.defense], seed_of[c.defense], pert_info[c.perturbation_id]))
                         state["done"] += 1
                         state["computed"] += 1
-                        report("score")
+                        report("score" if not (train_queue or attack_queue) else "attack")
     finally:
         for ref in list(in_flight):
             try:
