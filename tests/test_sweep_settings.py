@@ -1,0 +1,34 @@
+"""RaySettings validation and address checks (no Ray started)."""
+
+from __future__ import annotations
+
+import pytest
+
+from grb_dist.errors import ConfigError
+from grb_dist.sweep.runner import RaySettings, _check_reachable, _partition
+
+
+@pytest.mark.parametrize("kwargs", [{"num_cpus": 0}, {"max_in_flight": -1}, {"attack_num_cpus": 0},
+                                    {"scorer_num_gpus": -0.5}, {"max_restarts": -1}])
+def test_settings_rejected(kwargs):
+    with pytest.raises(ConfigError):
+        RaySettings(**kwargs)
+
+
+def test_address_from_environment(monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    assert RaySettings().resolved_address() == "10.0.0.1:6379"
+    assert RaySettings(address="auto").resolved_address() == "auto"
+    monkeypatch.delenv("RAY_ADDRESS")
+    assert RaySettings().resolved_address() is None
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:1", "ray://127.0.0.1:1", "nonsense", "host-without-port"])
+def test_unreachable_or_malformed_address(address):
+    with pytest.raises(ConfigError):
+        _check_reachable(address)
+
+
+def test_partition_round_robin():
+    assert _partition(["a", "b", "c"], 2) == [["a", "c"], ["b"]]
+    assert _partition(["a"], 3) == [["a"]]
