@@ -102,7 +102,7 @@ def train(
 @app.command()
 @handle_errors
 def sweep(
-    dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Catalogue name (uses jobs/<name>.yaml) or a dataset path (uses the default job) [default: csbm]."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Catalogue name (uses jobs/<name>.yaml) or a dataset path (uses the default job); default: csbm."),
     job: Optional[Path] = typer.Option(None, "--job", help="Job file (YAML) instead of the dataset's shipped job."),
     attacks: Optional[str] = typer.Option(None, help="Attacks to run, comma-separated (default: the job's)."),
     defenses: Optional[str] = typer.Option(None, help="Defenses to score, comma-separated."),
@@ -113,10 +113,10 @@ def sweep(
     n_inject: Optional[int] = typer.Option(None, "--n-inject", help="Injected nodes (overrides every budget)."),
     edges_per_node: Optional[int] = typer.Option(None, "--edges-per-node", help="Edges per injected node."),
     steps: Optional[int] = typer.Option(None, help="Attack optimisation steps."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory [default: results/<dataset>]."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default: results/<dataset>)."),
     address: Optional[str] = typer.Option(None, "--address", envvar="RAY_ADDRESS", help="Ray cluster to join (auto, host:port); default: start a local Ray."),
-    num_cpus: Optional[int] = typer.Option(None, "--num-cpus", help="CPUs of the local Ray [default: all]."),
-    dashboard: Optional[bool] = typer.Option(None, "--dashboard/--no-dashboard", help="Start the Ray dashboard of a local Ray [default: Ray's choice]."),
+    num_cpus: Optional[int] = typer.Option(None, "--num-cpus", help="CPUs of the local Ray (default: all)."),
+    dashboard: Optional[bool] = typer.Option(None, "--dashboard/--no-dashboard", help="Start the Ray dashboard of a local Ray (default: Ray's choice)."),
     data_dir: Optional[Path] = DataDir,
     download: bool = typer.Option(True, help="Download missing official datasets."),
 ) -> None:
@@ -188,7 +188,7 @@ def sweep(
 @handle_errors
 def leaderboard(
     run_dir: Path = typer.Argument(..., help="Run directory of a (finished or partial) sweep."),
-    difficulty: Optional[str] = typer.Option(None, "--difficulty", help="One difficulty [default: all in the run]."),
+    difficulty: Optional[str] = typer.Option(None, "--difficulty", help="One difficulty (default: all in the run)."),
     fmt: str = typer.Option("md", "--format", "-f", help="Output format: md, csv, html."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of printing."),
 ) -> None:
