@@ -166,3 +166,14 @@ def test_killed_scoring_actor_is_restarted_and_every_cell_done_once(full_run, jo
     assert df["cell_id"].is_unique and len(df) == len(plan(job).scores)
     pd.testing.assert_frame_equal(_table(store), _table(full_run[0]))
     np.testing.assert_array_equal(np.sort(df["cell_id"]), np.sort(full_run[0].read_scores()["cell_id"]))
+
+
+def test_failed_attack_is_counted_and_other_cells_complete(ray_local, graph, tmp_path):
+    # edges_per_node above the number of easy targets: the attack task raises a ConfigError
+    bad = parse_job({**JOB, "difficulties": ["easy"], "repeats": 1, "attacks": {TEST_ATTACKS[0]: {}},
+                     "attack": {**JOB["attack"], "edges_per_node": graph.targets("easy").size + 1}})
+    store, summary = sweep(bad, graph, tmp_path / "run")
+    assert summary.failures == 2 and summary.computed == 2 and len(summary.errors) == 1
+    assert "edges_per_node" in summary.errors[0]
+    df = store.read_scores()
+    assert set(df["attack"]) == {CLEAN} and len(df) == 2
