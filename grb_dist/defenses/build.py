@@ -46,10 +46,13 @@ def resolve_params(name: str, models_section: Mapping[str, Any] | None) -> tuple
     entry = section.get(key)
     if entry is None:
         entry = section.get(split_suffixes(key)[0])
+    if entry is not None and not isinstance(entry, Mapping):
+        raise ConfigError(f"models.{key}: expected a mapping of hyper-parameters, got {entry!r}")
     entry = dict(entry or {})
-    if not isinstance(entry, dict):
-        raise ConfigError(f"models.{key}: expected a mapping of hyper-parameters")
-    overrides = dict(entry.pop(TRAIN_KEY, None) or {})
+    overrides = entry.pop(TRAIN_KEY, None) or {}
+    if not isinstance(overrides, Mapping):
+        raise ConfigError(f"models.{key}.train: expected a mapping of training options, got {overrides!r}")
+    overrides = dict(overrides)
     from_dict(TrainConfig, overrides, where=f"models.{key}.train")
     _configs(name, spec, entry)  # validates every key
     return entry, overrides

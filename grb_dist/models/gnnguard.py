@@ -5,7 +5,7 @@ endpoints' current representations (the layer's input), computed on the edges on
 (O(E d) time as a sampled dense-dense product, O(E) memory plus one normalised copy of
 the features; never an N x N matrix):
 
-1. ``s_ij = cos(h_i, h_j)``; edges with ``s_ij < threshold`` are dropped (weight 0);
+1. ``s_ij = cos(h_i, h_j)``; edges with ``s_ij < threshold`` (or ``s_ij <= 0``) are dropped;
 2. row normalisation over each node's kept in-edges: ``a_ij = s_ij / sum_k s_ik``;
 3. optional self-weight: a self-loop with ``a_ii = 1 / (1 + d_i)``, ``d_i`` = kept edges;
 4. the layer aggregates with these weights (GCN: ``out_i = sum_j a_ij W h_j + b``;
