@@ -1,0 +1,123 @@
+"""Benchmark of injection attacks: seconds per attack step and peak memory.
+
+Each (dataset, attack) case runs in its own subprocess, which loads the graph, trains a GCN
+surrogate (only ``--train-epochs`` epochs: speed, not accuracy, is measured), then runs the
+attack twice: with 0 steps (setup: receptive field, clean predictions, edge selection,
+audit) and with ``--steps`` steps. Seconds per step = (t_steps - t_0) / total steps (TDGIA
+runs ``--steps`` per sequential round, so its total is rounds x steps). Peak memory is the
+subprocess's ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` (peak resident set size of the
+whole case: dataset, training and attack).
+
+Usage::
+
+    python bench/bench_attacks.py                       # cora-legacy and csbm-grb-aminer, FGSM and TDGIA
+    python bench/bench_attacks.py --datasets cora --steps 20
+    python bench/bench_attacks.py --datasets aminer --steps 5 --threads 2
+
+GRB reference (seed 001 Table 11, one V100, grb-aminer full, 1500 x 100, 5000 steps):
+FGSM 954.5 s (0.19 s/step), TDGIA 4079.4 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORA_LEGACY = ROOT.parent / "shared" / "datasets" / "grb-format" / "cora-legacy"
+
+CASES = {
+    # name: (dataset, hidden sizes, n_inject, edges_per_node)
+    "cora": (str(CORA_LEGACY), [64, 64, 64], 60, 20),
+    "aminer": ("csbm-grb-aminer", [128, 128, 128], 1500, 100),
+}
+
+
+def run_case(dataset: str, hidden: list[int], n_inject: int, edges: int, attack: str, steps: int,
+             train_epochs: int, threads: int, device: str) -> dict:
+    import torch
+
+    from grb_dist.attacks import build_attack
+    from grb_dist.attacks.injection.tdgia import round_sizes
+    from grb_dist.datasets import load_dataset
+    from grb_dist.models.train import TrainConfig, train
+
+    torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    g = load_dataset(dataset)
+    t_load = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    model = train("gcn", g, {"hidden_sizes": hidden}, TrainConfig(seed=0, epochs=train_epochs), device=device).model
+    t_train = time.perf_counter() - t0
+    targets = g.targets("full")
+    params = dict(n_inject=n_inject, edges_per_node=edges, feat_lim_min=None, feat_lim_max=None, step_size=0.01, seed=0)
+    if attack == "tdgia":
+        params["sequential_step"] = 0.2
+    timings = {}
+    for s in (0, steps):
+        att = build_attack(attack, {**params, "steps": s})
+        t0 = time.perf_counter()
+        att.attack(g, model, targets, device=device)
+        if device != "cpu":
+            torch.cuda.synchronize()
+        timings[s] = time.perf_counter() - t0
+    total_steps = steps * (len(round_sizes(n_inject, 0.2)) if attack == "tdgia" else 1)
+    return {
+        "dataset": dataset, "nodes": g.num_nodes, "edges": g.num_edges, "features": g.num_features,
+        "targets": int(targets.size), "attack": attack, "n_inject": n_inject, "edges_per_node": edges,
+        "steps": total_steps, "load_s": round(t_load, 1), "train_s": round(t_train, 1),
+        "train_epochs": train_epochs, "setup_s": round(timings[0], 2), "attack_s": round(timings[steps], 2),
+        "s_per_step": round((timings[steps] - timings[0]) / max(total_steps, 1), 4),
+        "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+        "threads": threads, "device": device,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--datasets", default="cora,aminer", help="comma list of: " + ", ".join(CASES))
+    ap.add_argument("--attacks", default="fgsm,tdgia")
+    ap.add_argument("--steps", type=int, default=None, help="steps (per round for TDGIA); default 20 cora, 5 aminer")
+    ap.add_argument("--train-epochs", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--case", help=argparse.SUPPRESS)  # internal: run one case in this process
+    args = ap.parse_args()
+    if args.case:
+        spec = json.loads(args.case)
+        print(json.dumps(run_case(**spec)))
+        return
+    logging.basicConfig(level=logging.WARNING)
+    print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
+    rows = []
+    for ds in args.datasets.split(","):
+        dataset, hidden, n_inject, edges = CASES[ds]
+        steps = args.steps if args.steps is not None else (20 if ds == "cora" else 5)
+        for attack in args.attacks.split(","):
+            spec = dict(dataset=dataset, hidden=hidden, n_inject=n_inject, edges=edges, attack=attack, steps=steps,
+                        train_epochs=args.train_epochs, threads=args.threads, device=args.device)
+            proc = subprocess.run([sys.executable, __file__, "--case", json.dumps(spec)], capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(f"{ds}/{attack} failed:\n{proc.stderr[-2000:]}")
+                continue
+            row = json.loads(proc.stdout.strip().splitlines()[-1])
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    print(f"\n{'dataset':<16}{'attack':<7}{'inject':>12}{'steps':>6}{'setup s':>9}{'s/step':>9}{'peak RSS GiB':>14}")
+    for r in rows:
+        name = Path(r["dataset"]).name
+        print(f"{name:<16}{r['attack']:<7}{r['n_inject']:>6}x{r['edges_per_node']:<5}{r['steps']:>6}"
+              f"{r['setup_s']:>9}{r['s_per_step']:>9}{r['peak_rss_gib']:>14}")
+    print(f"\nsurrogate trained {args.train_epochs} epoch(s) only; threads={args.threads}; device={args.device}; "
+          "peak RSS = ru_maxrss of each case's subprocess (dataset + training + attack).")
+    print("GRB (V100, grb-aminer full, 5000 steps): FGSM 954.5 s = 0.19 s/step; TDGIA 4079.4 s.")
+
+
+if __name__ == "__main__":
+    main()
