@@ -22,7 +22,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="The Graph Ro
 console = Console(width=shutil.get_terminal_size((120, 24)).columns)
 err_console = Console(stderr=True, width=shutil.get_terminal_size((120, 24)).columns)
 
-DataDir = typer.Option(None, "--data-dir", envvar="GRB_DIST_DATA", help="Cache directory of downloaded datasets [default: ~/.cache/grb-dist].")
+DataDir = typer.Option(None, "--data-dir", envvar="GRB_DIST_DATA", help="Cache directory of downloaded datasets (default: ~/.cache/grb-dist).")
 
 
 def handle_errors(fn: Callable) -> Callable:
