@@ -64,32 +64,42 @@ def datasets(data_dir: Optional[Path] = DataDir) -> None:
 @handle_errors
 def train(
     dataset: str = typer.Option("csbm", "--dataset", "-d", help="Catalogue name, GRB directory or .npz file."),
-    model: str = typer.Option("gcn", "--model", "-m", help="Registered model name (gcn, gat, gcn_ln, ...)."),
+    model: str = typer.Option("gcn", "--model", "-m", help="Registered model or defense (gcn, gat_ln, gcn_at, rgcn, gnnguard, gcn_lp, ...)."),
     seed: int = typer.Option(0, help="Seed of the model (and of generated graphs / splits)."),
-    epochs: int = typer.Option(400, help="Maximum training epochs."),
-    lr: float = typer.Option(0.01, help="Adam learning rate."),
-    hidden: Optional[str] = typer.Option(None, help="Hidden sizes, comma-separated (e.g. 64,64,64)."),
+    epochs: Optional[int] = typer.Option(None, help="Maximum training epochs (default: the job's)."),
+    lr: Optional[float] = typer.Option(None, help="Adam learning rate (default: the job's, per model)."),
+    hidden: Optional[str] = typer.Option(None, help="Hidden sizes, comma-separated (e.g. 64,64,64; default: the job's)."),
+    job: Optional[Path] = typer.Option(None, "--job", help="Job file with the hyper-parameters (default: jobs/<dataset>.yaml, else the default job)."),
     normalize: str = typer.Option("arctan", help="Feature normalisation: arctan, tanh, standardize, none."),
     device: str = typer.Option("cpu", help="Torch device (cpu, cuda, cuda:1)."),
     data_dir: Optional[Path] = DataDir,
     download: bool = typer.Option(True, help="Download missing official datasets."),
 ) -> None:
-    """Train a model inductively and print its accuracy on each difficulty."""
+    """Train a model or defense inductively and print its accuracy on each difficulty.
+
+    Hyper-parameters come from the dataset's job file (seed 001 Tables 5-10), flags override them.
+    """
+    from grb_dist.config import to_dict
     from grb_dist.datasets import load_dataset
+    from grb_dist.defenses import resolve_params, train_defense
     from grb_dist.errors import ConfigError
     from grb_dist.evaluation import evaluate
     from grb_dist.models import MODELS
-    from grb_dist.models.train import TrainConfig, train as train_fn
+    from grb_dist.models.train import TrainConfig
+    from grb_dist.sweep.spec import default_job_path, load_job
 
-    MODELS.get(model)  # unknown names fail before any loading
-    params = {}
+    spec = load_job(job or default_job_path(dataset))
+    params, overrides = resolve_params(model, spec.models)  # unknown names fail before any loading
     if hidden:
         try:
             params["hidden_sizes"] = [int(h) for h in hidden.split(",")]
         except ValueError:
             raise ConfigError(f"--hidden must be comma-separated integers, got {hidden!r}") from None
+    flags = {k: v for k, v in {"epochs": epochs, "lr": lr}.items() if v is not None}
+    config = TrainConfig(**{**to_dict(spec.train), **overrides, **flags, "seed": seed})
+    at = spec.adversarial_training if MODELS.get(model).adversarial else None
     graph = load_dataset(dataset, data_dir=data_dir, normalize=normalize, seed=seed, download=download)
-    result = train_fn(model, graph, params, TrainConfig(lr=lr, epochs=epochs, seed=seed), device=device)
+    result = train_defense(model, graph, params, config, at_config=at, device=device)
     acc = evaluate(result.model, graph, device=device)
     table = Table(title=f"{model} on {graph.name} (best epoch {result.best_epoch}, {result.seconds:.1f}s)")
     for col in ("difficulty", "targets", "accuracy"):
