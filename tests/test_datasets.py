@@ -88,9 +88,11 @@ def test_normalisations():
         normalize_features(x, "l2")
 
 
-def test_unknown_dataset_lists_catalogue():
+def test_unknown_dataset_lists_catalogue(tmp_path):
     with pytest.raises(UnknownNameError, match="grb-aminer"):
         load_dataset("grb-amnier")
+    with pytest.raises(DatasetError, match="does not exist"):
+        load_dataset(tmp_path / "nowhere" / "cora.npz")
 
 
 def test_catalogue_twins_match_official_sizes():

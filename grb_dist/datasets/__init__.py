@@ -73,6 +73,8 @@ def load_dataset(
         log.info("loaded %s: %s", path, report)
     elif path.exists():
         raise DatasetError(f"{path} is neither a GRB dataset directory nor an .npz file")
+    elif path.suffix == ".npz" or len(path.parts) > 1:
+        raise DatasetError(f"no dataset at {path}: the path does not exist; check it, or use a catalogue name")
     else:
         CATALOG.get(key)  # raises UnknownNameError listing the catalogue
         raise AssertionError("unreachable")

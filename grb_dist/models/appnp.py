@@ -10,6 +10,7 @@ from torch_geometric.nn import APPNP as APPNPProp
 
 from grb_dist.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
+from grb_dist.models.gcn import normalized_adjacency_t
 
 
 @dataclass(frozen=True)
@@ -31,9 +32,12 @@ class APPNP(GraphModel):
     graph_layers = False
     sparse_propagation = True
 
+    def propagation_graph(self, edge_index, num_nodes):
+        return normalized_adjacency_t(edge_index, num_nodes)
+
     def __init__(self, in_features, num_classes, config=None):
         super().__init__(in_features, num_classes, config)
-        self.propagate = APPNPProp(K=self.config.k, alpha=self.config.alpha)
+        self.propagate = APPNPProp(K=self.config.k, alpha=self.config.alpha, normalize=False)
 
     def make_layer(self, index, in_width, out_width, last):
         return nn.Linear(in_width, out_width), out_width

@@ -53,9 +53,13 @@ class GraphModel(nn.Module):
     #: True when every layer is a graph layer that receives edge_index.
     graph_layers: ClassVar[bool] = True
     #: True when the layers accept a sparse CSR adjacency instead of edge_index: the base
-    #: class then builds it once per forward and every layer propagates with sparse
-    #: matrix products, several times faster on large graphs than gathering E x F messages.
+    #: class then builds it (:meth:`propagation_graph`) once per graph and every layer
+    #: propagates with sparse matrix products, several times faster on large graphs than
+    #: gathering E x F messages.
     sparse_propagation: ClassVar[bool] = False
+    #: Graphs whose propagation structure is kept (training + validation graph, or an
+    #: attack's fixed perturbed graph, are then built once instead of every forward).
+    GRAPH_CACHE_SIZE: ClassVar[int] = 2
 
     def __init__(self, in_features: int, num_classes: int, config: ModelConfig | None = None):
         super().__init__()
@@ -76,6 +80,7 @@ class GraphModel(nn.Module):
             if config.layer_norm and not last:
                 self.norms.append(nn.LayerNorm(width))
         self.input_norm = nn.LayerNorm(in_features) if config.layer_norm else None
+        self._graph_cache: list[tuple[torch.Tensor, int, int, torch.Tensor]] = []
 
     def layer_widths(self, config: ModelConfig) -> tuple[int, ...]:
         return config.hidden_sizes
@@ -92,9 +97,23 @@ class GraphModel(nn.Module):
             if m is not self and hasattr(m, "reset_parameters"):
                 m.reset_parameters()
 
+    def propagation_graph(self, edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
+        """The structure the layers propagate on (default: the plain transposed adjacency)."""
+        return adjacency_t(edge_index, num_nodes)
+
+    def _cached_propagation_graph(self, edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
+        # Keyed by the identity of the edge_index tensor (held, so its memory cannot be
+        # reused by another tensor) and its in-place version counter.
+        for ei, version, n, adj in self._graph_cache:
+            if ei is edge_index and version == edge_index._version and n == num_nodes:
+                return adj
+        adj = self.propagation_graph(edge_index, num_nodes)
+        self._graph_cache = [*self._graph_cache, (edge_index, edge_index._version, num_nodes, adj)][-self.GRAPH_CACHE_SIZE :]
+        return adj
+
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         if self.sparse_propagation and self.uses_graph:
-            edge_index = adjacency_t(edge_index, x.shape[0])
+            edge_index = self._cached_propagation_graph(edge_index, x.shape[0])
         h = self.input_norm(x) if self.input_norm is not None else x
         n_layers = len(self.layers)
         for i, layer in enumerate(self.layers):

@@ -1,12 +1,26 @@
-"""Graph convolutional network (Kipf & Welling, 2017) on ``torch_geometric``'s GCNConv."""
+"""Graph convolutional network (Kipf & Welling, 2017) on ``torch_geometric``'s GCNConv.
+
+The symmetric normalisation ``D^-1/2 (A + I) D^-1/2`` is computed once per graph (not once
+per layer) and every GCNConv propagates with it.
+"""
 
 from torch_geometric.nn import GCNConv
+from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
-from grb_dist.models.base import GraphModel
+from grb_dist.models.base import GraphModel, adjacency_t
+
+
+def normalized_adjacency_t(edge_index, num_nodes):
+    """``D^-1/2 (A + I) D^-1/2`` (transposed) as a sparse CSR tensor."""
+    adj, _ = gcn_norm(adjacency_t(edge_index, num_nodes), num_nodes=num_nodes, add_self_loops=True)
+    return adj
 
 
 class GCN(GraphModel):
     sparse_propagation = True
 
+    def propagation_graph(self, edge_index, num_nodes):
+        return normalized_adjacency_t(edge_index, num_nodes)
+
     def make_layer(self, index, in_width, out_width, last):
-        return GCNConv(in_width, out_width, add_self_loops=True, normalize=True), out_width
+        return GCNConv(in_width, out_width, normalize=False), out_width

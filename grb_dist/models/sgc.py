@@ -13,6 +13,7 @@ from torch_geometric.nn import APPNP
 
 from grb_dist.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
+from grb_dist.models.gcn import normalized_adjacency_t
 
 
 @dataclass(frozen=True)
@@ -31,9 +32,12 @@ class SGC(GraphModel):
     Config = SGCConfig
     sparse_propagation = True
 
+    def propagation_graph(self, edge_index, num_nodes):
+        return normalized_adjacency_t(edge_index, num_nodes)
+
     def make_layer(self, index, in_width, out_width, last):
         if index == 0:
-            return nn.ModuleDict({"lin": nn.Linear(in_width, out_width), "prop": APPNP(K=self.config.k, alpha=0.0)}), out_width
+            return nn.ModuleDict({"lin": nn.Linear(in_width, out_width), "prop": APPNP(K=self.config.k, alpha=0.0, normalize=False)}), out_width
         return nn.Linear(in_width, out_width), out_width
 
     def call_layer(self, i, layer, h, edge_index):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 import numpy as np
@@ -96,6 +96,10 @@ class AttackContext:
     feat_max: float
     model: torch.nn.Module
     device: torch.device
+    #: the last (inj_edges, its version, perturbed edge_index): while an attack optimises
+    #: features on fixed edges, the surrogate sees one edge_index object and reuses the
+    #: propagation structure it built for it.
+    _perturbed: tuple | None = field(default=None, repr=False)
 
     @property
     def num_local(self) -> int:
@@ -107,7 +111,13 @@ class AttackContext:
 
     def logits(self, inj_x: torch.Tensor, inj_edges: torch.Tensor) -> torch.Tensor:
         """Surrogate logits on the targets (T x C) with the injection applied (local ids)."""
-        x, ei = apply_injection(self.x, self.edge_index, inj_x, inj_edges)
+        cached = self._perturbed
+        if cached is not None and cached[0] is inj_edges and cached[1] == inj_edges._version:
+            x = torch.cat([self.x, inj_x], dim=0)
+            ei = cached[2]
+        else:
+            x, ei = apply_injection(self.x, self.edge_index, inj_x, inj_edges)
+            self._perturbed = (inj_edges, inj_edges._version, ei)
         return self.model(x, ei)[self.targets]
 
     def to_injection(self, inj_x: torch.Tensor, local_edges: torch.Tensor) -> Injection:

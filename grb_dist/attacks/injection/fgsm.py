@@ -82,9 +82,12 @@ def fgsm_inject(
     x0 = torch.zeros(n_inject, x.shape[1], dtype=torch.float32, device=x.device)
     x_const = x.detach()
 
+    # The edges stay fixed: one perturbed edge_index for every step, so the model can
+    # reuse the propagation structure it builds for it.
+    _, ei = apply_injection(x_const, edge_index, x0, inj_edges)
+
     def loss_fn(inj_x: torch.Tensor) -> torch.Tensor:
-        xx, ei = apply_injection(x_const, edge_index, inj_x, inj_edges)
-        return target_loss(model(xx, ei)[targets], labels)
+        return target_loss(model(torch.cat([x_const, inj_x]), ei)[targets], labels)
 
     with surrogate_mode(model):
         feats = sign_ascent(
