@@ -2,8 +2,8 @@
 
 Run from the repository root::
 
-    /tmp/venv/bin/python bench/bench_sweep.py            # all cases
-    /tmp/venv/bin/python bench/bench_sweep.py --quick    # default job narrowed (fast check)
+    python bench/bench_sweep.py            # all cases
+    python bench/bench_sweep.py --quick    # default job narrowed (fast check)
 
 Method:
 
