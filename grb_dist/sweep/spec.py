@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Mapping
@@ -29,9 +30,13 @@ from typing import Any, Literal, Mapping
 import yaml
 
 import grb_dist
+from grb_dist.attacks import ATTACKS, build_attack
 from grb_dist.config import from_dict, to_dict
+from grb_dist.datasets import NORMALIZATIONS
+from grb_dist.defenses import at_config, resolve_params
 from grb_dist.errors import ConfigError, GrbDistError
 from grb_dist.graph import DIFFICULTIES
+from grb_dist.models import MODELS
 from grb_dist.registry import normalize_name
 
 #: Seed offset of the attacker's surrogates relative to the defenders' seed.
@@ -51,8 +56,6 @@ def jobs_dir() -> Path:
     ``grb_dist`` package (editable installs and checkouts). ``$GRB_DIST_JOBS`` overrides the
     location (installed wheels: point it at a copy of ``jobs/``).
     """
-    import os
-
     env = os.environ.get("GRB_DIST_JOBS")
     candidates = [Path(env)] if env else []
     pkg = Path(grb_dist.__file__).resolve().parent
@@ -328,19 +331,10 @@ class Plan:
         return [c for c in self.scores if c.perturbation_id == perturbation_id and c.difficulty == difficulty]
 
 
-def _resolve_params(name: str, models: Mapping[str, Any]) -> tuple[dict, dict]:
-    from grb_dist.defenses import resolve_params
-
-    params, train = resolve_params(name, models)
-    return dict(params), dict(train)
-
-
 def _model_task(spec: JobSpec, role: str, name: str, seed: int) -> ModelTask:
-    params, overrides = _resolve_params(name, spec.models)
+    params, overrides = resolve_params(name, spec.models)
     train = {**to_dict(spec.train), **overrides}
-    from grb_dist.models import MODELS
-
-    at = spec.adversarial_training if getattr(MODELS.get(name), "adversarial", False) else None
+    at = spec.adversarial_training if MODELS.get(name).adversarial else None
     ident = {
         "dataset": spec.dataset, "normalize": spec.normalize, "data_seed": spec.seed,
         "name": name, "seed": seed, "params": params, "train": train, "at": at,
@@ -382,22 +376,13 @@ def validate_spec(spec: JobSpec) -> None:
 
     Raises :class:`ConfigError` (or another :class:`GrbDistError`) naming the first defect.
     """
-    from grb_dist.datasets import NORMALIZATIONS
-    from grb_dist.models import MODELS
-
     if spec.normalize not in NORMALIZATIONS:
         raise ConfigError(f"unknown normalize {spec.normalize!r}; choose one of: {', '.join(NORMALIZATIONS)}")
     for name in (*spec.defenses, *spec.surrogates):
         MODELS.get(name)
-        _resolve_params(name, spec.models)
-    if any(getattr(MODELS.get(n), "adversarial", False) for n in (*spec.defenses, *spec.surrogates)):
-        from grb_dist.defenses import at_config
-
+        resolve_params(name, spec.models)
+    if any(MODELS.get(n).adversarial for n in (*spec.defenses, *spec.surrogates)):
         at_config(spec.adversarial_training)
-    try:
-        from grb_dist.attacks import ATTACKS, build_attack
-    except ImportError as exc:  # pragma: no cover - until grb_dist.attacks lands
-        raise ConfigError(f"no attacks are available ({exc}); install grb_dist.attacks") from None
     for attack in spec.attacks:
         ATTACKS.get(attack)
         for difficulty in spec.difficulties:
