@@ -397,3 +397,27 @@ def test_defense_trains_on_cora(name, cora):
     result = train_defense(name, cora, params, TrainConfig(epochs=40, patience=40), at_config=CORA_AT)
     acc = evaluate(result.model, cora, difficulties=["full"])["full"]
     assert acc > 0.55, acc  # 7 classes: chance ~0.14, the largest class ~0.3
+
+
+def test_rgcn_matches_dense_gaussian_convolution():
+    """R-GCN at evaluation against the dense formulas of its docstring on a tiny graph."""
+    g = tiny_csbm(n=60, classes=3, features=6, seed=2)
+    t = g.tensors()
+    torch.manual_seed(0)
+    model = build_defense("rgcn", g, {"hidden_sizes": [5]}).eval()
+    n = g.num_nodes
+    a = torch.zeros(n, n)
+    a[t.edge_index[0], t.edge_index[1]] = 1.0
+    a = a + torch.eye(n)
+    d = a.sum(1)
+    a_mean = d.rsqrt()[:, None] * a * d.rsqrt()[None, :]
+    a_var = (1 / d)[:, None] * a * (1 / d)[None, :]
+    mean, var = t.x, t.x
+    for i, layer in enumerate(model.layers):
+        m = layer.lin_mean(mean)
+        v = torch.relu(layer.lin_var(var))
+        if i < len(model.layers) - 1:
+            m = torch.nn.functional.elu(m)
+        att = torch.exp(-layer.gamma * v)
+        mean, var = a_mean @ (m * att), a_var @ (v * att * att)
+    torch.testing.assert_close(model(t.x, t.edge_index), mean, rtol=1e-4, atol=1e-5)

@@ -20,13 +20,13 @@ the trainer to add to the loss.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch_geometric.nn import MessagePassing
-from torch_geometric.utils import add_remaining_self_loops, degree, remove_self_loops
+from torch_geometric.utils import add_remaining_self_loops, degree, remove_self_loops, spmm, to_torch_csr_tensor
 
 from grb_dist.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
@@ -54,19 +54,22 @@ class RGCNConfig(ModelConfig):
             raise ConfigError(f"R-GCN needs gamma >= 0 and kl_weight >= 0, got {self.gamma}, {self.kl_weight}")
 
 
-def gaussian_norms(edge_index: torch.Tensor, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Edges with self-loops and their weights for the mean (D^-1/2 .. D^-1/2) and the
-    variance (D^-1 .. D^-1) paths; ``D`` counts the self-loop."""
+def gaussian_norms(edge_index: torch.Tensor, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two propagation matrices of R-GCN as sparse CSR tensors (transposed, row =
+    target): ``D^-1/2 (A + I) D^-1/2`` for the mean and ``D^-1 (A + I) D^-1`` for the variance."""
     ei, _ = remove_self_loops(edge_index)
     ei, _ = add_remaining_self_loops(ei, num_nodes=num_nodes)
     deg = degree(ei[1], num_nodes, dtype=torch.float32)
     src, dst = ei
     w_mean = deg[src].rsqrt() * deg[dst].rsqrt()
     w_var = deg[src].reciprocal() * deg[dst].reciprocal()
-    return ei, w_mean, w_var
+    size = (num_nodes, num_nodes)
+    with warnings.catch_warnings():  # torch flags sparse CSR as beta on every construction
+        warnings.simplefilter("ignore", UserWarning)
+        return to_torch_csr_tensor(ei.flip(0), w_mean, size=size), to_torch_csr_tensor(ei.flip(0), w_var, size=size)
 
 
-class GaussianConv(MessagePassing):
+class GaussianConv(nn.Module):
     """One Gaussian graph convolution: ``(mean, var) -> (mean', var')``.
 
     Args:
@@ -77,7 +80,7 @@ class GaussianConv(MessagePassing):
     """
 
     def __init__(self, in_width: int, out_width: int, gamma: float, activate: bool = True):
-        super().__init__(aggr="add")
+        super().__init__()
         self.lin_mean = nn.Linear(in_width, out_width)
         self.lin_var = nn.Linear(in_width, out_width)
         self.gamma = gamma
@@ -88,18 +91,13 @@ class GaussianConv(MessagePassing):
         self.lin_var.reset_parameters()
 
     def forward(self, mean, var, norms):
-        ei, w_mean, w_var = norms
+        adj_mean, adj_var = norms
         mean = self.lin_mean(mean)
         var = F.relu(self.lin_var(var))
         if self.activate:
             mean = F.elu(mean)
         att = torch.exp(-self.gamma * var)
-        mean = self.propagate(ei, x=mean * att, weight=w_mean)
-        var = self.propagate(ei, x=var * att * att, weight=w_var)
-        return mean, var
-
-    def message(self, x_j, weight):
-        return weight.view(-1, 1) * x_j
+        return spmm(adj_mean, mean * att), spmm(adj_var, var * att * att)
 
 
 class RGCN(GraphModel):
@@ -107,11 +105,14 @@ class RGCN(GraphModel):
 
     Config = RGCNConfig
 
+    def propagation_graph(self, edge_index, num_nodes):
+        return gaussian_norms(edge_index, num_nodes)
+
     def make_layer(self, index, in_width, out_width, last):
         return GaussianConv(in_width, out_width, self.config.gamma, activate=not last), out_width
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        norms = gaussian_norms(edge_index, x.size(0))
+        norms = self._cached_propagation_graph(edge_index, x.size(0))
         h = self.input_norm(x) if self.input_norm is not None else x
         mean, var = h, h
         n_layers = len(self.layers)
