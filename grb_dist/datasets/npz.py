@@ -82,6 +82,7 @@ def load_npz_graph(path: str | Path, name: str | None = None) -> tuple[Graph, di
         adj_prefix, attr_prefix = ("adj", "attr") if sep == "_" else ("adj_matrix", "attr_matrix")
         adj = read_sparse(npz, adj_prefix, sep, path)
         if f"{attr_prefix}{sep}data" in npz.files:
+            # the N x D attribute matrix (models take dense features), never the N x N adjacency
             features = read_sparse(npz, attr_prefix, sep, path).toarray().astype(np.float32)
         else:
             features = None
