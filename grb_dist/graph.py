@@ -235,11 +235,17 @@ def apply_injection(
 
 def perturbed_tensors(graph: Graph, injection: Injection | None, device: str | torch.device = "cpu") -> TorchGraph:
     """Torch tensors of ``graph`` with ``injection`` applied (labels of injected nodes are -1)."""
-    t = graph.tensors(device)
+    return inject_tensors(graph.tensors(device), injection)
+
+
+def inject_tensors(clean: TorchGraph, injection: Injection | None) -> TorchGraph:
+    """``clean`` (the tensors of a graph) with ``injection`` applied, on ``clean``'s device;
+    ``clean`` itself when there is nothing to inject."""
     if injection is None or injection.n_inject == 0:
-        return t
+        return clean
+    device = clean.x.device
     x, ei = apply_injection(
-        t.x, t.edge_index, _as_tensor(injection.features, device), _as_tensor(injection.edges, device)
+        clean.x, clean.edge_index, _as_tensor(injection.features, device), _as_tensor(injection.edges, device)
     )
-    y = torch.cat([t.y, torch.full((injection.n_inject,), -1, dtype=t.y.dtype, device=t.y.device)])
+    y = torch.cat([clean.y, torch.full((injection.n_inject,), -1, dtype=clean.y.dtype, device=device)])
     return TorchGraph(x, ei, y)

@@ -18,7 +18,7 @@ from grb_dist.leaderboard import leaderboards
 from grb_dist.store import RunStore
 from grb_dist.sweep.session import reduce_run
 from grb_dist.sweep.spec import CLEAN, parse_job, plan, validate_spec
-from grb_dist.sweep.worker import build_defense
+from grb_dist.defenses import build_defense
 
 #: Two real attacks (the cheapest registered ones).
 TEST_ATTACKS = ([a for a in ("rnd", "fgsm", "pgd", "speit", "tdgia") if a in ATTACKS] or ATTACKS.names())[:2]

@@ -6,19 +6,34 @@ from typing import Iterable
 
 import torch
 
-from grb_dist.graph import DIFFICULTIES, Graph, Injection, perturbed_tensors
+from grb_dist.graph import DIFFICULTIES, Graph, Injection, TorchGraph, perturbed_tensors
 
 
 @torch.no_grad()
-def predict(model: torch.nn.Module, graph: Graph, injection: Injection | None = None, device="cpu") -> torch.Tensor:
-    """Predicted classes of every node (original and injected), model in eval mode, no grad."""
+def predict_tensors(model: torch.nn.Module, tensors: TorchGraph) -> torch.Tensor:
+    """Predicted classes of every node of ``tensors``, model in eval mode, no grad."""
     was_training = model.training
     model.eval()
     try:
-        t = perturbed_tensors(graph, injection, device)
-        return model(t.x, t.edge_index).argmax(1)
+        return model(tensors.x, tensors.edge_index).argmax(1)
     finally:
         model.train(was_training)
+
+
+def predict(model: torch.nn.Module, graph: Graph, injection: Injection | None = None, device="cpu") -> torch.Tensor:
+    """Predicted classes of every node (original and injected), model in eval mode, no grad."""
+    return predict_tensors(model, perturbed_tensors(graph, injection, device))
+
+
+def difficulty_accuracy(pred: torch.Tensor, graph: Graph, difficulties: Iterable[str] = DIFFICULTIES) -> dict[str, float]:
+    """Accuracy of predictions ``pred`` (one per node) on the test nodes of each difficulty."""
+    pred = pred.cpu()
+    y = torch.as_tensor(graph.labels)
+    out = {}
+    for d in difficulties:
+        idx = torch.as_tensor(graph.targets(d))
+        out[d] = float((pred[idx] == y[idx]).float().mean())
+    return out
 
 
 def evaluate(
@@ -29,10 +44,4 @@ def evaluate(
     device="cpu",
 ) -> dict[str, float]:
     """Accuracy on the test nodes of each difficulty: ``{"easy": 0.81, ...}``."""
-    pred = predict(model, graph, injection, device).cpu()
-    y = torch.as_tensor(graph.labels)
-    out = {}
-    for d in difficulties:
-        idx = torch.as_tensor(graph.targets(d))
-        out[d] = float((pred[idx] == y[idx]).float().mean())
-    return out
+    return difficulty_accuracy(predict(model, graph, injection, device), graph, difficulties)

@@ -8,6 +8,7 @@ the sweep work on clusters without a shared file system).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -16,21 +17,14 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from grb_dist.evaluation import evaluate
-from grb_dist.graph import Graph, Injection
+from grb_dist.attacks import build_attack
+from grb_dist.defenses import build_defense, train_defense
+from grb_dist.evaluation import difficulty_accuracy, predict_tensors
+from grb_dist.graph import Graph, Injection, inject_tensors
 from grb_dist.models.train import TrainConfig
 from grb_dist.sweep.spec import AttackCell, ModelTask
 
 log = logging.getLogger(__name__)
-
-
-# ----------------------------------------------------------------- defenses
-
-
-def build_defense(name: str, graph: Graph, params: Mapping[str, Any]) -> torch.nn.Module:
-    from grb_dist.defenses import build_defense as build
-
-    return build(name, graph, dict(params))
 
 
 # ----------------------------------------------------------------- training
@@ -46,11 +40,7 @@ class TrainedModel:
 
 def train_task(graph: Graph, task: ModelTask, *, device: str = "cpu") -> TrainedModel:
     """Train one model (a defense or a surrogate) as ``task`` describes."""
-    import json
-
     cfg = TrainConfig(**{**task.train, "seed": task.seed})
-    from grb_dist.defenses import train_defense
-
     kwargs: dict[str, Any] = {"device": device}
     if task.at is not None:
         kwargs["at_config"] = dict(task.at)
@@ -71,7 +61,7 @@ def train_task(graph: Graph, task: ModelTask, *, device: str = "cpu") -> Trained
 def load_model(graph: Graph, name: str, params: Mapping[str, Any], state_dict: Mapping[str, torch.Tensor],
                device: str = "cpu") -> torch.nn.Module:
     """Build defense ``name`` and load a trained state_dict into it (eval mode)."""
-    model = build_defense(name, graph, params)
+    model = build_defense(name, graph, dict(params))
     model.load_state_dict(dict(state_dict))
     return model.to(device).eval()
 
@@ -90,8 +80,6 @@ class AttackResult:
 
 def attack_task(graph: Graph, cell: AttackCell, surrogate: torch.nn.Module, *, device: str = "cpu") -> AttackResult:
     """Run ``cell``'s attack on ``surrogate`` against the difficulty's targets (audited)."""
-    from grb_dist.attacks import build_attack
-
     torch.manual_seed(cell.seed)
     attack = build_attack(cell.attack, dict(cell.params))
     start = time.perf_counter()
@@ -101,13 +89,6 @@ def attack_task(graph: Graph, cell: AttackCell, surrogate: torch.nn.Module, *, d
 
 
 # ----------------------------------------------------------------- scoring
-
-
-def score(model: torch.nn.Module, graph: Graph, injection: Injection | None, difficulty: str,
-          device: str = "cpu") -> tuple[float, int]:
-    """Accuracy of ``model`` on the targets of ``difficulty`` in the perturbed graph."""
-    acc = evaluate(model, graph, injection, [difficulty], device=device)[difficulty]
-    return float(acc), int(graph.targets(difficulty).size)
 
 
 class Scorer:
@@ -122,6 +103,7 @@ class Scorer:
     def __init__(self, graph: Graph, models: Mapping[str, tuple[Mapping, Mapping, float]], device: str = "cpu"):
         self.graph = graph
         self.device = device
+        self.clean = graph.tensors(device)  # once: every perturbation is applied to these
         self.models = {name: load_model(graph, name, p, sd, device) for name, (p, sd, _) in models.items()}
         self.train_seconds = {name: float(s) for name, (_, _, s) in models.items()}
 
@@ -129,11 +111,17 @@ class Scorer:
         return sorted(self.models)
 
     def score(self, injection: Injection | None, difficulty: str, defenses: list[str]) -> list[dict[str, Any]]:
-        """One result per requested held defense: accuracy, n_targets, score_seconds."""
+        """One result per requested held defense: accuracy, n_targets, score_seconds.
+
+        The perturbed graph is assembled once and shared by every defense.
+        """
+        tensors = inject_tensors(self.clean, injection)
+        n = int(self.graph.targets(difficulty).size)
         out = []
         for name in defenses:
             start = time.perf_counter()
-            acc, n = score(self.models[name], self.graph, injection, difficulty, self.device)
+            pred = predict_tensors(self.models[name], tensors)
+            acc = difficulty_accuracy(pred, self.graph, [difficulty])[difficulty]
             out.append({"defense": name, "accuracy": acc, "n_targets": n,
                         "score_seconds": time.perf_counter() - start,
                         "defense_train_seconds": self.train_seconds[name]})
