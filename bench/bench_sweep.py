@@ -62,9 +62,8 @@ def _plasma_sampler(stop: threading.Event, peak: list[float]) -> None:
 def run_case(case: str, num_cpus: int, quick: bool) -> dict:
     import ray
 
-    from grb_dist.store import RunStore
     from grb_dist.sweep.runner import RaySettings, connect, disconnect, run_sweep
-    from grb_dist.sweep.session import prepare
+    from grb_dist.sweep.session import lock_run, open_store, prepare
 
     memory = case == "memory"
     spec = _job("csbm-grb-aminer" if memory else "csbm", quick, memory)
@@ -77,12 +76,14 @@ def run_case(case: str, num_cpus: int, quick: bool) -> dict:
         stop, peak = threading.Event(), [0.0]
         sampler = threading.Thread(target=_plasma_sampler, args=(stop, peak), daemon=True)
         sampler.start()
+        lock, prepared = lock_run(prepared)
         try:
-            store = RunStore.open(prepared.run_dir, spec.to_dict(), spec.config_hash)
+            store = open_store(prepared, lock)
             start = time.perf_counter()
             summary = run_sweep(prepared.plan, prepared.graph, store, settings)
             seconds = time.perf_counter() - start
         finally:
+            lock.release()
             stop.set()
             sampler.join()
             disconnect(ctx)

@@ -127,38 +127,65 @@ def sweep(
     address: Optional[str] = typer.Option(None, "--address", envvar="RAY_ADDRESS", help="Ray cluster to join (auto, host:port); default: start a local Ray."),
     num_cpus: Optional[int] = typer.Option(None, "--num-cpus", help="CPUs of the local Ray (default: all)."),
     dashboard: Optional[bool] = typer.Option(None, "--dashboard/--no-dashboard", help="Start the Ray dashboard of a local Ray (default: Ray's choice)."),
+    wait: bool = typer.Option(False, "--wait", help="When another sweep holds the run directory, wait for it instead of failing."),
+    flush_rows: int = typer.Option(4096, "--flush-rows", min=1, help="Write buffered score rows every N rows ..."),
+    flush_seconds: float = typer.Option(10.0, "--flush-seconds", min=0.0, help="... or every T seconds, whichever comes first."),
     data_dir: Optional[Path] = DataDir,
     download: bool = typer.Option(True, help="Download missing official datasets."),
 ) -> None:
     """Run the injection benchmark: every attack against every defense, per difficulty, on Ray.
 
-    Results go to Parquet tables under the run directory; a re-run of the same command skips
-    finished cells (resume).
+    Results go to Parquet tables under the run directory. A re-run skips finished cells
+    (resume); a job with more attacks, defenses, surrogates, difficulties or repeats grows the
+    run (only the new cells are computed). One sweep at a time per run directory.
     """
-    import time
-
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from grb_dist.leaderboard import render
-    from grb_dist.sweep.session import open_store, prepare, reduce_run, resolve_job
+    from grb_dist.sweep.session import lock_run, prepare, resolve_job
 
     overrides = dict(attacks=attacks, defenses=defenses, surrogates=surrogates, difficulties=difficulties,
                      repeats=repeats, seed=seed, n_inject=n_inject, edges_per_node=edges_per_node, steps=steps)
     spec = resolve_job(dataset, job, overrides)
     prepared = prepare(spec, out=out, data_dir=data_dir, download=download)  # validates; writes nothing
 
-    from grb_dist.sweep.runner import RaySettings, connect, disconnect, run_sweep
+    from grb_dist.sweep.runner import RaySettings
 
     settings = RaySettings(address=address, num_cpus=num_cpus, include_dashboard=dashboard)
+    lock, prepared = lock_run(prepared, wait=wait, on_wait=lambda who: err_console.print(
+        f"waiting for {who} to finish with {prepared.run_dir}", highlight=False))
+    try:
+        _sweep_locked(prepared, settings, lock, flush_rows, flush_seconds)
+    finally:
+        lock.release()
+
+
+def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: float) -> None:
+    """The part of ``sweep`` that runs while holding the run directory's lock."""
+    import time
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from grb_dist.leaderboard import render
+    from grb_dist.store import RunStore
+    from grb_dist.sweep.runner import connect, disconnect, run_sweep
+    from grb_dist.sweep.session import missing_cells, open_store, reduce_run
+
+    spec, p = prepared.spec, prepared.plan
+    show = [d for d in ("full",) if d in spec.difficulties] or list(spec.difficulties[-1:])
+    missing = missing_cells(prepared)
+    if not missing:  # nothing to compute: no Ray, no writes
+        boards = reduce_run(RunStore.existing(prepared.run_dir), save=False, on_warning=_warn)
+        console.print(render({k: v for k, v in boards.items() if k.split("-", 1)[1] in show}, "md"),
+                      highlight=False, markup=False)
+        console.print(f"nothing to do: all {len(p.scores)} cells of this job are already in {prepared.run_dir}",
+                      highlight=False)
+        return
     ctx = connect(settings)
     try:
-        store = open_store(prepared)
-        p = prepared.plan
+        store = open_store(prepared, lock)
         console.print(
             f"[bold]sweep[/] {spec.dataset} ({prepared.graph.num_nodes:,} nodes): {len(spec.attacks)} attacks x "
             f"{len(p.surrogates)} surrogates x {len(p.targets)} defenses x {len(spec.difficulties)} difficulties x "
-            f"{spec.repeats} repeats = {len(p.scores)} cells -> {prepared.run_dir}"
-            + (" (resuming)" if prepared.resume else ""),
+            f"{spec.repeats} repeats = {len(p.scores)} cells, {len(missing)} to compute -> {prepared.run_dir}"
+            + (" (resuming or growing the run)" if prepared.resume else ""),
             highlight=False,
         )
         console.print(f"Ray: {ctx.cpus:g} CPUs, {ctx.gpus:g} GPUs; dashboard: "
@@ -173,7 +200,8 @@ def sweep(
                 bar.update(task, completed=pr.done, total=pr.total, description=pr.phase, failures=pr.failures)
 
             try:
-                summary = run_sweep(p, prepared.graph, store, settings, on_progress=on_progress)
+                summary = run_sweep(p, prepared.graph, store, settings, on_progress=on_progress,
+                                    flush_rows=flush_rows, flush_seconds=flush_seconds)
             except KeyboardInterrupt:
                 bar.stop()
                 err_console.print("interrupted: finished cells are kept; run the same command again to resume")
@@ -181,8 +209,7 @@ def sweep(
         elapsed = time.perf_counter() - start
     finally:
         disconnect(ctx)
-    boards = reduce_run(store)
-    show = [d for d in ("full",) if d in spec.difficulties] or list(spec.difficulties[-1:])
+    boards = reduce_run(store, on_warning=_warn)
     console.print(render({k: v for k, v in boards.items() if k.split("-", 1)[1] in show}, "md"), highlight=False, markup=False)
     console.print(
         f"{summary.done}/{summary.total} cells ({summary.computed} computed, {summary.skipped} already done, "
@@ -192,6 +219,10 @@ def sweep(
         err_console.print(f"failed: {e}", highlight=False, soft_wrap=True)
     if summary.failures:
         raise typer.Exit(1)
+
+
+def _warn(message: str) -> None:
+    err_console.print(f"warning: {message}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -213,7 +244,7 @@ def leaderboard(
         raise ConfigError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
     ds = [difficulty_key(difficulty)[5:]] if difficulty else None
     store = RunStore.existing(run_dir)
-    text = render(reduce_run(store, ds), fmt)
+    text = render(reduce_run(store, ds, on_warning=_warn), fmt)
     if output is not None:
         from grb_dist.store.parquet import write_bytes
 
@@ -221,6 +252,31 @@ def leaderboard(
         console.print(f"wrote {output}", highlight=False)
     else:
         typer.echo(text)
+
+
+@app.command()
+@handle_errors
+def compact(
+    run_dir: Path = typer.Argument(..., help="Run directory to compact."),
+    min_rows: int = typer.Option(100_000, "--min-rows", min=2, help="Files with fewer rows than this are merged."),
+    wait: bool = typer.Option(False, "--wait", help="Wait for a sweep that holds the run directory."),
+) -> None:
+    """Merge the small score files of each partition into one file, without changing any row.
+
+    Takes the run's lock (not while a sweep runs on it, unless --wait).
+    """
+    from grb_dist.store import RunLock, RunStore
+
+    store = RunStore.existing(run_dir)
+    lock = RunLock(store.root).acquire(wait=wait, on_wait=lambda who: err_console.print(
+        f"waiting for {who} to finish with {run_dir}", highlight=False))
+    try:
+        store.recover()
+        stats = store.compact(min_rows=min_rows)
+    finally:
+        lock.release()
+    console.print(f"compacted {run_dir}: {stats['files_before']} score files -> {stats['files_after']} "
+                  f"({stats['partitions']} partitions merged, {stats['rows']} rows rewritten unchanged)", highlight=False)
 
 
 def main() -> None:

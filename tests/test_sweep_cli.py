@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from typer.testing import CliRunner
 
 from grb_dist.attacks import ATTACKS
 from grb_dist.cli import app
 from grb_dist.store import RunStore
+from grb_dist.store.parquet import STORE_FORMAT
 
 runner = CliRunner()
 ATTACK = next(a for a in ("rnd", "fgsm", *ATTACKS.names()) if a in ATTACKS)
@@ -27,8 +30,12 @@ def workdir(tmp_path, monkeypatch):
     malformed.write_text("dataset: csbm\nattacks: {fgsm: {}\n")
     bad_param = tmp_path / "bad-param.yaml"
     bad_param.write_text("dataset: csbm\nattacks: {fgsm: {steps: many}}\n")
-    other = tmp_path / "other-run"
-    RunStore.open(other, {"something": "else"}, "0123456789abcdef")
+    other = tmp_path / "other-run"  # a run of another dataset (by content)
+    other.mkdir()
+    (other / "manifest.json").write_text(json.dumps({
+        "store_format": STORE_FORMAT, "version": "0", "config": {}, "config_hash": "0123456789abcdef",
+        "dataset": {"label": "csbm", "source": "csbm", "fingerprint": "0" * 64, "parts": {}, "normalize": "arctan"},
+        "components": {}, "jobs": []}))
     return tmp_path
 
 
@@ -46,7 +53,7 @@ BAD = [
     (["--job", "missing.yaml"], "missing.yaml"),
     (["--address", "127.0.0.1:1"], "127.0.0.1:1"),
     (["--address", "not an address"], "address"),
-    (["--out", "other-run"], "different configuration"),
+    (["--out", "other-run"], "another dataset"),
 ]
 
 
@@ -79,7 +86,7 @@ def test_sweep_then_leaderboard(ray_local, workdir):
     store = RunStore.existing(workdir / "run")
     assert len(store.read_scores()) == 8
     r = runner.invoke(app, args)  # resume: nothing left to do
-    assert r.exit_code == 0 and "0 computed, 8 already done" in r.output, r.output
+    assert r.exit_code == 0 and "nothing to do: all 8 cells" in r.output, r.output
     r = runner.invoke(app, ["leaderboard", "run", "--difficulty", "easy"])
     assert r.exit_code == 0 and "(easy;" in r.output and "(full;" not in r.output
     for fmt in ("csv", "html", "md"):

@@ -15,9 +15,9 @@ from grb_dist.attacks import ATTACKS
 from grb_dist.datasets import load_dataset
 from grb_dist.evaluation import evaluate
 from grb_dist.leaderboard import leaderboards
-from grb_dist.store import RunStore
-from grb_dist.sweep.session import reduce_run
-from grb_dist.sweep.spec import CLEAN, parse_job, plan, validate_spec
+from grb_dist.store import RunLock, RunStore, graph_fingerprint
+from grb_dist.sweep.session import dataset_identity, reduce_run
+from grb_dist.sweep.spec import CLEAN, parse_job, plan, run_components, validate_spec
 from grb_dist.defenses import build_defense
 
 #: Two real attacks (the cheapest registered ones).
@@ -48,11 +48,19 @@ def graph(job):
     return load_dataset(job.dataset, normalize=job.normalize, seed=job.seed)
 
 
-def sweep(job, graph, run_dir, on_progress=None, **settings):
+def job_plan(job, graph):
+    return plan(job, graph_fingerprint(graph, job.normalize))
+
+
+def sweep(job, graph, run_dir, on_progress=None, flush_rows=4096, **settings):
     from grb_dist.sweep.runner import RaySettings, run_sweep
 
-    store = RunStore.open(run_dir, job.to_dict(), job.config_hash)
-    return store, run_sweep(plan(job), graph, store, RaySettings(**settings), on_progress=on_progress)
+    p = job_plan(job, graph)
+    with RunLock(run_dir) as lock:
+        store = RunStore.open(run_dir, dataset=dataset_identity(job, graph), components=run_components(p),
+                              config=job.to_dict(), config_hash=job.config_hash, lock=lock)
+        return store, run_sweep(p, graph, store, RaySettings(**settings), on_progress=on_progress,
+                                flush_rows=flush_rows)
 
 
 @pytest.fixture(scope="module")
@@ -62,9 +70,9 @@ def full_run(ray_local, job, graph, tmp_path_factory):
     return store, summary
 
 
-def test_every_cell_exactly_once(full_run, job):
+def test_every_cell_exactly_once(full_run, job, graph):
     store, summary = full_run
-    p = plan(job)
+    p = job_plan(job, graph)
     df = store.read_scores()
     assert summary.failures == 0 and summary.computed == len(p.scores) == summary.total
     assert len(df) == len(p.scores) and df["cell_id"].is_unique
@@ -77,6 +85,7 @@ def test_every_cell_exactly_once(full_run, job):
     assert df["accuracy"].between(0, 1).all() and (df["score_seconds"] > 0).all()
     assert (attacked["attack_seconds"] > 0).all() and (df["defense_train_seconds"] > 0).all()
     assert (df["config_hash"] == job.config_hash).all()
+    assert (df["dataset_fingerprint"] == graph_fingerprint(graph, job.normalize)).all() and set(df["dataset"]) == {"csbm"}
     budget = {"easy": 4, "full": 8}
     assert (attacked["n_injected"] == attacked["difficulty"].map(budget)).all()
     assert (attacked["n_injected_edges"] <= attacked["n_injected"] * 4).all()
@@ -88,7 +97,7 @@ def test_every_cell_exactly_once(full_run, job):
 
 def test_scores_recheck_from_stored_models_and_perturbations(full_run, job, graph):
     store, _ = full_run
-    p = plan(job)
+    p = job_plan(job, graph)
     df = store.read_scores()
     params = {t.name: t.params for t in p.targets}
     stems = {t.name: t.file_stem for t in p.targets}
@@ -104,6 +113,9 @@ def test_scores_recheck_from_stored_models_and_perturbations(full_run, job, grap
         assert row["n_targets"] == graph.targets(row["difficulty"]).size
     pert = store.read_perturbations()
     assert set(pert["perturbation_id"]) == set(df["perturbation_id"].dropna())
+    # the resolved feature limits (the job sets none: the normalised features' own range)
+    assert (pert["feat_lim_min"] == float(graph.features.min())).all()
+    assert (pert["feat_lim_max"] == float(graph.features.max())).all()
 
 
 def test_leaderboards_match_metric_functions(full_run):
@@ -138,15 +150,15 @@ def test_resume_after_interrupt(full_run, job, graph, tmp_path):
         sweep(job, graph, run_dir, on_progress=interrupt)
     store = RunStore.existing(run_dir)
     done_before = store.done_cells()
-    assert stop_at <= len(done_before) < len(plan(job).scores)
+    assert stop_at <= len(done_before) < len(job_plan(job, graph).scores)
     assert not [p for p in run_dir.rglob(".*tmp*")]  # no partial files
     store, summary = sweep(job, graph, run_dir)
     assert summary.skipped == len(done_before)
-    assert summary.computed == len(plan(job).scores) - len(done_before)
+    assert summary.computed == len(job_plan(job, graph).scores) - len(done_before)
     pd.testing.assert_frame_equal(_table(store), _table(full_run[0]))
     # a third run has nothing to do
     _, again = sweep(job, graph, run_dir)
-    assert again.computed == 0 and again.skipped == len(plan(job).scores)
+    assert again.computed == 0 and again.skipped == len(job_plan(job, graph).scores)
 
 
 def test_killed_scoring_actor_is_restarted_and_every_cell_done_once(full_run, job, graph, tmp_path, ray_local):
@@ -161,9 +173,9 @@ def test_killed_scoring_actor_is_restarted_and_every_cell_done_once(full_run, jo
 
     store, summary = sweep(job, graph, tmp_path / "run", on_progress=kill_scorer, num_scorers=1)
     assert killed, "the scorer was never killed"
-    assert summary.failures == 0 and summary.computed == len(plan(job).scores)
+    assert summary.failures == 0 and summary.computed == len(job_plan(job, graph).scores)
     df = store.read_scores()
-    assert df["cell_id"].is_unique and len(df) == len(plan(job).scores)
+    assert df["cell_id"].is_unique and len(df) == len(job_plan(job, graph).scores)
     pd.testing.assert_frame_equal(_table(store), _table(full_run[0]))
     np.testing.assert_array_equal(np.sort(df["cell_id"]), np.sort(full_run[0].read_scores()["cell_id"]))
 

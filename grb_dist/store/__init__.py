@@ -1,6 +1,18 @@
-"""Run storage: Arrow schemas and atomic per-cell Parquet files."""
+"""Run storage: Arrow schemas, the run directory (hive-partitioned Parquet written in
+batches by temp file + atomic rename), the writer's lock and dataset fingerprints."""
 
 from grb_dist.store import schema
-from grb_dist.store.parquet import RunStore, atomic_path, read_dir, write_table
+from grb_dist.store.fingerprint import fingerprint_parts, graph_fingerprint
+from grb_dist.store.lock import RunLock, RunLockedError
+from grb_dist.store.parquet import (
+    RunStore,
+    Scan,
+    ScoreWriter,
+    atomic_path,
+    read_dir,
+    safe_label,
+    write_table,
+)
 
-__all__ = ["RunStore", "atomic_path", "read_dir", "schema", "write_table"]
+__all__ = ["RunLock", "RunLockedError", "RunStore", "Scan", "ScoreWriter", "atomic_path", "fingerprint_parts",
+           "graph_fingerprint", "read_dir", "safe_label", "schema", "write_table"]

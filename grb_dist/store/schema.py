@@ -2,12 +2,15 @@
 
 Tables under a run directory (``RUN_DIR``):
 
-* ``scores/<cell_id>.parquet`` -- :data:`SCORES`, one row per (attack or ``none``,
-  surrogate, defense, difficulty, repeat).
-* ``perturbations/<perturbation_id>.parquet`` -- :data:`PERTURBATIONS`, one row per
-  injected graph: features flattened row-major (``n_inject * num_features`` float32) and
-  the injected edges as two int64 lists (``edge_src`` holds injected node ids in
-  ``[num_original, num_original + n_inject)``, ``edge_dst`` the other endpoint).
+* ``scores/scenario=<s>/dataset=<d>/difficulty=<x>/part-<uuid>.parquet`` -- :data:`SCORES`,
+  one row per (attack or ``none``, surrogate, defense, difficulty, repeat), many rows per
+  file. The partition columns (:data:`PARTITION`) live in the directory names (hive
+  layout), not in the files: :data:`SCORE_FILE` is the schema of one file.
+* ``perturbations/scenario=<s>/dataset=<d>/difficulty=<x>/<perturbation_id>.parquet`` --
+  :data:`PERTURBATIONS`, one row (and file) per injected graph: features flattened
+  row-major (``n_inject * num_features`` float32) and the injected edges as two int64
+  lists (``edge_src`` holds injected node ids in ``[num_original, num_original +
+  n_inject)``, ``edge_dst`` the other endpoint), and the feature limits the attack used.
 * ``models/<name>-<seed>.pt`` (state_dicts) and ``training/<name>-<seed>.parquet`` --
   :data:`MODELS`, one row of training metadata per trained model.
 * ``leaderboard/attacks-<difficulty>.parquet`` / ``defenses-<difficulty>.parquet`` --
@@ -18,11 +21,15 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+#: Hive partition columns of ``scores/`` and ``perturbations/``, outermost first.
+PARTITION = ("scenario", "dataset", "difficulty")
+
 SCORES = pa.schema([
     pa.field("cell_id", pa.string(), nullable=False),
     pa.field("config_hash", pa.string(), nullable=False),
     pa.field("perturbation_id", pa.string()),  # null for clean rows
     pa.field("dataset", pa.string(), nullable=False),
+    pa.field("dataset_fingerprint", pa.string(), nullable=False),
     pa.field("scenario", pa.string(), nullable=False),
     pa.field("difficulty", pa.string(), nullable=False),
     pa.field("attack", pa.string(), nullable=False),
@@ -45,13 +52,17 @@ SCORES = pa.schema([
 PERTURBATIONS = pa.schema([
     pa.field("perturbation_id", pa.string(), nullable=False),
     pa.field("config_hash", pa.string(), nullable=False),
+    pa.field("scenario", pa.string(), nullable=False),
     pa.field("dataset", pa.string(), nullable=False),
+    pa.field("dataset_fingerprint", pa.string(), nullable=False),
     pa.field("difficulty", pa.string(), nullable=False),
     pa.field("attack", pa.string(), nullable=False),
     pa.field("surrogate", pa.string(), nullable=False),
     pa.field("repeat", pa.int32(), nullable=False),
     pa.field("seed", pa.int64(), nullable=False),
     pa.field("params_json", pa.string(), nullable=False),
+    pa.field("feat_lim_min", pa.float64(), nullable=False),  # the resolved limits the attack used
+    pa.field("feat_lim_max", pa.float64(), nullable=False),
     pa.field("num_original", pa.int64(), nullable=False),
     pa.field("n_inject", pa.int64(), nullable=False),
     pa.field("num_features", pa.int64(), nullable=False),
@@ -61,6 +72,14 @@ PERTURBATIONS = pa.schema([
     pa.field("attack_seconds", pa.float64(), nullable=False),
     pa.field("version", pa.string(), nullable=False),
 ])
+
+def without_partition(table_schema: pa.Schema) -> pa.Schema:
+    """The schema of one file of a hive-partitioned table (the partition columns removed)."""
+    return pa.schema([f for f in table_schema if f.name not in PARTITION])
+
+
+SCORE_FILE = without_partition(SCORES)
+PERTURBATION_FILE = without_partition(PERTURBATIONS)
 
 MODELS = pa.schema([
     pa.field("model_id", pa.string(), nullable=False),

@@ -8,14 +8,18 @@ Shape of a run (see ``docs/sweep.md``)::
               as soon as every needed defense is stored
     attack  : one task per missing perturbation, as soon as its surrogate is stored (surrogates
               train first, so attacks overlap the defenses' training)
-                                                         -> driver writes perturbations/<id>.parquet
+                                                         -> driver writes perturbations/.../<id>.parquet
     score   : every perturbation -> every Scorer (each holds a share of the defenses)
-                                                         -> driver writes scores/<cell_id>.parquet
+                                                         -> driver buffers the rows and writes them in
+                                                            batches: scores/scenario=/dataset=/difficulty=/part-*.parquet
 
 Work is submitted with a bound on in-flight refs and collected with ``ray.wait``; the driver
 never blocks in ``ray.get`` on a ref that is not ready. The driver is the single writer of
-the run directory (workers return results), so cells are written exactly once per run and
-the sweep needs no shared file system. Fault tolerance: tasks have ``max_retries``; Scorer
+the run directory (workers return results; the caller holds the run's lock), so cells are
+written exactly once per run and the sweep needs no shared file system. Score rows are
+buffered and written every ``flush_rows`` rows or ``flush_seconds`` seconds, whichever comes
+first, and on every exit path (Ctrl-C included); a SIGKILL loses only the buffered rows,
+whose cells the next run recomputes. Fault tolerance: tasks have ``max_retries``; Scorer
 actors ``max_restarts`` and ``max_task_retries``, and a scoring call that still fails with
 the actor gone is resubmitted (up to ``resubmits`` times) to the restarted actor.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -36,7 +41,7 @@ import ray.exceptions
 import grb_dist
 from grb_dist.errors import ConfigError, GrbDistError
 from grb_dist.graph import Graph
-from grb_dist.store import RunStore
+from grb_dist.store import RunStore, ScoreWriter
 from grb_dist.sweep import worker
 from grb_dist.sweep.spec import CLEAN, AttackCell, Plan, ScoreCell
 
@@ -255,15 +260,22 @@ def run_sweep(
     settings: RaySettings = RaySettings(),
     *,
     on_progress: Callable[[SweepProgress], None] | None = None,
+    flush_rows: int = 4096,
+    flush_seconds: float = 10.0,
 ) -> SweepSummary:
     """Compute every score cell of ``plan`` that ``store`` does not hold yet.
 
-    Ray must be connected (:func:`connect`). ``on_progress`` is called after each written
-    cell; an exception it raises (e.g. ``KeyboardInterrupt``) stops the sweep after
-    cancelling in-flight work, leaving only complete cells behind.
+    Ray must be connected (:func:`connect`) and ``store`` opened for writing (under the
+    run's lock). ``on_progress`` is called after each computed cell; an exception it raises
+    (e.g. ``KeyboardInterrupt``) stops the sweep after writing the buffered rows and
+    cancelling in-flight work, leaving only complete cells behind. Score rows are written
+    every ``flush_rows`` rows or ``flush_seconds`` seconds, whichever comes first.
     """
     start = time.perf_counter()
     spec = plan.spec
+    writer = store.score_writer(flush_rows, flush_seconds)
+    identity = store.manifest()["dataset"]
+    label, fingerprint = identity["label"], identity["fingerprint"]
     done_ids = store.done_cells()
     todo = [c for c in plan.scores if c.cell_id not in done_ids]
     total = len(plan.scores)
@@ -321,6 +333,17 @@ def run_sweep(
     # perturbation id -> (attack seconds, injected nodes, injected edges)
     pert_info: dict[str | None, tuple[float, int, int]] = {None: (0.0, 0, 0)}
     pending: list[tuple[Any, str | None]] = []  # perturbations waiting for the Scorers
+    limits: dict[str, tuple[float, float]] = {}  # resolved feature limits by attack parameters
+
+    def feature_limits(a: AttackCell) -> tuple[float, float]:
+        from grb_dist.attacks import build_attack
+
+        key = _json({"difficulty": a.difficulty, "params": {k: v for k, v in a.params.items() if k != "seed"},
+                     "attack": a.attack})
+        if key not in limits:
+            _, lo, hi = build_attack(a.attack, dict(a.params)).check_inputs(graph, graph.targets(a.difficulty))
+            limits[key] = (float(lo), float(hi))
+        return limits[key]
 
     def model_ready(stem: str) -> None:
         # what the Scorers hold is exactly what is stored
@@ -358,21 +381,28 @@ def run_sweep(
     try:
         train_queue = []
         for t in tasks:
-            if store.has_model(t.file_stem):
+            if store.has_model(t.file_stem, t.model_id):
                 model_ready(t.file_stem)
             else:
                 train_queue.append(t)
         if None in todo_by_pert:
             submit_scores(None, None)
         to_run = {a.perturbation_id for a in attacks_to_run}
+        attack_queue = list(attacks_to_run)
         for a in attacks_needed:  # perturbations stored by an earlier run: score them only
             if a.perturbation_id not in to_run:
-                inj = store.read_perturbation(a.perturbation_id)
-                secs = float(store.perturbation_meta(a.perturbation_id)["attack_seconds"])
+                try:
+                    inj = store.read_perturbation(a.perturbation_id)
+                    secs = float(store.perturbation_meta(a.perturbation_id)["attack_seconds"])
+                except GrbDistError as exc:  # unreadable: recompute it
+                    log.warning("%s", exc)
+                    attack_queue.append(a)
+                    if a.surrogate_model not in state_refs and all(t.file_stem != a.surrogate_model for t in train_queue):
+                        train_queue[:0] = [s for s in plan.surrogates if s.file_stem == a.surrogate_model]
+                    continue
                 pert_info[a.perturbation_id] = (secs, *worker.injection_sizes(inj))
                 submit_scores(ray.put(worker.AttackResult(a.perturbation_id, inj, secs)), a.perturbation_id)
         start_scorers_when_ready()
-        attack_queue = list(attacks_to_run)
 
         def next_work() -> tuple[str, Any] | None:
             if train_queue:
@@ -398,7 +428,9 @@ def run_sweep(
                 in_flight[ref] = (kind, item)
             if not in_flight:
                 raise SweepError("the sweep stalled: work is left but nothing can run (a bug; please report it)")
-            ready, _ = ray.wait(list(in_flight), num_returns=1)
+            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=writer.seconds_until_due())
+            if writer.due():
+                writer.flush()
             for ref in ready:
                 kind, info = in_flight.pop(ref)
                 if kind == "train":
@@ -422,10 +454,13 @@ def run_sweep(
                         log.error("attack failed: %s", errors[-1])
                         report("attack")
                         continue
+                    lo, hi = feature_limits(a)
                     store.write_perturbation(a.perturbation_id, result.injection, {
-                        "config_hash": plan.config_hash, "dataset": spec.dataset, "difficulty": a.difficulty,
+                        "config_hash": plan.config_hash, "scenario": spec.scenario, "dataset": label,
+                        "dataset_fingerprint": fingerprint, "difficulty": a.difficulty,
                         "attack": a.attack, "surrogate": a.surrogate, "repeat": a.repeat, "seed": a.seed,
-                        "params_json": _json(a.params), "attack_seconds": result.seconds,
+                        "params_json": _json(a.params), "feat_lim_min": lo, "feat_lim_max": hi,
+                        "attack_seconds": result.seconds,
                     })
                     pert_info[a.perturbation_id] = (result.seconds, *worker.injection_sizes(result.injection))
                     submit_scores(ref, a.perturbation_id)  # the attack's own ref: no copy through the driver
@@ -448,12 +483,15 @@ def run_sweep(
                         report("score")
                         continue
                     by_def = {r["defense"]: r for r in results}
-                    for c in group:
-                        store.write_score(_row(plan, c, by_def[c.defense], seed_of[c.defense], pert_info[c.perturbation_id]))
+                    rows = [_row(plan, c, by_def[c.defense], seed_of[c.defense], pert_info[c.perturbation_id],
+                                 label, fingerprint) for c in group]
+                    writer.add(rows)
+                    for _ in rows:
                         state["done"] += 1
                         state["computed"] += 1
                         report("score" if not (train_queue or attack_queue) else "attack")
     finally:
+        _flush_on_exit(writer, propagating=sys.exc_info()[0] is not None)
         for ref in list(in_flight):
             try:
                 ray.cancel(ref, force=False)
@@ -471,14 +509,26 @@ def _json(obj: Any) -> str:
     return canonical_json(obj)
 
 
-def _row(plan: Plan, c: ScoreCell, r: dict, defense_seed: int, pert: tuple[float, int, int]) -> dict:
+def _flush_on_exit(writer: ScoreWriter, *, propagating: bool) -> None:
+    """Write the buffered rows on the way out; a failure to do so does not hide the error
+    that is already propagating (the rows are then recomputed by the next run)."""
+    try:
+        writer.flush()
+    except Exception:
+        if not propagating:
+            raise
+        log.exception("could not write the buffered score rows (they will be recomputed)")
+
+
+def _row(plan: Plan, c: ScoreCell, r: dict, defense_seed: int, pert: tuple[float, int, int], label: str,
+         fingerprint: str) -> dict:
     import datetime as dt
 
     attack_seconds, n_inj, n_edges = pert
     spec = plan.spec
     return {
         "cell_id": c.cell_id, "config_hash": plan.config_hash, "perturbation_id": c.perturbation_id,
-        "dataset": spec.dataset, "scenario": spec.scenario, "difficulty": c.difficulty, "attack": c.attack,
+        "dataset": label, "dataset_fingerprint": fingerprint, "scenario": spec.scenario, "difficulty": c.difficulty, "attack": c.attack,
         "surrogate": c.surrogate, "defense": c.defense, "repeat": c.repeat, "seed": c.seed,
         "defense_seed": defense_seed, "accuracy": float(r["accuracy"]), "n_targets": int(r["n_targets"]),
         "n_injected": n_inj, "n_injected_edges": n_edges, "attack_seconds": float(attack_seconds),

@@ -1,6 +1,6 @@
 """Preparing and finishing a sweep without Ray: resolve the job, validate everything, load the
-dataset, check the run directory (all before anything is written or Ray starts), and reduce
-the finished scores into leaderboards.
+dataset and fingerprint its content, check the run directory (all before anything is written
+or Ray starts), lock it, find the missing cells, and reduce the scores into leaderboards.
 """
 
 from __future__ import annotations
@@ -16,8 +16,20 @@ from grb_dist.errors import ConfigError, GrbDistError
 from grb_dist.graph import Graph
 from grb_dist.leaderboard import leaderboards, render, to_arrow
 from grb_dist.leaderboard.render import to_markdown
-from grb_dist.store import RunStore
-from grb_dist.sweep.spec import JobSpec, Plan, apply_overrides, default_job_path, load_job, plan, validate_spec
+from grb_dist.store import RunLock, RunStore, fingerprint_parts
+from grb_dist.store.fingerprint import combine
+from grb_dist.sweep.spec import (
+    JobSpec,
+    Plan,
+    ScoreCell,
+    apply_overrides,
+    dataset_label,
+    default_job_path,
+    load_job,
+    plan,
+    run_components,
+    validate_spec,
+)
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +45,13 @@ class Prepared:
     plan: Plan
     graph: Graph
     run_dir: Path
-    resume: bool
+    resume: bool  # the run directory already holds a run (it resumes or grows)
+    dataset: dict[str, Any]  # identity of the loaded dataset (fingerprint and its parts)
+    components: dict[str, Any]  # what each name of the job means (see spec.run_components)
+
+    @property
+    def fingerprint(self) -> str:
+        return self.dataset["fingerprint"]
 
 
 def resolve_job(dataset: str | None, job: str | Path | None, overrides: Mapping[str, Any]) -> JobSpec:
@@ -45,8 +63,18 @@ def resolve_job(dataset: str | None, job: str | Path | None, overrides: Mapping[
 
 
 def default_run_dir(spec: JobSpec) -> Path:
-    name = Path(spec.dataset).stem if Path(spec.dataset).exists() else spec.dataset
-    return RESULTS_DIR / name
+    return RESULTS_DIR / dataset_label(spec.dataset)
+
+
+def dataset_identity(spec: JobSpec, graph: Graph) -> dict[str, Any]:
+    """The dataset as the run manifest records it: its content fingerprint (and the hash of
+    each part: features, edges, labels, split, normalisation), where it came from, its size."""
+    parts = fingerprint_parts(graph, spec.normalize)
+    return {
+        "label": dataset_label(spec.dataset), "source": str(spec.dataset), "fingerprint": combine(parts),
+        "parts": parts, "normalize": spec.normalize, "data_seed": spec.seed, "num_nodes": graph.num_nodes,
+        "num_edges": graph.num_edges, "num_features": graph.num_features, "num_classes": int(graph.num_classes),
+    }
 
 
 def _check_attack_inputs(spec: JobSpec, graph: Graph) -> None:
@@ -73,24 +101,53 @@ def prepare(spec: JobSpec, *, out: str | Path | None = None, data_dir: str | Pat
     for d in spec.difficulties:
         graph.targets(d)
     _check_attack_inputs(spec, graph)
-    p = plan(spec)
+    identity = dataset_identity(spec, graph)
+    p = plan(spec, identity["fingerprint"])
     from grb_dist.defenses import build_defense
 
     for task in p.models:  # parameters that depend on the graph (e.g. GCN-SVD rank)
         build_defense(task.name, graph, dict(task.params))
     run_dir = Path(out) if out is not None else default_run_dir(spec)
-    resume = RunStore.check(run_dir, spec.to_dict(), spec.config_hash)
-    return Prepared(spec, p, graph, run_dir, resume)
+    components = run_components(p)
+    resume = RunStore.check(run_dir, identity, components)
+    return Prepared(spec, p, graph, run_dir, resume, identity, components)
 
 
-def open_store(prepared: Prepared) -> RunStore:
-    return RunStore.open(prepared.run_dir, prepared.spec.to_dict(), prepared.spec.config_hash)
+def lock_run(prepared: Prepared, *, wait: bool = False, on_wait=None) -> tuple[RunLock, Prepared]:
+    """Take the run directory's lock (creating the directory if needed) and check it again
+    under the lock (another sweep may have changed it meanwhile). Release the lock with
+    ``lock.release()``; it removes a directory this call created when nothing was written."""
+    lock = RunLock(prepared.run_dir).acquire(wait=wait, on_wait=on_wait)
+    try:
+        resume = RunStore.check(prepared.run_dir, prepared.dataset, prepared.components)
+    except BaseException:
+        lock.release()
+        raise
+    return lock, Prepared(prepared.spec, prepared.plan, prepared.graph, prepared.run_dir, resume,
+                          prepared.dataset, prepared.components)
 
 
-def reduce_run(store: RunStore, difficulties: list[str] | None = None, *, save: bool = True) -> dict[str, pd.DataFrame]:
-    """Leaderboards of a (finished or partial) run; saved under ``leaderboard/`` as Parquet
-    and Markdown when ``save``."""
-    scores = store.read_scores()
+def missing_cells(prepared: Prepared) -> list[ScoreCell]:
+    """The score cells of the job that the run directory does not hold (all of them for a
+    new run). Reads only; unreadable files count as not holding their cells."""
+    if not prepared.resume:
+        return list(prepared.plan.scores)
+    done = RunStore.existing(prepared.run_dir).done_cells()
+    return [c for c in prepared.plan.scores if c.cell_id not in done]
+
+
+def open_store(prepared: Prepared, lock: RunLock) -> RunStore:
+    """Create or grow the run directory (under ``lock``): manifest, recovery, quarantine."""
+    return RunStore.open(prepared.run_dir, dataset=prepared.dataset, components=prepared.components,
+                         config=prepared.spec.to_dict(), config_hash=prepared.spec.config_hash, lock=lock)
+
+
+def reduce_run(store: RunStore, difficulties: list[str] | None = None, *, save: bool = True,
+               on_warning=None) -> dict[str, pd.DataFrame]:
+    """Leaderboards of every cell of a (finished, partial or grown) run; saved under
+    ``leaderboard/`` as Parquet and Markdown when ``save``. Unreadable score files are
+    skipped and reported through ``on_warning`` (default: the log)."""
+    scores = store.read_scores(on_warning=on_warning)
     if scores.empty:
         raise GrbDistError(f"{store.root} has no scores yet; run the sweep first")
     boards = leaderboards(scores, difficulties)
@@ -100,4 +157,5 @@ def reduce_run(store: RunStore, difficulties: list[str] | None = None, *, save: 
     return boards
 
 
-__all__ = ["Prepared", "RESULTS_DIR", "default_run_dir", "open_store", "prepare", "reduce_run", "render", "resolve_job"]
+__all__ = ["Prepared", "RESULTS_DIR", "dataset_identity", "default_run_dir", "lock_run", "missing_cells", "open_store",
+           "prepare", "reduce_run", "render", "resolve_job"]

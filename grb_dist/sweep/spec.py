@@ -331,22 +331,31 @@ class Plan:
         return [c for c in self.scores if c.perturbation_id == perturbation_id and c.difficulty == difficulty]
 
 
-def _model_task(spec: JobSpec, role: str, name: str, seed: int) -> ModelTask:
+def _model_task(spec: JobSpec, fingerprint: str, role: str, name: str, seed: int) -> ModelTask:
     params, overrides = resolve_params(name, spec.models)
     train = {**to_dict(spec.train), **overrides}
     at = spec.adversarial_training if MODELS.get(name).adversarial else None
     ident = {
-        "dataset": spec.dataset, "normalize": spec.normalize, "data_seed": spec.seed,
+        "dataset": fingerprint, "normalize": spec.normalize, "data_seed": spec.seed,
         "name": name, "seed": seed, "params": params, "train": train, "at": at,
     }
     return ModelTask(role, name, seed, params, train, at, content_hash(ident))  # type: ignore[arg-type]
 
 
-def plan(spec: JobSpec) -> Plan:
-    """All model tasks, attack cells and score cells of ``spec``, in a stable order."""
-    targets = tuple(_model_task(spec, "target", d, spec.seed) for d in spec.defenses)
-    surrogates = tuple(_model_task(spec, "surrogate", s, spec.seed + SURROGATE_SEED_OFFSET) for s in spec.surrogates)
-    base = {"dataset": spec.dataset, "scenario": spec.scenario, "normalize": spec.normalize, "data_seed": spec.seed}
+def plan(spec: JobSpec, fingerprint: str) -> Plan:
+    """All model tasks, attack cells and score cells of ``spec`` on the dataset whose content
+    fingerprint is ``fingerprint`` (:func:`grb_dist.store.graph_fingerprint` of the loaded
+    graph), in a stable order.
+
+    The dataset enters every id by its content, not its name or path: the same path holding
+    another graph gives other ids.
+    """
+    if not isinstance(fingerprint, str) or len(fingerprint) < 16:
+        raise ConfigError("plan needs the dataset's content fingerprint (grb_dist.store.graph_fingerprint)")
+    targets = tuple(_model_task(spec, fingerprint, "target", d, spec.seed) for d in spec.defenses)
+    surrogates = tuple(_model_task(spec, fingerprint, "surrogate", s, spec.seed + SURROGATE_SEED_OFFSET)
+                       for s in spec.surrogates)
+    base = {"dataset": fingerprint, "scenario": spec.scenario, "normalize": spec.normalize, "data_seed": spec.seed}
     attacks: list[AttackCell] = []
     scores: list[ScoreCell] = []
     for difficulty in spec.difficulties:
@@ -366,6 +375,37 @@ def plan(spec: JobSpec) -> Plan:
                         cid = content_hash({"perturbation": pid, "defense": t.model_id})
                         scores.append(ScoreCell(cid, attack, s.name, t.name, difficulty, repeat, seed, t.file_stem, pid))
     return Plan(spec, spec.config_hash, targets, surrogates, tuple(attacks), tuple(scores))
+
+
+def run_components(p: Plan) -> dict[str, dict[str, Any]]:
+    """What each name of a plan means, for the run manifest: a run directory grows with new
+    names (attacks, defenses, surrogates, difficulties, repeats) but a name it already knows
+    must keep its meaning, so that (scenario, dataset, difficulty, attack, surrogate,
+    defense, repeat) names one cell of the run.
+
+    ``job``: the job seed (it seeds models and attacks); ``models``: per file stem the
+    model's id, parameters and training settings; ``attacks``: per ``<attack>/<difficulty>``
+    the attack parameters (without the per-repeat seed).
+    """
+    spec = p.spec
+    models = {t.file_stem: {"role": t.role, "name": t.name, "model_id": t.model_id, "params": dict(t.params),
+                            "train": dict(t.train), "at": dict(t.at) if t.at is not None else None}
+              for t in p.models}
+    attacks = {}
+    for a in p.attacks:
+        attacks[f"{a.attack}/{a.difficulty}"] = {k: v for k, v in a.params.items() if k != "seed"}
+    return json.loads(canonical_json({"job": {"seed": {"seed": spec.seed}}, "models": models, "attacks": attacks}))
+
+
+def dataset_label(dataset: str) -> str:
+    """The name of a dataset in the ``dataset=`` partition of a run: a catalogue name as it
+    is, a path by its file name without suffix (made a plain directory name)."""
+    from grb_dist.store import safe_label
+
+    p = Path(dataset)
+    if p.exists() or len(p.parts) > 1 or p.suffix == ".npz":
+        return safe_label(p.stem if p.suffix == ".npz" else (p.resolve().name or p.stem))
+    return safe_label(dataset)
 
 
 # --------------------------------------------------------------------------- validation
