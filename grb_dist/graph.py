@@ -113,17 +113,8 @@ class Graph:
                 f"{self.name}: labels reach {int(self.labels.max())} but num_classes is "
                 f"{self.num_classes}; fix num_classes or the labels"
             )
-        for key, idx in self.split.items():
-            if key not in SPLIT_NAMES:
-                raise DatasetError(
-                    f"{self.name}: unknown split {key!r}; valid split names: {', '.join(SPLIT_NAMES)}"
-                )
-            if idx.ndim != 1 or idx.size == 0:
-                raise DatasetError(f"{self.name}: split {key!r} is empty; re-split the graph")
-            if idx.min() < 0 or idx.max() >= self.num_nodes:
-                raise DatasetError(
-                    f"{self.name}: split {key!r} has node indices outside [0, {self.num_nodes})"
-                )
+        validate_classes(self.labels, self.num_classes, self.name)
+        validate_split(self.split, self.num_nodes, self.name)
         return self
 
     def summary(self) -> dict:
@@ -164,6 +155,87 @@ def validate_arrays(features: np.ndarray, edge_index: np.ndarray, labels: np.nda
         raise DatasetError(f"{name}: edge_index must be int64, got {edge_index.dtype}")
     if edge_index.size and (edge_index.min() < 0 or edge_index.max() >= n):
         raise DatasetError(f"{name}: edge_index has node ids outside [0, {n}); fix the edge list")
+
+
+def validate_classes(labels: np.ndarray, num_classes: int, name: str) -> None:
+    """Labels dense in ``[0, C)``: at least two classes, at most one class per node, and every
+    class id in use (a stray label of 10**6 would otherwise make a model with a million
+    outputs). Checked before anything is allocated per class."""
+    n = int(labels.shape[0])
+    if n == 0:
+        raise DatasetError(f"{name}: the graph has no nodes")
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise DatasetError(f"{name}: labels must be integer class ids, got {labels.dtype}")
+    if num_classes < 2:
+        raise DatasetError(f"{name}: labels name {num_classes} class(es); classification needs at least 2")
+    if num_classes > n:
+        raise DatasetError(
+            f"{name}: labels reach {num_classes - 1:,} (so {num_classes:,} classes) but the graph has only {n:,} "
+            "nodes; class ids must be dense in [0, C): renumber them 0..C-1"
+        )
+    counts = np.bincount(labels, minlength=num_classes)
+    empty = np.flatnonzero(counts == 0)
+    if empty.size:
+        shown = ", ".join(str(int(c)) for c in empty[:5]) + (", ..." if empty.size > 5 else "")
+        raise DatasetError(
+            f"{name}: class ids must be dense in [0, {num_classes}), but {empty.size:,} of them have no node "
+            f"({shown}); renumber the labels 0..C-1"
+        )
+
+
+#: Splits that must not share a node (the inductive protocol: no test node is ever trained on).
+DISJOINT_SPLITS = ("train", "val", "test_full")
+TEST_SPLITS = ("test_easy", "test_medium", "test_hard")
+
+
+def validate_split(split: Mapping[str, np.ndarray], num_nodes: int, name: str) -> None:
+    """Split index arrays: known names, 1-D integer, non-empty, inside ``[0, N)``, no repeated
+    node; train, val and the test sets pairwise disjoint (the inductive protocol); the three
+    difficulties disjoint and inside ``test_full`` when it is given."""
+    members: dict[str, np.ndarray] = {}
+    for key, idx in split.items():
+        if key not in SPLIT_NAMES:
+            raise DatasetError(
+                f"{name}: unknown split {key!r}; valid split names: {', '.join(SPLIT_NAMES)}"
+            )
+        idx = np.asarray(idx)
+        if idx.ndim != 1 or idx.size == 0:
+            raise DatasetError(f"{name}: split {key!r} is empty; re-split the graph")
+        if not np.issubdtype(idx.dtype, np.integer):
+            raise DatasetError(f"{name}: split {key!r} must hold integer node ids, got {idx.dtype}")
+        if idx.min() < 0 or idx.max() >= num_nodes:
+            raise DatasetError(f"{name}: split {key!r} has node indices outside [0, {num_nodes})")
+        if np.unique(idx).size != idx.size:
+            raise DatasetError(f"{name}: split {key!r} lists a node twice")
+        members[key] = idx
+    groups = [k for k in (*DISJOINT_SPLITS, *TEST_SPLITS) if k in members]
+    owner = np.full(num_nodes, -1, dtype=np.int8)
+    for i, key in enumerate(groups):
+        if key in TEST_SPLITS and "test_full" in members:
+            continue  # inside test_full, checked below
+        idx = members[key]
+        taken = owner[idx]
+        if (taken >= 0).any():
+            other = groups[int(taken[taken >= 0][0])]
+            count = int((taken >= 0).sum())
+            raise DatasetError(
+                f"{name}: splits {other!r} and {key!r} share {count:,} node(s) (e.g. node {int(idx[taken >= 0][0])}); "
+                "training, validation and test nodes must be disjoint (inductive protocol): fix the split"
+            )
+        owner[idx] = i
+    if "test_full" in members:
+        in_full = np.zeros(num_nodes, dtype=bool)
+        in_full[members["test_full"]] = True
+        seen = np.zeros(num_nodes, dtype=bool)
+        for key in TEST_SPLITS:
+            if key not in members:
+                continue
+            idx = members[key]
+            if not in_full[idx].all():
+                raise DatasetError(f"{name}: split {key!r} has nodes outside 'test_full'; test_full is the union of the difficulties")
+            if seen[idx].any():
+                raise DatasetError(f"{name}: split {key!r} shares nodes with another difficulty; they must be disjoint")
+            seen[idx] = True
 
 
 def canonical_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[np.ndarray, dict]:

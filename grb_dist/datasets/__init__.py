@@ -7,7 +7,7 @@ from pathlib import Path
 
 from grb_dist.datasets.catalog import CATALOG, DatasetInfo
 from grb_dist.datasets.csbm import CBAConfig, CSBMConfig, bayes_predict, sample_cba, sample_csbm, sample_inductive_nodes
-from grb_dist.datasets.grb import default_cache_dir, download_grb, is_grb_dir, load_grb_dir
+from grb_dist.datasets.grb import default_cache_dir, download_grb, is_grb_dir, load_grb_dir, verify_dataset_dir
 from grb_dist.datasets.normalize import NORMALIZATIONS, normalize_features
 from grb_dist.datasets.npz import load_npz_graph
 from grb_dist.datasets.split import grb_split
@@ -24,6 +24,19 @@ __all__ = [
 ]
 
 
+def check_published_sizes(graph: Graph, info: DatasetInfo, where: Path) -> None:
+    """The files of an official dataset hold a graph of its published size (nodes, features,
+    classes): files of another dataset or release under its name are refused."""
+    got = (graph.num_nodes, graph.num_features, int(graph.num_classes))
+    want = (info.nodes, info.features, info.classes)
+    if got != want:
+        raise DatasetError(
+            f"the files in {where} hold {got[0]:,} nodes, {got[1]:,} features and {got[2]} classes, but {info.name} has "
+            f"{want[0]:,}, {want[1]:,} and {want[2]}: they are not the official {info.name} files; delete them and "
+            "download again, or pass --no-verify to use them anyway"
+        )
+
+
 def is_available(info: DatasetInfo, data_dir: str | Path | None = None) -> bool:
     """Whether a catalogue dataset can be loaded without a download."""
     if info.source == "csbm":
@@ -38,6 +51,7 @@ def load_dataset(
     normalize: str = "arctan",
     seed: int = 0,
     download: bool = True,
+    verify: bool = True,
 ) -> Graph:
     """Load a dataset by catalogue name or path, split and with normalised features.
 
@@ -49,6 +63,9 @@ def load_dataset(
         normalize: feature normalisation (``arctan``, ``tanh``, ``standardize``, ``none``).
         seed: seed of generated graphs and of the GRB split of graphs without one.
         download: fetch missing official datasets.
+        verify: compare official files with the catalogue's sizes and SHA-256 (where it
+            records them) and the loaded graph with the published node, feature and class
+            counts; ``False`` (``--no-verify``) keeps only the parse checks.
     """
     if normalize not in NORMALIZATIONS:
         normalize_features(None, normalize)  # raises the standard error
@@ -64,8 +81,12 @@ def load_dataset(
             if not is_grb_dir(target):
                 if not download:
                     raise DatasetError(f"{info.name} is not in {cache}; run without --no-download or place its files in {target}")
-                download_grb(info.name, info.urls, cache)
+                download_grb(info.name, info.urls, cache, checksums=info.checksums, verify=verify)
+            elif verify:
+                verify_dataset_dir(target, info.checksums, info.name)
             graph = load_grb_dir(target, info.name)
+            if verify:
+                check_published_sizes(graph, info, target)
     elif path.is_dir():
         graph = load_grb_dir(path)
     elif path.is_file() and path.suffix == ".npz":

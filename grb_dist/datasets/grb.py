@@ -9,9 +9,11 @@ A GRB dataset directory holds four files:
   ``index_test_medium``, ``index_test_hard``.
 
 Downloads go to ``<cache>/<name>/``: each file is fetched into a ``.part`` file (resumed
-with an HTTP range request when a previous attempt left one), verified (size and sha256
-when the catalogue knows them, always that it parses as the expected ``.npz``), then
-renamed into place atomically. A failed download leaves no file under its final name.
+with an HTTP range request when a previous attempt left one), verified (size and SHA-256
+when the catalogue knows them, always that it parses as the expected ``.npz`` with its
+keys), then renamed into place atomically. A failed download leaves no file under its final
+name, and a download that fetched nothing leaves no (empty) cache directory behind.
+``verify=False`` (the CLI's ``--no-verify``) skips the size and SHA-256 comparison.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import shutil
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 
@@ -99,7 +102,8 @@ def load_grb_dir(path: str | Path, name: str | None = None) -> Graph:
     return graph.validate()
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """SHA-256 (hex) of a file, read in 1 MiB chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -107,10 +111,29 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def verify_file(path: Path, fname: str, sha256: str | None = None) -> None:
-    """Raise :class:`DatasetError` unless ``path`` is a readable GRB ``fname`` (and matches ``sha256``)."""
-    if sha256 is not None and _sha256(path) != sha256:
-        raise DatasetError(f"{path}: checksum mismatch; delete it and download again")
+def check_checksum(path: Path, expected: tuple[int, str] | None, label: str) -> None:
+    """Compare a file with the catalogue's ``(size in bytes, sha256)``; ``None`` = unknown."""
+    if expected is None:
+        return
+    size, sha = expected
+    actual = path.stat().st_size
+    if actual != size:
+        raise DatasetError(
+            f"{label}: {path} has {actual:,} bytes but the catalogue's file has {size:,}; it is not the official "
+            "file (truncated, replaced or tampered): delete it and download again, or pass --no-verify to use it anyway"
+        )
+    got = file_sha256(path)
+    if got != sha:
+        raise DatasetError(
+            f"{label}: {path} has SHA-256 {got[:16]}... but the catalogue's file has {sha[:16]}...; it is not the "
+            "official file (replaced or tampered): delete it and download again, or pass --no-verify to use it anyway"
+        )
+
+
+def verify_file(path: Path, fname: str, expected: tuple[int, str] | None = None) -> None:
+    """Raise :class:`DatasetError` unless ``path`` is a readable GRB ``fname`` (and has the
+    ``(size, sha256)`` the catalogue gives, when it gives one)."""
+    check_checksum(path, expected, fname)
     with open_npz(path) as npz:
         for key in REQUIRED_KEYS[fname]:
             read_array(npz, key, path)
@@ -133,16 +156,52 @@ def download_grb(
     urls: dict[str, str],
     cache_dir: Path,
     *,
-    sha256: dict[str, str] | None = None,
+    checksums: Mapping[str, tuple[int, str]] | None = None,
+    verify: bool = True,
     timeout: float = 30.0,
 ) -> Path:
     """Fetch the four files of dataset ``name`` into ``cache_dir/name`` and return that directory.
 
-    Files already present and valid are kept. Unreachable sources raise a
-    :class:`DatasetError` that says where to put the files by hand.
+    Args:
+        checksums: file name -> ``(size in bytes, sha256)`` of the official files (the
+            catalogue's ``DatasetInfo.checksums``); files without one are verified by parsing.
+        verify: compare sizes and SHA-256 (``False``: parse checks only).
+
+    Files already present are kept. Unreachable sources raise a :class:`DatasetError` that
+    says where to put the files by hand; directories this call created are removed again
+    when they are left empty.
     """
     target = Path(cache_dir) / name
+    created = _missing_dirs(target)
     target.mkdir(parents=True, exist_ok=True)
+    try:
+        _download_files(name, urls, target, checksums or {}, verify, timeout)
+    except BaseException:
+        _remove_empty(created)
+        raise
+    return target
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    """``path`` and those of its ancestors that do not exist yet, deepest first."""
+    out = []
+    p = Path(os.path.abspath(path))
+    while not p.exists() and p != p.parent:
+        out.append(p)
+        p = p.parent
+    return out
+
+
+def _remove_empty(dirs: list[Path]) -> None:
+    for d in dirs:  # deepest first
+        try:
+            d.rmdir()  # only succeeds when empty
+        except OSError:
+            return
+
+
+def _download_files(name: str, urls: Mapping[str, str], target: Path, checksums: Mapping[str, tuple[int, str]],
+                    verify: bool, timeout: float) -> None:
     for fname in GRB_FILES:
         final = target / fname
         if final.is_file():
@@ -164,9 +223,15 @@ def download_grb(
                 f"download {', '.join(GRB_FILES)} by hand into {target} (or set GRB_DIST_DATA / --data-dir)"
             ) from None
         try:
-            verify_file(part, fname, (sha256 or {}).get(fname))
-        except DatasetError:
+            verify_file(part, fname, checksums.get(fname) if verify else None)
+        except DatasetError as exc:
             part.unlink(missing_ok=True)
-            raise
+            raise DatasetError(f"download of {name}/{fname} from {url} rejected: {exc}") from None
         os.replace(part, final)
-    return target
+
+
+def verify_dataset_dir(path: Path, checksums: Mapping[str, tuple[int, str]], name: str) -> None:
+    """Compare the files of a cached dataset with the catalogue's sizes and SHA-256."""
+    for fname in GRB_FILES:
+        if fname in checksums and (path / fname).is_file():
+            check_checksum(path / fname, checksums[fname], f"{name}/{fname}")

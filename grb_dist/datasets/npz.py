@@ -26,15 +26,32 @@ from grb_dist.graph import Graph, canonical_edges
 log = logging.getLogger(__name__)
 
 
+#: The first bytes of every ``.npz`` (a zip archive).
+ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+
+
 def open_npz(path: Path) -> "np.lib.npyio.NpzFile":
-    """``np.load`` with pickle disabled and file errors turned into :class:`DatasetError`."""
+    """``np.load`` with pickle disabled and file errors turned into :class:`DatasetError`.
+
+    A file that is not a zip archive is refused before numpy sees it (numpy would try to
+    unpickle it and suggest ``allow_pickle``, which a dataset never needs).
+    """
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"missing file {path}; check the path or download the dataset again")
     try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError as exc:
+        raise DatasetError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if head not in ZIP_MAGIC:
+        what = "empty" if not head else "an HTML page" if head.lstrip()[:1] == b"<" else "not an .npz (zip) archive"
+        raise DatasetError(f"{path} is {what}; it is not a dataset file: delete it and fetch it again")
+    try:
         return np.load(path, allow_pickle=False)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-        raise DatasetError(f"cannot read {path} ({exc}); the file is truncated or not an .npz, delete it and fetch it again") from None
+        reason = type(exc).__name__ if "pickle" in str(exc) else str(exc)
+        raise DatasetError(f"cannot read {path} ({reason}); the file is truncated or damaged: delete it and fetch it again") from None
 
 
 def read_array(npz, key: str, path: Path) -> np.ndarray:
@@ -42,8 +59,8 @@ def read_array(npz, key: str, path: Path) -> np.ndarray:
         raise DatasetError(f"{path}: missing array {key!r} (found {', '.join(sorted(npz.files))})")
     try:
         return npz[key]
-    except ValueError as exc:  # object arrays refuse to load without pickle
-        raise DatasetError(f"{path}: array {key!r} cannot be read without pickle ({exc})") from None
+    except ValueError:  # object arrays refuse to load without pickle
+        raise DatasetError(f"{path}: array {key!r} is an object array; datasets must hold numeric arrays") from None
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
         raise DatasetError(f"{path}: array {key!r} is truncated ({exc}); fetch the file again") from None
 
@@ -57,10 +74,59 @@ def read_sparse(npz, prefix: str, sep: str, path: Path) -> sp.csr_matrix:
     if fmt not in ("csr", "csc"):
         raise DatasetError(f"{path}: sparse format {fmt!r} is not supported; save the matrix as CSR")
     kind = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
+    check_compressed(parts, fmt, prefix or "adjacency", path)
     try:
-        return kind((parts["data"], parts["indices"], parts["indptr"]), shape=tuple(parts["shape"])).tocsr()
+        return kind((parts["data"], parts["indices"], parts["indptr"]), shape=tuple(int(s) for s in parts["shape"])).tocsr()
     except ValueError as exc:
         raise DatasetError(f"{path}: malformed sparse matrix {prefix!r} ({exc})") from None
+
+
+def check_compressed(parts: dict, fmt: str, what: str, path: Path) -> None:
+    """The arrays of a CSR/CSC matrix are consistent: a 2-vector shape, ``indptr`` of length
+    rows + 1 (CSR) starting at 0 and non-decreasing up to ``len(indices)``, every index inside
+    the matrix (a column id >= N is a damaged file, not a graph)."""
+    shape, indices, indptr, data = parts["shape"], parts["indices"], parts["indptr"], parts["data"]
+    shape = np.asarray(shape).ravel()
+    if shape.size != 2 or not np.issubdtype(shape.dtype, np.integer) or (shape < 0).any():
+        raise DatasetError(f"{path}: {what} has an invalid shape {shape.tolist()}")
+    rows, cols = (int(shape[0]), int(shape[1])) if fmt == "csr" else (int(shape[1]), int(shape[0]))
+    for name, arr in (("indices", indices), ("indptr", indptr)):
+        if np.asarray(arr).ndim != 1 or not np.issubdtype(np.asarray(arr).dtype, np.integer):
+            raise DatasetError(f"{path}: {what} {name} must be a 1-D integer array")
+    if np.asarray(data).ndim != 1 or len(data) != len(indices):
+        raise DatasetError(f"{path}: {what} has {len(data)} values but {len(indices)} indices")
+    if len(indptr) != rows + 1 or (len(indptr) and (indptr[0] != 0 or indptr[-1] != len(indices))):
+        raise DatasetError(f"{path}: {what} indptr does not match its shape {rows} x {cols} and {len(indices)} entries")
+    if len(indptr) > 1 and (np.diff(indptr) < 0).any():
+        raise DatasetError(f"{path}: {what} indptr decreases; the file is damaged")
+    if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= cols):
+        bad = int(indices.max()) if int(indices.max()) >= cols else int(indices.min())
+        axis = "column" if fmt == "csr" else "row"
+        raise DatasetError(
+            f"{path}: {what} has a {axis} index {bad} outside [0, {cols}) for a {int(shape[0])} x {int(shape[1])} "
+            "matrix; the file is damaged or does not belong to this dataset"
+        )
+
+
+def edge_report(src: np.ndarray, dst: np.ndarray, n: int) -> dict[str, int]:
+    """What making a stored (possibly directed) edge list canonical does, counted exactly:
+
+    ``directed_entries`` = ``self_loops_removed`` + ``duplicate_entries_removed`` + the
+    distinct directed pairs; ``2 * undirected_edges`` = the distinct directed pairs +
+    ``reverse_edges_added`` (pairs stored in one direction only get their reverse).
+    Every count is >= 0.
+    """
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    keep = src != dst
+    pairs = np.unique(src[keep] * n + dst[keep])
+    reverse = (pairs % n) * n + pairs // n
+    one_way = int((~np.isin(reverse, pairs)).sum())
+    return {
+        "directed_entries": int(src.size),
+        "duplicate_entries_removed": int(keep.sum()) - int(pairs.size),
+        "reverse_edges_added": one_way,
+    }
 
 
 def load_npz_graph(path: str | Path, name: str | None = None) -> tuple[Graph, dict]:
@@ -95,8 +161,7 @@ def load_npz_graph(path: str | Path, name: str | None = None) -> tuple[Graph, di
         features = np.eye(n, dtype=np.float32)
     coo = adj.tocoo()
     edge_index, report = canonical_edges(coo.row, coo.col, n)
-    report["directed_entries"] = int(coo.nnz)
-    report["duplicates_or_reverse_removed"] = int(coo.nnz - report["self_loops_removed"] - 2 * report["undirected_edges"])
+    report.update(edge_report(coo.row, coo.col, n))
     graph = Graph(features=features, edge_index=edge_index, labels=labels, name=name)
     graph.validate()
     return graph, report

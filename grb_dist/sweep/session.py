@@ -92,12 +92,13 @@ def _check_attack_inputs(spec: JobSpec, graph: Graph) -> None:
 
 
 def prepare(spec: JobSpec, *, out: str | Path | None = None, data_dir: str | Path | None = None,
-            download: bool = True) -> Prepared:
+            download: bool = True, verify: bool = True) -> Prepared:
     """Validate names and parameters, load the dataset, check the run directory."""
     from grb_dist.datasets import load_dataset
 
     validate_spec(spec)
-    graph = load_dataset(spec.dataset, data_dir=data_dir, normalize=spec.normalize, seed=spec.seed, download=download)
+    graph = load_dataset(spec.dataset, data_dir=data_dir, normalize=spec.normalize, seed=spec.seed, download=download,
+                         verify=verify)
     for d in spec.difficulties:
         graph.targets(d)
     _check_attack_inputs(spec, graph)

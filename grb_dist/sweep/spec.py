@@ -31,6 +31,10 @@ import yaml
 
 import grb_dist
 from grb_dist.attacks import ATTACKS, build_attack
+from grb_dist.checks import (
+    MAX_REPEATS, check_budgets, check_dataset_ref, check_int, check_model_bounds, check_plan_size,
+    check_positive_number, check_seed, document_size, is_name, read_job_text,
+)
 from grb_dist.config import from_dict, to_dict
 from grb_dist.datasets import NORMALIZATIONS
 from grb_dist.defenses import at_config, resolve_params
@@ -96,6 +100,13 @@ class TrainSection:
     epochs: int = 400
     patience: int = 50
 
+    def __post_init__(self) -> None:
+        check_positive_number(self.lr, "train.lr")
+        check_positive_number(self.weight_decay, "train.weight_decay", allow_zero=True)
+        for key in ("epochs", "patience"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"train.{key} must be >= 1, got {getattr(self, key)}")
+
 
 @dataclass(frozen=True)
 class JobSpec:
@@ -122,10 +133,10 @@ class JobSpec:
     adversarial_training: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.repeats < 1:
-            raise ConfigError(f"repeats must be >= 1, got {self.repeats}")
-        if self.seed < 0:
-            raise ConfigError(f"seed must be >= 0, got {self.seed}")
+        check_dataset_ref(self.dataset)
+        check_int(self.repeats, "repeats", 1, MAX_REPEATS)
+        # the job seed, the surrogates' seed + 1 and every repeat's attack seed stay below 2**63
+        check_seed(self.seed, "seed", span=ATTACK_SEED_STRIDE * self.repeats + SURROGATE_SEED_OFFSET)
         for key in ("difficulties", "defenses", "surrogates"):
             values = getattr(self, key)
             if not values:
@@ -177,29 +188,30 @@ def parse_job(data: Any, *, where: str = "job") -> JobSpec:
     """Build a :class:`JobSpec` from a parsed YAML document."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}: expected a mapping at the top level, got {type(data).__name__}")
+    document_size(data)  # bounded: YAML aliases can expand a small file into a huge job
     return from_dict(JobSpec, data, where=where)
 
 
 def load_job(path: str | Path) -> JobSpec:
     """Read a job file (YAML, ``yaml.safe_load``); raises :class:`ConfigError` on any defect."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read job file {path}: {exc.strerror or exc}") from None
+    text = read_job_text(path)  # at most MAX_JOB_BYTES, also from pipes and devices
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"job file {path} is not valid YAML{at}") from None
+    except RecursionError:
+        raise ConfigError(f"job file {path} is nested too deeply") from None
     return parse_job(data, where=f"job file {path.name}")
 
 
 def default_job_path(dataset: str | None) -> Path:
     """The shipped job of a catalogue dataset; the default job for paths and ``None``."""
     d = jobs_dir()
-    if dataset is not None and not Path(dataset).exists():
+    # only a plain name selects a shipped job: ``../cluster`` must never read jobs/../cluster.yaml
+    if dataset is not None and is_name(dataset) and not Path(dataset).exists():
         candidate = d / f"{normalize_name(dataset).replace('_', '-')}.yaml"
         if candidate.is_file():
             return candidate
@@ -418,6 +430,7 @@ def validate_spec(spec: JobSpec) -> None:
     """
     if spec.normalize not in NORMALIZATIONS:
         raise ConfigError(f"unknown normalize {spec.normalize!r}; choose one of: {', '.join(NORMALIZATIONS)}")
+    _validate_sections(spec)
     for name in (*spec.defenses, *spec.surrogates):
         MODELS.get(name)
         resolve_params(name, spec.models)
@@ -432,6 +445,35 @@ def validate_spec(spec: JobSpec) -> None:
                 raise
             except (TypeError, ValueError) as exc:
                 raise ConfigError(f"attack {attack} ({difficulty}): {exc}") from None
+
+
+def _validate_sections(spec: JobSpec) -> None:
+    """What the registries alone would let through: every section is checked, also the parts
+    this run does not use (a ``models:`` entry of a model that is not swept, a budget of a
+    difficulty not run, ``adversarial_training`` without ``*_at`` defenses), upper bounds of
+    the sizes memory grows with, and the number of cells of the plan."""
+    from grb_dist.models.lp import LabelPropagation
+    from grb_dist.models.registry import check_name as model_spec
+    from grb_dist.models.registry import model_config
+
+    check_budgets({"attack": spec.attack, **{f"budgets.{d}": b for d, b in spec.budgets.items()},
+                   **{f"attacks.{a}": p for a, p in spec.attacks.items()},
+                   "adversarial_training": spec.adversarial_training})
+    for name in dict.fromkeys((*spec.models, *spec.defenses, *spec.surrogates)):
+        params, _ = resolve_params(name, spec.models)  # unknown model names and keys raise here
+        if model_spec(name).cls is not LabelPropagation:
+            check_model_bounds(name, model_config(name, {k: v for k, v in params.items() if k != "lp"}))
+    if spec.adversarial_training:
+        at_config(spec.adversarial_training)
+    for attack in spec.attacks:
+        for difficulty in spec.budgets:
+            if difficulty not in spec.difficulties:
+                try:
+                    build_attack(attack, spec.attack_params(attack, difficulty, spec.attack_seed(0)))
+                except (TypeError, ValueError) as exc:
+                    raise ConfigError(f"attack {attack} (budgets.{difficulty}): {exc}") from None
+    d, t, s = len(spec.difficulties), len(spec.defenses), len(spec.surrogates)
+    check_plan_size(d * t + len(spec.attacks) * s * d * spec.repeats * t)
 
 
 def with_spec(spec: JobSpec, **changes: Any) -> JobSpec:
