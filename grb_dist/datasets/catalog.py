@@ -73,21 +73,44 @@ GRB_DATASETS = (
                 feature_range=(-0.93, 0.93)),
 )
 
-#: Share of a node's expected neighbours that are of its own class in the CSBM twins.
-TWIN_HOMOPHILY = 0.8
-#: Class-mean separation (in sigma units) of the CSBM twins: hard regime, structure matters.
-TWIN_K = 1.5
+#: CSBM parameters of the twins, calibrated so that a GCN (the job file's hyper-parameters,
+#: GRB's inductive protocol) reaches about the real dataset's clean accuracy per difficulty
+#: (seed 001 leaderboards, "W/O Attack"), with the real node, edge, feature and class counts.
+#: ``homophily`` splits the real mean degree 2E/N into expected same-class (``h * 2E/N``) and
+#: different-class (``(1 - h) * 2E/N``) neighbours; ``degree_spread`` is the log-normal spread
+#: of the degree-corrected CSBM, chosen so the test bands' mean degrees follow seed 001 Table 4
+#: (Easy/Medium/Hard of the real graphs differ several-fold in degree); ``K`` (class means
+#: ``K sigma`` apart, sigma = 1) then sets the accuracy. A GCN gains far more from structure
+#: than one mean-aggregation suggests, so the twins need weaker homophily and stronger
+#: features than a plain reading of the real graphs would give. Measured with
+#: ``python bench/calibrate_twins.py`` (2-core CPU; clean GCN accuracy %, E / M / H / F,
+#: twin vs paper):
+#:   cora      K 3.5,  h 0.65, spread 0.25: 76.3 / 85.0 / 91.7 / 84.3 (4 seeds) vs 79.1 / 81.7 / 89.9 / 83.6
+#:   citeseer  K 3.5,  h 0.60, spread 0.25: 63.7 / 72.5 / 79.8 / 72.0 (3 seeds) vs 67.1 / 69.3 / 76.5 / 71.0
+#:   flickr    K 2.0,  h 0.32, spread 0.5: provisional
+#:   reddit    K 1.0,  h 0.5,  spread 1.0: provisional
+#:   aminer    K 1.0,  h 0.5,  spread 1.0: provisional
+TWIN_PARAMS: dict[str, dict[str, float]] = {
+    "grb-cora": {"K": 3.5, "homophily": 0.65, "degree_spread": 0.25},
+    "grb-citeseer": {"K": 3.5, "homophily": 0.60, "degree_spread": 0.25},
+    "grb-flickr": {"K": 2.0, "homophily": 0.32, "degree_spread": 0.5},
+    "grb-reddit": {"K": 1.0, "homophily": 0.5, "degree_spread": 1.0},
+    "grb-aminer": {"K": 1.0, "homophily": 0.5, "degree_spread": 1.0},
+}
 
 
 def _twin(info: DatasetInfo) -> DatasetInfo:
     mean_degree = 2 * info.edges / info.nodes
+    params = TWIN_PARAMS[info.name]
+    h = params["homophily"]
     cfg = CSBMConfig(
         num_nodes=info.nodes,
         num_classes=info.classes,
         num_features=info.features,
-        K=TWIN_K,
-        deg_same=TWIN_HOMOPHILY * mean_degree,
-        deg_diff=(1 - TWIN_HOMOPHILY) * mean_degree,
+        K=params["K"],
+        deg_same=h * mean_degree,
+        deg_diff=(1 - h) * mean_degree,
+        degree_spread=params["degree_spread"],
     )
     return DatasetInfo(f"csbm-{info.name}", info.nodes, info.edges, info.features, info.classes, "csbm", csbm=cfg)
 
