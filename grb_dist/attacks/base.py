@@ -168,6 +168,7 @@ class InjectionAttack:
         targets: np.ndarray,
         *,
         device: str | torch.device = "cpu",
+        incremental: bool = True,
     ) -> Injection:
         """Generate an audited injection against ``surrogate`` on ``graph``.
 
@@ -178,6 +179,10 @@ class InjectionAttack:
                 attack and restored afterwards; its parameters receive no gradients.
             targets: int array (T,), distinct node ids to attack (a difficulty's test nodes).
             device: where the computation runs (``"cpu"``, ``"cuda"``).
+            incremental: evaluate the surrogate incrementally (only the rows the injection
+                reaches, :mod:`grb_dist.attacks.injection.incremental`) when its class
+                declares its program; ``False`` runs the ordinary forward on the whole
+                perturbed graph every step. Both give the same injection.
 
         Returns:
             an :class:`Injection` with ``features`` (n_inject x D float32) and ``edges``
@@ -187,7 +192,7 @@ class InjectionAttack:
         cfg = self.config
         gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
         with surrogate_mode(surrogate):
-            ctx = build_context(graph, surrogate, targets, lo, hi, device)
+            ctx = build_context(graph, surrogate, targets, lo, hi, device, incremental=incremental)
             log.info(
                 "%s: %d injected x %d edges on %s (%d targets, %d/%d nodes in the receptive field)",
                 self.name, cfg.n_inject, cfg.edges_per_node, graph.name, targets.size,

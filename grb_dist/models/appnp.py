@@ -47,3 +47,13 @@ class APPNP(GraphModel):
 
     def output(self, h, edge_index):
         return self.propagate(h, edge_index)
+
+    def incremental_layer(self, ops, i, layer, h):
+        return ops.map(layer, h)
+
+    def incremental_output(self, ops, h):
+        alpha = self.config.alpha
+        h0 = h
+        for _ in range(self.config.k):
+            h = ops.map(lambda p, t: p * (1 - alpha) + alpha * t, ops.propagate(h, "gcn"), h0)
+        return h

@@ -80,7 +80,7 @@ class GraphModel(nn.Module):
             if config.layer_norm and not last:
                 self.norms.append(nn.LayerNorm(width))
         self.input_norm = nn.LayerNorm(in_features) if config.layer_norm else None
-        self._graph_cache: list[tuple[torch.Tensor, int, int, torch.Tensor]] = []
+        self._graph_cache: list[tuple] = []
 
     def layer_widths(self, config: ModelConfig) -> tuple[int, ...]:
         return config.hidden_sizes
@@ -101,19 +101,30 @@ class GraphModel(nn.Module):
         """The structure the layers propagate on (default: the plain transposed adjacency)."""
         return adjacency_t(edge_index, num_nodes)
 
-    def _cached_propagation_graph(self, edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    def _cached_propagation_graph(
+        self, edge_index: torch.Tensor, num_nodes: int, dtype: torch.dtype = torch.float32
+    ) -> torch.Tensor:
         # Keyed by the identity of the edge_index tensor (held, so its memory cannot be
-        # reused by another tensor) and its in-place version counter.
-        for ei, version, n, adj in self._graph_cache:
-            if ei is edge_index and version == edge_index._version and n == num_nodes:
+        # reused by another tensor), its in-place version counter and the value dtype.
+        for ei, version, n, dt, adj in self._graph_cache:
+            if ei is edge_index and version == edge_index._version and n == num_nodes and dt == dtype:
                 return adj
-        adj = self.propagation_graph(edge_index, num_nodes)
-        self._graph_cache = [*self._graph_cache, (edge_index, edge_index._version, num_nodes, adj)][-self.GRAPH_CACHE_SIZE :]
+        if dtype == torch.get_default_dtype():
+            adj = self.propagation_graph(edge_index, num_nodes)
+        else:  # e.g. a float64 model: the structure's values are built (and normalised) in it
+            previous = torch.get_default_dtype()
+            torch.set_default_dtype(dtype)
+            try:
+                adj = self.propagation_graph(edge_index, num_nodes)
+            finally:
+                torch.set_default_dtype(previous)
+        entry = (edge_index, edge_index._version, num_nodes, dtype, adj)
+        self._graph_cache = [*self._graph_cache, entry][-self.GRAPH_CACHE_SIZE :]
         return adj
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         if self.sparse_propagation and self.uses_graph:
-            edge_index = self._cached_propagation_graph(edge_index, x.shape[0])
+            edge_index = self._cached_propagation_graph(edge_index, x.shape[0], x.dtype)
         h = self.input_norm(x) if self.input_norm is not None else x
         n_layers = len(self.layers)
         for i, layer in enumerate(self.layers):
@@ -128,6 +139,31 @@ class GraphModel(nn.Module):
 
     def output(self, h: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         """Hook applied to the last layer's output (APPNP propagates here)."""
+        return h
+
+    # The same computation as :meth:`forward` in eval mode, declared with the operations
+    # of :class:`grb_dist.attacks.injection.incremental.Ops`, so that an attack can
+    # re-evaluate a frozen model on the rows an injection touches only. A class declares
+    # it by defining ``incremental_layer`` (and ``incremental_output`` when it overrides
+    # ``output``); classes that do not fall back to the ordinary forward.
+
+    def incremental(self, ops, x):
+        """The eval-mode forward written with ``ops`` (``x`` is a handle of the features)."""
+        h = ops.map(self.input_norm, x) if self.input_norm is not None else x
+        n_layers = len(self.layers)
+        for i, layer in enumerate(self.layers):
+            h = self.incremental_layer(ops, i, layer, h)
+            if i < n_layers - 1:
+                norm = self.norms[i] if self.norms else None
+                h = ops.map(lambda t, norm=norm: torch.relu(norm(t) if norm is not None else t), h)
+        return self.incremental_output(ops, h)
+
+    def incremental_layer(self, ops, i: int, layer: nn.Module, h):
+        """Layer ``i`` written with ``ops`` (see :meth:`incremental`)."""
+        raise NotImplementedError(f"{type(self).__name__} declares no incremental program")
+
+    def incremental_output(self, ops, h):
+        """:meth:`output` written with ``ops``."""
         return h
 
 

@@ -32,3 +32,16 @@ class GAT(GraphModel):
             return GATConv(in_width, out_width, heads=1), out_width
         heads = self.config.heads
         return GATConv(in_width, out_width, heads=heads, concat=True), out_width * heads
+
+    def incremental_layer(self, ops, i, layer, h):
+        heads, c = layer.heads, layer.out_channels
+        xl = ops.map(lambda t: layer.lin(t).view(-1, heads, c), h)
+        a_src = ops.map(lambda t: (t * layer.att_src).sum(-1), xl)
+        a_dst = ops.map(lambda t: (t * layer.att_dst).sum(-1), xl)
+        out = ops.attend(xl, a_src, a_dst, layer.negative_slope)
+
+        def finish(t):
+            t = t.reshape(-1, heads * c) if layer.concat else t.mean(dim=1)
+            return t if layer.bias is None else t + layer.bias
+
+        return ops.map(finish, out)

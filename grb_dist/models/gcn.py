@@ -24,3 +24,7 @@ class GCN(GraphModel):
 
     def make_layer(self, index, in_width, out_width, last):
         return GCNConv(in_width, out_width, normalize=False), out_width
+
+    def incremental_layer(self, ops, i, layer, h):
+        h = ops.propagate(ops.map(layer.lin, h), "gcn")
+        return h if layer.bias is None else ops.map(lambda t: t + layer.bias, h)

@@ -15,3 +15,7 @@ class GIN(GraphModel):
             return GINConv(nn.Linear(in_width, out_width), train_eps=True), out_width
         mlp = nn.Sequential(nn.Linear(in_width, out_width), nn.ReLU(), nn.Linear(out_width, out_width))
         return GINConv(mlp, train_eps=True), out_width
+
+    def incremental_layer(self, ops, i, layer, h):
+        agg = ops.propagate(h, "sum")
+        return ops.map(lambda a, t: layer.nn(a + (1 + layer.eps) * t), agg, h)

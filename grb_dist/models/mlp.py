@@ -14,3 +14,6 @@ class MLP(GraphModel):
 
     def call_layer(self, i, layer, h, edge_index):
         return layer(h)
+
+    def incremental_layer(self, ops, i, layer, h):
+        return ops.map(layer, h)

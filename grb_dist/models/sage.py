@@ -10,3 +10,7 @@ class GraphSAGE(GraphModel):
 
     def make_layer(self, index, in_width, out_width, last):
         return SAGEConv(in_width, out_width, aggr="mean"), out_width
+
+    def incremental_layer(self, ops, i, layer, h):
+        agg = ops.propagate(h, "mean")
+        return ops.map(lambda a, t: layer.lin_l(a) + layer.lin_r(t), agg, h)

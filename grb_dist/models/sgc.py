@@ -42,3 +42,11 @@ class SGC(GraphModel):
 
     def call_layer(self, i, layer, h, edge_index):
         return layer["prop"](layer["lin"](h), edge_index) if i == 0 else layer(h)
+
+    def incremental_layer(self, ops, i, layer, h):
+        if i > 0:
+            return ops.map(layer, h)
+        h = ops.map(layer["lin"], h)
+        for _ in range(self.config.k):  # APPNP with alpha = 0 is k plain propagations
+            h = ops.propagate(h, "gcn")
+        return h

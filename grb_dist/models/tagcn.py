@@ -26,3 +26,16 @@ class TAGCN(GraphModel):
 
     def make_layer(self, index, in_width, out_width, last):
         return TAGConv(in_width, out_width, K=self.config.k), out_width
+
+    def incremental_layer(self, ops, i, layer, h):
+        hops = [h]
+        for _ in range(self.config.k):
+            hops.append(ops.propagate(hops[-1], "sym"))
+
+        def combine(*ts):
+            out = layer.lins[0](ts[0])
+            for lin, t in zip(layer.lins[1:], ts[1:]):
+                out = out + lin(t)
+            return out if layer.bias is None else out + layer.bias
+
+        return ops.map(combine, *hops)

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.utils import k_hop_subgraph
 
+from grb_dist.attacks.injection.incremental import IncrementalSurrogate, frozen_parameters, supports_incremental
 from grb_dist.graph import Graph, Injection, apply_injection
 
 log = logging.getLogger(__name__)
@@ -29,13 +30,24 @@ _KEY_BLOCK = 1 << 22
 
 @contextlib.contextmanager
 def surrogate_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
-    """Put ``model`` in eval mode (dropout off) and restore the mode it had on exit."""
+    """Freeze ``model`` for an attack: eval mode (dropout off) and parameters that do not
+    require gradients (autograd then records nothing for them); both restored on exit."""
     was_training = model.training
     model.eval()
-    try:
-        yield model
-    finally:
-        model.train(was_training)
+    with frozen_parameters(model):
+        try:
+            yield model
+        finally:
+            model.train(was_training)
+
+
+def input_grad(loss: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``d loss / d x``; zeros when the loss does not depend on ``x`` (e.g. an MLP
+    surrogate, or injected nodes that reach no target)."""
+    if not loss.requires_grad:
+        return torch.zeros_like(x)
+    (grad,) = torch.autograd.grad(loss, x, allow_unused=True)
+    return torch.zeros_like(x) if grad is None else grad
 
 
 def receptive_hops(model: torch.nn.Module) -> int | None:
@@ -83,6 +95,8 @@ class AttackContext:
         num_original: N, node count of the full graph.
         feat_min, feat_max: the feature limits.
         model: the surrogate (in eval mode while the context is used).
+        incremental: the surrogate's incremental evaluation on this graph (``None``: every
+            step runs the ordinary forward on the whole perturbed graph).
     """
 
     x: torch.Tensor
@@ -96,9 +110,10 @@ class AttackContext:
     feat_max: float
     model: torch.nn.Module
     device: torch.device
-    #: the last (inj_edges, its version, perturbed edge_index): while an attack optimises
-    #: features on fixed edges, the surrogate sees one edge_index object and reuses the
-    #: propagation structure it built for it.
+    incremental: IncrementalSurrogate | None = None
+    #: the last (inj_edges, its version, perturbed edge_index or incremental plan): while an
+    #: attack optimises features on fixed edges, the surrogate's structure for them is
+    #: built once.
     _perturbed: tuple | None = field(default=None, repr=False)
 
     @property
@@ -112,12 +127,17 @@ class AttackContext:
     def logits(self, inj_x: torch.Tensor, inj_edges: torch.Tensor) -> torch.Tensor:
         """Surrogate logits on the targets (T x C) with the injection applied (local ids)."""
         cached = self._perturbed
-        if cached is not None and cached[0] is inj_edges and cached[1] == inj_edges._version:
-            x = torch.cat([self.x, inj_x], dim=0)
-            ei = cached[2]
-        else:
+        fresh = cached is None or cached[0] is not inj_edges or cached[1] != inj_edges._version
+        if self.incremental is not None:
+            if fresh or cached[3] != inj_x.shape[0]:
+                plan = self.incremental.plan(inj_edges, inj_x.shape[0])
+                self._perturbed = cached = (inj_edges, inj_edges._version, plan, inj_x.shape[0])
+            return cached[2](inj_x)
+        if fresh:
             x, ei = apply_injection(self.x, self.edge_index, inj_x, inj_edges)
-            self._perturbed = (inj_edges, inj_edges._version, ei)
+            self._perturbed = (inj_edges, inj_edges._version, ei, None)
+        else:
+            x, ei = torch.cat([self.x, inj_x], dim=0), cached[2]
         return self.model(x, ei)[self.targets]
 
     def to_injection(self, inj_x: torch.Tensor, local_edges: torch.Tensor) -> Injection:
@@ -148,8 +168,14 @@ def build_context(
     feat_min: float,
     feat_max: float,
     device: str | torch.device = "cpu",
+    *,
+    incremental: bool = True,
 ) -> AttackContext:
     """Restrict ``graph`` to the targets' receptive field and compute the clean labels.
+
+    With ``incremental`` (and a surrogate that declares its program) the surrogate's clean
+    pass is computed here once and every attack step evaluates only the rows the injection
+    reaches (:mod:`grb_dist.attacks.injection.incremental`).
 
     The subgraph holds every node within ``hops + 1`` of a target, so that the degrees of
     the nodes at distance ``hops`` (used by GCN normalisation, attention and mean
@@ -168,11 +194,17 @@ def build_context(
         sub, sub_ei, mapping, _ = k_hop_subgraph(tgt, hops + 1, t.edge_index, relabel_nodes=True, num_nodes=n)
         if sub.numel() < SUBGRAPH_MAX_FRACTION * n:
             subset, x, ei, local_t = sub, t.x[sub], sub_ei, mapping
-    with torch.no_grad():
-        labels = model(x, ei)[local_t].argmax(1)
+    inc = None
+    if incremental and supports_incremental(model):
+        inc = IncrementalSurrogate(model, x, ei, local_t)
+        labels = inc.clean_logits.argmax(1)
+    else:
+        with torch.no_grad():
+            labels = model(x, ei)[local_t].argmax(1)
     return AttackContext(
         x=x, edge_index=ei, targets=local_t, labels=labels, degrees=deg, subset=subset,
         num_original=n, feat_min=feat_min, feat_max=feat_max, model=model, device=device,
+        incremental=inc,
     )
 
 
@@ -257,8 +289,7 @@ def sign_ascent(
     x = x0.detach().clamp(feat_min, feat_max)
     for _ in range(steps):
         x.requires_grad_(True)
-        loss = loss_fn(x)
-        (grad,) = torch.autograd.grad(loss, x)
+        grad = input_grad(loss_fn(x), x)
         with torch.no_grad():
             x = (x + step_size * grad.sign()).clamp_(feat_min, feat_max)
     return x.detach()

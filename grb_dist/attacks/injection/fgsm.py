@@ -103,11 +103,16 @@ class FGSM(InjectionAttack):
     name = "fgsm"
 
     def optimize(self, ctx: AttackContext, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        # the same draws and steps as fgsm_inject, evaluated through the context (which
+        # re-evaluates only the rows the injection reaches)
         cfg = self.config
-        feats, edges = fgsm_inject(
-            ctx.model, ctx.x, ctx.edge_index, ctx.targets, ctx.labels,
-            n_inject=cfg.n_inject, edges_per_node=cfg.edges_per_node,
-            feat_min=ctx.feat_min, feat_max=ctx.feat_max,
-            steps=cfg.steps, step_size=cfg.step_size, generator=gen,
+        edges = random_edges(cfg.n_inject, cfg.edges_per_node, ctx.targets, ctx.num_local, gen)
+        x0 = torch.zeros(cfg.n_inject, ctx.num_features, dtype=ctx.x.dtype, device=ctx.device)
+
+        def loss_fn(inj_x: torch.Tensor) -> torch.Tensor:
+            return target_loss(ctx.logits(inj_x, edges), ctx.labels)
+
+        feats = sign_ascent(
+            loss_fn, x0, steps=cfg.steps, step_size=cfg.step_size, feat_min=ctx.feat_min, feat_max=ctx.feat_max
         )
         return feats, edges

@@ -33,7 +33,7 @@ class PGD(InjectionAttack):
     def optimize(self, ctx: AttackContext, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         cfg = self.config
         edges = random_edges(cfg.n_inject, cfg.edges_per_node, ctx.targets, ctx.num_local, gen)
-        x0 = (torch.randn(cfg.n_inject, ctx.num_features, generator=gen) * cfg.random_start_std).to(ctx.device)
+        x0 = (torch.randn(cfg.n_inject, ctx.num_features, generator=gen) * cfg.random_start_std).to(ctx.x)
 
         def loss_fn(inj_x: torch.Tensor) -> torch.Tensor:
             return target_loss(ctx.logits(inj_x, edges), ctx.labels)

@@ -20,7 +20,7 @@ from typing import Literal
 import torch
 
 from grb_dist.attacks.base import AttackConfig, InjectionAttack
-from grb_dist.attacks.injection.common import AttackContext, chunked_edges, random_edges, target_loss
+from grb_dist.attacks.injection.common import AttackContext, chunked_edges, input_grad, random_edges, target_loss
 
 
 @dataclass(frozen=True)
@@ -49,13 +49,12 @@ class SPEIT(InjectionAttack):
     def optimize(self, ctx: AttackContext, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         cfg = self.config
         edges = self.select_edges(ctx, gen)
-        x = torch.zeros(cfg.n_inject, ctx.num_features, device=ctx.device).clamp_(ctx.feat_min, ctx.feat_max)
+        x = torch.zeros(cfg.n_inject, ctx.num_features, dtype=ctx.x.dtype, device=ctx.device).clamp_(ctx.feat_min, ctx.feat_max)
         x.requires_grad_(True)
         opt = torch.optim.Adam([x], lr=cfg.step_size)
         for _ in range(cfg.steps):
             loss = -target_loss(ctx.logits(x, edges), ctx.labels)
-            (grad,) = torch.autograd.grad(loss, x)
-            x.grad = grad
+            x.grad = input_grad(loss, x)
             opt.step()
             with torch.no_grad():
                 x.clamp_(ctx.feat_min, ctx.feat_max)

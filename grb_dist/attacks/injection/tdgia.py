@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from grb_dist.attacks.base import AttackConfig, InjectionAttack
-from grb_dist.attacks.injection.common import AttackContext, chunked_edges
+from grb_dist.attacks.injection.common import AttackContext, chunked_edges, input_grad
 from grb_dist.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ class TDGIA(InjectionAttack):
         dev = ctx.device
         mid = (ctx.feat_max + ctx.feat_min) / 2.0
         half = (ctx.feat_max - ctx.feat_min) / 2.0
-        z = torch.empty(0, ctx.num_features, device=dev)
+        z = torch.empty(0, ctx.num_features, dtype=ctx.x.dtype, device=dev)
         edges = torch.empty(2, 0, dtype=torch.long, device=dev)
         extra_deg = torch.zeros(t, dtype=torch.long, device=dev)
         target_pos = torch.full((ctx.num_local,), -1, dtype=torch.long, device=dev)
@@ -127,14 +127,13 @@ class TDGIA(InjectionAttack):
             new_edges = torch.stack([src, ctx.targets[pos.reshape(-1)]])
             edges = torch.cat([edges, new_edges], 1)
             extra_deg += torch.bincount(pos.reshape(-1), minlength=t)
-            z_new = torch.randn(n_r, ctx.num_features, generator=gen).to(dev)
+            z_new = torch.randn(n_r, ctx.num_features, generator=gen).to(ctx.x)
             z = torch.cat([z.detach(), z_new]).requires_grad_(True)
             opt = torch.optim.Adam([z], lr=cfg.step_size)
             for _ in range(cfg.steps):
                 ce = F.cross_entropy(ctx.logits(features(z), edges), ctx.labels, reduction="none")
                 loss = F.relu(cfg.smooth - ce).pow(2).mean()
-                (grad,) = torch.autograd.grad(loss, z)
-                z.grad = grad
+                z.grad = input_grad(loss, z)
                 opt.step()
             log.debug("tdgia round %d/%d: %d nodes, loss %.4f", r + 1, len(rounds), n_r, float(loss.detach()) if cfg.steps else float("nan"))
         return features(z.detach()), edges
