@@ -23,6 +23,7 @@ console = Console(width=shutil.get_terminal_size((120, 24)).columns)
 err_console = Console(stderr=True, width=shutil.get_terminal_size((120, 24)).columns)
 
 DataDir = typer.Option(None, "--data-dir", envvar="GRB_DIST_DATA", help="Cache directory of downloaded datasets (default: ~/.cache/grb-dist).")
+VerifyOption = typer.Option(True, "--verify/--no-verify", help="Check official dataset files against the catalogue's sizes and checksums.")
 
 
 def handle_errors(fn: Callable) -> Callable:
@@ -74,6 +75,7 @@ def train(
     device: str = typer.Option("cpu", help="Torch device (cpu, cuda, cuda:1)."),
     data_dir: Optional[Path] = DataDir,
     download: bool = typer.Option(True, help="Download missing official datasets."),
+    verify: bool = VerifyOption,
 ) -> None:
     """Train a model or defense inductively and print its accuracy on each difficulty.
 
@@ -86,6 +88,7 @@ def train(
     from grb_dist.evaluation import evaluate
     from grb_dist.models import MODELS
     from grb_dist.models.train import TrainConfig
+    from grb_dist.checks import check_train_inputs, check_train_memory
     from grb_dist.sweep.spec import default_job_path, load_job
 
     spec = load_job(job or default_job_path(dataset))
@@ -96,9 +99,11 @@ def train(
         except ValueError:
             raise ConfigError(f"--hidden must be comma-separated integers, got {hidden!r}") from None
     flags = {k: v for k, v in {"epochs": epochs, "lr": lr}.items() if v is not None}
+    check_train_inputs(dataset, model, params, seed)
     config = TrainConfig(**{**to_dict(spec.train), **overrides, **flags, "seed": seed})
     at = spec.adversarial_training if MODELS.get(model).adversarial else None
-    graph = load_dataset(dataset, data_dir=data_dir, normalize=normalize, seed=seed, download=download)
+    graph = load_dataset(dataset, data_dir=data_dir, normalize=normalize, seed=seed, download=download, verify=verify)
+    check_train_memory(graph, model, params, at)
     result = train_defense(model, graph, params, config, at_config=at, device=device)
     acc = evaluate(result.model, graph, device=device)
     table = Table(title=f"{model} on {graph.name} (best epoch {result.best_epoch}, {result.seconds:.1f}s)")
@@ -132,6 +137,7 @@ def sweep(
     flush_seconds: float = typer.Option(10.0, "--flush-seconds", min=0.0, help="... or every T seconds, whichever comes first."),
     data_dir: Optional[Path] = DataDir,
     download: bool = typer.Option(True, help="Download missing official datasets."),
+    verify: bool = VerifyOption,
 ) -> None:
     """Run the injection benchmark: every attack against every defense, per difficulty, on Ray.
 
@@ -139,12 +145,15 @@ def sweep(
     (resume); a job with more attacks, defenses, surrogates, difficulties or repeats grows the
     run (only the new cells are computed). One sweep at a time per run directory.
     """
+    from grb_dist.checks import check_ray_address, check_sweep
     from grb_dist.sweep.session import lock_run, prepare, resolve_job
 
+    check_ray_address(address)
     overrides = dict(attacks=attacks, defenses=defenses, surrogates=surrogates, difficulties=difficulties,
                      repeats=repeats, seed=seed, n_inject=n_inject, edges_per_node=edges_per_node, steps=steps)
     spec = resolve_job(dataset, job, overrides)
-    prepared = prepare(spec, out=out, data_dir=data_dir, download=download)  # validates; writes nothing
+    prepared = prepare(spec, out=out, data_dir=data_dir, download=download, verify=verify)  # validates; writes nothing
+    check_sweep(prepared, local=address is None)  # run directory writable, stored models, memory: before Ray
 
     from grb_dist.sweep.runner import RaySettings
 
@@ -180,6 +189,8 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
         return
     ctx = connect(settings)
     try:
+        if settings.resolved_address():  # a joined cluster: its memory is known only now
+            _check_cluster_memory(prepared)
         store = open_store(prepared, lock)
         console.print(
             f"[bold]sweep[/] {spec.dataset} ({prepared.graph.num_nodes:,} nodes): {len(spec.attacks)} attacks x "
@@ -221,6 +232,19 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
         raise typer.Exit(1)
 
 
+def _check_cluster_memory(prepared) -> None:
+    """The sweep's largest task must fit the largest live node of the joined cluster (its Ray
+    memory plus object store); before anything is written."""
+    import ray
+
+    from grb_dist.checks import check_memory, sweep_memory
+
+    sizes = [n.get("Resources", {}).get("memory", 0) + n.get("Resources", {}).get("object_store_memory", 0)
+             for n in ray.nodes() if n.get("Alive")]
+    if sizes and max(sizes) > 0:
+        check_memory(sweep_memory(prepared.spec, prepared.graph), int(max(sizes)), "the largest node of the cluster")
+
+
 def _warn(message: str) -> None:
     err_console.print(f"warning: {message}", highlight=False, soft_wrap=True)
 
@@ -237,18 +261,27 @@ def leaderboard(
     from grb_dist.errors import ConfigError
     from grb_dist.graph import difficulty_key
     from grb_dist.leaderboard import FORMATS, render
+    from grb_dist.checks import check_output_file, run_is_writable
     from grb_dist.store import RunStore
     from grb_dist.sweep.session import reduce_run
 
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
     ds = [difficulty_key(difficulty)[5:]] if difficulty else None
+    if output is not None:
+        check_output_file(output)
     store = RunStore.existing(run_dir)
-    text = render(reduce_run(store, ds, on_warning=_warn), fmt)
+    save = run_is_writable(store.root)  # a read-only run is reported, not refreshed
+    if not save:
+        err_console.print(f"note: {run_dir} is read-only; its leaderboard/ files are not refreshed", highlight=False)
+    text = render(reduce_run(store, ds, save=save, on_warning=_warn), fmt)
     if output is not None:
         from grb_dist.store.parquet import write_bytes
 
-        write_bytes(text.encode(), output)
+        try:
+            write_bytes(text.encode(), output)
+        except OSError as exc:
+            raise ConfigError(f"cannot write --output {output}: {exc.strerror or exc}") from None
         console.print(f"wrote {output}", highlight=False)
     else:
         typer.echo(text)
