@@ -47,6 +47,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import grb_dist
@@ -226,14 +227,18 @@ def scan_partitioned(base: Path, file_schema: pa.Schema, full_schema: pa.Schema,
             bad.append((path, msg[:200]))
     sch = pa.schema([f for f in full_schema if columns is None or f.name in columns])
     table = pa.concat_tables(tables) if tables else sch.empty_table()
-    dups = 0
-    if table.num_rows:
-        keys = table.column(key).to_numpy(zero_copy_only=False)
-        _, first = np.unique(keys, return_index=True)
-        if first.size != table.num_rows:
-            dups = table.num_rows - first.size
-            table = table.take(pa.array(np.sort(first)))
+    table, dups = _first_of_each(table, key)
     return Scan(table, good, bad, dups)
+
+
+def _first_of_each(table: pa.Table, key: str) -> tuple[pa.Table, int]:
+    """``table`` with only the first row of each ``key`` (a hash count first: the usual
+    case, no repeated key, costs no sort)."""
+    if not table.num_rows or pc.count_distinct(table.column(key)).as_py() == table.num_rows:
+        return table, 0
+    keys = table.column(key).to_numpy(zero_copy_only=False)
+    _, first = np.unique(keys, return_index=True)
+    return table.take(pa.array(np.sort(first))), table.num_rows - first.size
 
 
 # --------------------------------------------------------------------------- manifest
@@ -634,11 +639,8 @@ class RunStore:
             if len(small) < 2:
                 stats["files_after"] += len(files)
                 continue
-            merged = pa.concat_tables(tables)
-            keys = merged.column("cell_id").to_numpy(zero_copy_only=False)
-            _, first = np.unique(keys, return_index=True)
-            if first.size != merged.num_rows:  # duplicates of an earlier interrupted compaction
-                merged = merged.take(pa.array(np.sort(first)))
+            # duplicates (of an earlier interrupted compaction) are kept once
+            merged, _ = _first_of_each(pa.concat_tables(tables), "cell_id")
             target = directory / f"part-{uuid.uuid4().hex}.parquet"
             journal = self.root / "scores" / JOURNAL
             with atomic_path(target) as tmp:
