@@ -205,7 +205,7 @@ def validate_split(split: Mapping[str, np.ndarray], num_nodes: int, name: str) -
             raise DatasetError(f"{name}: split {key!r} must hold integer node ids, got {idx.dtype}")
         if idx.min() < 0 or idx.max() >= num_nodes:
             raise DatasetError(f"{name}: split {key!r} has node indices outside [0, {num_nodes})")
-        if np.unique(idx).size != idx.size:
+        if np.bincount(idx, minlength=num_nodes).max() > 1:
             raise DatasetError(f"{name}: split {key!r} lists a node twice")
         members[key] = idx
     groups = [k for k in (*DISJOINT_SPLITS, *TEST_SPLITS) if k in members]
@@ -238,6 +238,15 @@ def validate_split(split: Mapping[str, np.ndarray], num_nodes: int, name: str) -
             seen[idx] = True
 
 
+def sorted_unique(a: np.ndarray) -> np.ndarray:
+    """``np.unique(a)`` for 1-D integer arrays by a sort (several times faster than
+    ``np.unique`` of numpy 2.4 on millions of keys), same result."""
+    s = np.sort(np.asarray(a).ravel())
+    if s.size == 0:
+        return s
+    return s[np.concatenate(([True], s[1:] != s[:-1]))]
+
+
 def canonical_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[np.ndarray, dict]:
     """Symmetrise an edge list, drop self-loops and duplicates.
 
@@ -254,11 +263,12 @@ def canonical_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[n
     loops = src == dst
     src, dst = src[~loops], dst[~loops]
     lo, hi = np.minimum(src, dst), np.maximum(src, dst)
-    keys = np.unique(lo * num_nodes + hi)
+    keys = sorted_unique(lo * num_nodes + hi)
     lo, hi = keys // num_nodes, keys % num_nodes
-    both = np.concatenate([np.stack([lo, hi]), np.stack([hi, lo])], axis=1)
-    order = np.lexsort((both[1], both[0]))
-    edge_index = np.ascontiguousarray(both[:, order])
+    # both directions, sorted by (src, dst): one sort of src * N + dst keys (a lexsort of
+    # the two rows is about 10x slower at millions of edges)
+    both = np.sort(np.concatenate([keys, hi * num_nodes + lo]))
+    edge_index = np.ascontiguousarray(np.stack([both // num_nodes, both % num_nodes]))
     counts = {
         "input_entries": n_in,
         "self_loops_removed": int(loops.sum()),

@@ -437,3 +437,19 @@ def test_memory_check_names_the_largest_task():
     # injected nodes count: a huge injection dominates
     big = estimate_memory(AMINER, [("gcn", [64], None)], [("rnd/gcn", "full", 5_000_000, 100, [64])], 5_000_000)
     assert big[0].task.startswith("attack rnd/gcn") and big[0].bytes > 8 * 5_000_000 * 100 * 4
+
+
+def test_canonical_edges_and_sorted_unique_match_numpy():
+    from grb_dist.graph import sorted_unique
+
+    rng = np.random.default_rng(3)
+    for n, m in ((2, 3), (50, 400), (3000, 20000)):
+        src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+        ei, counts = canonical_edges(src, dst, n)
+        keep = src != dst
+        und = np.unique(np.minimum(src, dst)[keep] * n + np.maximum(src, dst)[keep])
+        ref = np.concatenate([np.stack([und // n, und % n]), np.stack([und % n, und // n])], axis=1)
+        ref = ref[:, np.lexsort((ref[1], ref[0]))]
+        np.testing.assert_array_equal(ei, ref)
+        assert counts == {"input_entries": m, "self_loops_removed": int((~keep).sum()), "undirected_edges": und.size}
+        np.testing.assert_array_equal(sorted_unique(src), np.unique(src))

@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from grb_dist.errors import DatasetError
-from grb_dist.graph import Graph, canonical_edges
+from grb_dist.graph import Graph, canonical_edges, sorted_unique
 
 log = logging.getLogger(__name__)
 
@@ -119,9 +119,10 @@ def edge_report(src: np.ndarray, dst: np.ndarray, n: int) -> dict[str, int]:
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     keep = src != dst
-    pairs = np.unique(src[keep] * n + dst[keep])
+    pairs = sorted_unique(src[keep] * n + dst[keep])
     reverse = (pairs % n) * n + pairs // n
-    one_way = int((~np.isin(reverse, pairs)).sum())
+    pos = np.minimum(np.searchsorted(pairs, reverse), max(pairs.size - 1, 0))
+    one_way = int((pairs[pos] != reverse).sum()) if pairs.size else 0
     return {
         "directed_entries": int(src.size),
         "duplicate_entries_removed": int(keep.sum()) - int(pairs.size),
