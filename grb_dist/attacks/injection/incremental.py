@@ -348,7 +348,7 @@ class _Planner(Ops):
         where the row changed, the clean pass's elsewhere."""
         cpos = self._positions(h.crows)[rows]
         changed = cpos >= 0
-        if bool(changed.all()):
+        if rows.numel() and bool(changed.all()):
             return h.cvals[cpos]
         if h.id not in self.inc.kept:
             raise RuntimeError("incremental plan: a clean value was not kept")
