@@ -7,6 +7,7 @@ from typing import Any, Mapping
 from grb_dist.attacks.audit import RULES as AUDIT_RULES
 from grb_dist.attacks.audit import audit_injection
 from grb_dist.attacks.base import AttackConfig, InjectionAttack, resolve_feature_limits
+from grb_dist.attacks.injection.common import SurrogateCache
 from grb_dist.attacks.injection.fgsm import FGSM, FGSMConfig, fgsm_inject
 from grb_dist.attacks.injection.pgd import PGD, PGDConfig
 from grb_dist.attacks.injection.rnd import RND, RNDConfig
@@ -36,6 +37,6 @@ def build_attack(name: str, params: Mapping[str, Any]) -> InjectionAttack:
 
 __all__ = [
     "ATTACKS", "AUDIT_RULES", "AttackConfig", "FGSM", "FGSMConfig", "InjectionAttack", "PGD",
-    "PGDConfig", "RND", "RNDConfig", "SPEIT", "SPEITConfig", "TDGIA", "TDGIAConfig",
+    "PGDConfig", "RND", "RNDConfig", "SPEIT", "SPEITConfig", "SurrogateCache", "TDGIA", "TDGIAConfig",
     "audit_injection", "build_attack", "fgsm_inject", "resolve_feature_limits",
 ]

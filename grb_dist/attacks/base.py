@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from grb_dist.attacks.audit import audit_injection
-from grb_dist.attacks.injection.common import AttackContext, build_context, surrogate_mode
+from grb_dist.attacks.injection.common import AttackContext, SurrogateCache, build_context, surrogate_mode
 from grb_dist.errors import ConfigError
 from grb_dist.graph import Graph, Injection
 
@@ -169,6 +169,7 @@ class InjectionAttack:
         *,
         device: str | torch.device = "cpu",
         incremental: bool = True,
+        cache: SurrogateCache | None = None,
     ) -> Injection:
         """Generate an audited injection against ``surrogate`` on ``graph``.
 
@@ -183,6 +184,8 @@ class InjectionAttack:
                 reaches, :mod:`grb_dist.attacks.injection.incremental`) when its class
                 declares its program; ``False`` runs the ordinary forward on the whole
                 perturbed graph every step. Both give the same injection.
+            cache: a :class:`SurrogateCache` shared by several attacks on the same graph,
+                surrogate and targets: the surrogate's clean pass is then computed once.
 
         Returns:
             an :class:`Injection` with ``features`` (n_inject x D float32) and ``edges``
@@ -192,7 +195,7 @@ class InjectionAttack:
         cfg = self.config
         gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
         with surrogate_mode(surrogate):
-            ctx = build_context(graph, surrogate, targets, lo, hi, device, incremental=incremental)
+            ctx = build_context(graph, surrogate, targets, lo, hi, device, incremental=incremental, cache=cache)
             log.info(
                 "%s: %d injected x %d edges on %s (%d targets, %d/%d nodes in the receptive field)",
                 self.name, cfg.n_inject, cfg.edges_per_node, graph.name, targets.size,

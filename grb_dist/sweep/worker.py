@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from grb_dist.attacks import build_attack
+from grb_dist.attacks import SurrogateCache, build_attack
 from grb_dist.defenses import build_defense, train_defense
 from grb_dist.evaluation import difficulty_accuracy, predict_tensors
 from grb_dist.graph import Graph, Injection, inject_tensors
@@ -78,14 +78,28 @@ class AttackResult:
     seconds: float
 
 
-def attack_task(graph: Graph, cell: AttackCell, surrogate: torch.nn.Module, *, device: str = "cpu") -> AttackResult:
-    """Run ``cell``'s attack on ``surrogate`` against the difficulty's targets (audited)."""
+def attack_task(graph: Graph, cell: AttackCell, surrogate: torch.nn.Module, *, device: str = "cpu",
+                cache: SurrogateCache | None = None) -> AttackResult:
+    """Run ``cell``'s attack on ``surrogate`` against the difficulty's targets (audited).
+
+    ``cache`` shares the surrogate's clean pass between cells on the same surrogate and
+    difficulty (see :func:`attack_batch`)."""
     torch.manual_seed(cell.seed)
     attack = build_attack(cell.attack, dict(cell.params))
     start = time.perf_counter()
-    injection = attack.attack(graph, surrogate, graph.targets(cell.difficulty), device=device)
+    injection = attack.attack(graph, surrogate, graph.targets(cell.difficulty), device=device, cache=cache)
     seconds = time.perf_counter() - start
     return AttackResult(cell.perturbation_id, injection, seconds)
+
+
+def attack_batch(graph: Graph, cells: list[AttackCell], surrogate: torch.nn.Module, *,
+                 device: str = "cpu") -> list[AttackResult]:
+    """Run several cells on one surrogate, computing its clean pass once per difficulty.
+
+    Each result's ``seconds`` is the cell's own attack time; the first cell of a
+    difficulty also carries the shared clean pass."""
+    cache = SurrogateCache()
+    return [attack_task(graph, cell, surrogate, device=device, cache=cache) for cell in cells]
 
 
 # ----------------------------------------------------------------- scoring

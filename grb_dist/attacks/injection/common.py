@@ -161,6 +161,38 @@ class AttackContext:
         )
 
 
+class SurrogateCache:
+    """The surrogate-side work attacks can share: receptive-field subgraph, clean labels and
+    the incremental clean pass, per (graph, surrogate, targets, device).
+
+    Pass one instance to several :meth:`InjectionAttack.attack` calls (repeats and attacks
+    on the same surrogate and difficulty, e.g. one sweep task's batch of cells): the first
+    call computes, the others reuse. Entries hold their graph and surrogate, so an entry is
+    only ever matched by the very same objects, which must not change meanwhile (the
+    surrogate is frozen during attacks).
+    """
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[Graph, torch.nn.Module, bytes, str, bool, dict]] = []
+        #: how many contexts were computed and how many were reused
+        self.built = 0
+        self.reused = 0
+
+    def get(self, graph: Graph, model: torch.nn.Module, targets: np.ndarray, device: torch.device, incremental: bool):
+        key = np.ascontiguousarray(targets, dtype=np.int64).tobytes()
+        for g, m, k, d, inc, parts in self._entries:
+            if g is graph and m is model and k == key and d == str(device) and inc == incremental:
+                self.reused += 1
+                return parts
+        return None
+
+    def put(self, graph: Graph, model: torch.nn.Module, targets: np.ndarray, device: torch.device,
+            incremental: bool, parts: dict) -> None:
+        key = np.ascontiguousarray(targets, dtype=np.int64).tobytes()
+        self._entries.append((graph, model, key, str(device), incremental, parts))
+        self.built += 1
+
+
 def build_context(
     graph: Graph,
     model: torch.nn.Module,
@@ -170,12 +202,14 @@ def build_context(
     device: str | torch.device = "cpu",
     *,
     incremental: bool = True,
+    cache: SurrogateCache | None = None,
 ) -> AttackContext:
     """Restrict ``graph`` to the targets' receptive field and compute the clean labels.
 
     With ``incremental`` (and a surrogate that declares its program) the surrogate's clean
     pass is computed here once and every attack step evaluates only the rows the injection
-    reaches (:mod:`grb_dist.attacks.injection.incremental`).
+    reaches (:mod:`grb_dist.attacks.injection.incremental`). With a ``cache``, all of this
+    is computed once for several attacks on the same graph, surrogate and targets.
 
     The subgraph holds every node within ``hops + 1`` of a target, so that the degrees of
     the nodes at distance ``hops`` (used by GCN normalisation, attention and mean
@@ -183,6 +217,17 @@ def build_context(
     full graph. Injected nodes only attach to targets, so they stay inside it.
     """
     device = torch.device(device)
+    parts = cache.get(graph, model, targets, device, incremental) if cache is not None else None
+    if parts is None:
+        parts = _surrogate_parts(graph, model, targets, device, incremental)
+        if cache is not None:
+            cache.put(graph, model, targets, device, incremental, parts)
+    return AttackContext(**parts, num_original=graph.num_nodes, feat_min=feat_min, feat_max=feat_max,
+                         model=model, device=device)
+
+
+def _surrogate_parts(graph: Graph, model: torch.nn.Module, targets: np.ndarray, device: torch.device,
+                     incremental: bool) -> dict:
     t = graph.tensors(device)
     n = graph.num_nodes
     tgt = torch.as_tensor(targets, dtype=torch.long, device=device)
@@ -201,11 +246,7 @@ def build_context(
     else:
         with torch.no_grad():
             labels = model(x, ei)[local_t].argmax(1)
-    return AttackContext(
-        x=x, edge_index=ei, targets=local_t, labels=labels, degrees=deg, subset=subset,
-        num_original=n, feat_min=feat_min, feat_max=feat_max, model=model, device=device,
-        incremental=inc,
-    )
+    return dict(x=x, edge_index=ei, targets=local_t, labels=labels, degrees=deg, subset=subset, incremental=inc)
 
 
 def random_target_choice(n_rows: int, k: int, n_targets: int, gen: torch.Generator) -> torch.Tensor:
