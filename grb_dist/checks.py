@@ -105,7 +105,12 @@ def check_dataset_ref(dataset: Any) -> str:
                 "path that ends in its own name (e.g. ../cora or an absolute path)"
             )
         return dataset
-    return check_name(dataset, "dataset")
+    if not is_name(dataset):
+        raise ConfigError(
+            f"dataset {dataset!r} is not a catalogue name (letters, digits, '.', '_', '+', '-'; no '..'); "
+            "give a dataset path with its directory, e.g. ./NAME"
+        )
+    return dataset
 
 
 # --------------------------------------------------------------------------- numbers

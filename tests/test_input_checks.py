@@ -453,3 +453,9 @@ def test_canonical_edges_and_sorted_unique_match_numpy():
         np.testing.assert_array_equal(ei, ref)
         assert counts == {"input_entries": m, "self_loops_removed": int((~keep).sum()), "undirected_edges": und.size}
         np.testing.assert_array_equal(sorted_unique(src), np.unique(src))
+
+
+def test_unwritable_cache_is_one_error(tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(DatasetError, match="cannot create the dataset cache"):
+        download_grb("grb-x", {}, tmp_path / "a-file" / "cache")

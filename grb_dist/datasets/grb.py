@@ -173,7 +173,16 @@ def download_grb(
     """
     target = Path(cache_dir) / name
     created = _missing_dirs(target)
-    target.mkdir(parents=True, exist_ok=True)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _remove_empty(created)
+        raise DatasetError(
+            f"cannot create the dataset cache {target} ({exc.strerror or exc}); choose a writable --data-dir "
+            "(or GRB_DIST_DATA)"
+        ) from None
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise DatasetError(f"the dataset cache {target} is not writable; choose a writable --data-dir (or GRB_DIST_DATA)")
     try:
         _download_files(name, urls, target, checksums or {}, verify, timeout)
     except BaseException:
