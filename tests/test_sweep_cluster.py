@@ -1,5 +1,6 @@
 """A sweep across a real multi-node Ray cluster on one machine, with a worker node killed
-mid-sweep; and no Ray process of a local sweep outliving ``grb-dist sweep`` after Ctrl-C.
+mid-sweep; and no Ray process of a local sweep outliving ``grb-dist sweep`` after Ctrl-C or
+a SIGKILL of the driver.
 
 The cluster is ``ray.cluster_utils.Cluster``: a head node without CPUs (the driver's node)
 and two worker nodes with one CPU and a custom resource each (``node_a``, ``node_b``), as
@@ -103,11 +104,13 @@ def _ray_processes(marker: str) -> list[psutil.Process]:
     return out
 
 
-def test_ctrl_c_leaves_no_ray_process_behind(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "sigkill"])
+def test_no_ray_process_outlives_the_sweep(tmp_path, sig):
     job = tmp_path / "job.yaml"
     job.write_text(JOB.replace("steps: 20", "steps: 200"))
     out, log = tmp_path / "run", tmp_path / "driver.log"
     ray_tmp = tempfile.mkdtemp(prefix="grbr", dir="/tmp")  # Ray's socket paths must stay short
+    started: list[psutil.Process] = []
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": ray_tmp}
     p = subprocess.Popen([sys.executable, "-m", "grb_dist.cli", "sweep", "--job", str(job), "--out", str(out),
                           "--num-cpus", "1"], stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env)
@@ -117,10 +120,12 @@ def test_ctrl_c_leaves_no_ray_process_behind(tmp_path):
         driver = psutil.Process(p.pid)
         started = driver.children(recursive=True) + _ray_processes(ray_tmp)
         assert len(started) >= 2, "no Ray processes found under the sweep"
-        p.send_signal(signal.SIGINT)
+        p.send_signal(sig)
         rc = p.wait(120)
-        assert rc == 130, log.read_text()[-3000:]
-        assert "interrupted" in log.read_text()
+        if sig == signal.SIGINT:
+            assert rc == 130 and "interrupted" in log.read_text(), log.read_text()[-3000:]
+        else:
+            assert rc == -signal.SIGKILL
 
         def gone() -> bool:
             return not [q for q in started if q.is_running() and q.status() != psutil.STATUS_ZOMBIE] \
@@ -131,6 +136,10 @@ def test_ctrl_c_leaves_no_ray_process_behind(tmp_path):
     finally:
         if p.poll() is None:
             p.kill()
-        for q in _ray_processes(ray_tmp):
-            q.kill()
+        for q in _ray_processes(ray_tmp) + started:  # leave nothing behind, even when failing
+            try:
+                if q.is_running():
+                    q.kill()
+            except psutil.Error:
+                pass
         shutil.rmtree(ray_tmp, ignore_errors=True)

@@ -117,6 +117,7 @@ class RayContext:
     dashboard_url: str | None
     cpus: float
     gpus: float
+    reaper: Any = None  # grb_dist.reaper.Reaper of a local Ray started here
 
 
 def _check_reachable(address: str) -> None:
@@ -153,7 +154,12 @@ def connect(settings: RaySettings) -> RayContext:
     except (ConnectionError, RuntimeError, ValueError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"cannot reach Ray at {address or 'a new local instance'}: {msg}") from None
-    return RayContext(True, _dashboard_url(ctx), *_cluster_size())
+    reaper = None
+    if not address:  # a local Ray of ours: ended with this process, even after a SIGKILL
+        from grb_dist import reaper as reaper_mod
+
+        reaper = reaper_mod.start()
+    return RayContext(True, _dashboard_url(ctx), *_cluster_size(), reaper=reaper)
 
 
 def _dashboard_url(ctx: Any) -> str | None:
@@ -176,8 +182,14 @@ def _cluster_size() -> tuple[float, float]:
 
 
 def disconnect(context: RayContext) -> None:
-    if context.started and ray.is_initialized():
-        ray.shutdown()
+    """Leave Ray; a local Ray started by :func:`connect` is stopped, and its watchdog ends
+    whatever process of it outlived ``ray.shutdown()``."""
+    try:
+        if context.started and ray.is_initialized():
+            ray.shutdown()
+    finally:
+        if context.reaper is not None:
+            context.reaper.stop()
 
 
 # ---------------------------------------------------------------- remote wrappers
