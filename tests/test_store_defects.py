@@ -206,3 +206,26 @@ def test_finished_run_rerun_does_not_start_ray(run, monkeypatch):
     # a narrower job on the same run has nothing to do either
     r = sweep(*FLAGS[:2], "--defenses", "gcn", *FLAGS[4:], "--out", str(run))
     assert r.exit_code == 0 and "nothing to do" in r.output, r.output
+
+
+def test_compact_command_merges_files_without_changing_rows(run):
+    from grb_dist.store import RunLock
+
+    # many small files: one per row, as a long sweep with frequent flushes leaves them
+    for f in list((run / "scores").rglob("*.parquet")):
+        t = pq.read_table(f)
+        for i in range(t.num_rows):
+            pq.write_table(t.slice(i, 1), f.parent / f"part-split{i}-{f.stem[5:]}.parquet")
+        f.unlink()
+    before = score_rows(run).sort_values("cell_id").reset_index(drop=True)
+    assert len(list((run / "scores").rglob("*.parquet"))) == CELLS
+    with RunLock(run):  # not while another process holds the run
+        r = runner.invoke(app, ["compact", str(run)])
+        assert r.exit_code == 2 and f"pid {os.getpid()}" in r.output, r.output
+    r = runner.invoke(app, ["compact", str(run)])
+    assert r.exit_code == 0 and f"{CELLS} score files -> 2" in r.output, r.output
+    after = score_rows(run).sort_values("cell_id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(before, after)
+    assert len(list((run / "scores").rglob("*.parquet"))) == 2
+    r = runner.invoke(app, ["leaderboard", str(run)])
+    assert r.exit_code == 0 and "warning" not in r.output, r.output
