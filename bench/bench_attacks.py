@@ -49,7 +49,7 @@ CASES = {
 
 
 def run_case(dataset: str, hidden: list[int], n_inject: int, edges: int, attack: str, steps: int,
-             train_epochs: int, threads: int, device: str) -> dict:
+             train_epochs: int, threads: int, device: str, incremental: bool = True) -> dict:
     import torch
 
     from grb_dist.attacks import build_attack
@@ -72,7 +72,7 @@ def run_case(dataset: str, hidden: list[int], n_inject: int, edges: int, attack:
     for s in (0, steps):
         att = build_attack(attack, {**params, "steps": s})
         t0 = time.perf_counter()
-        att.attack(g, model, targets, device=device)
+        att.attack(g, model, targets, device=device, incremental=incremental)
         if device != "cpu":
             torch.cuda.synchronize()
         timings[s] = time.perf_counter() - t0
@@ -84,7 +84,7 @@ def run_case(dataset: str, hidden: list[int], n_inject: int, edges: int, attack:
         "train_epochs": train_epochs, "setup_s": round(timings[0], 2), "attack_s": round(timings[steps], 2),
         "s_per_step": round((timings[steps] - timings[0]) / max(total_steps, 1), 4),
         "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
-        "threads": threads, "device": device,
+        "threads": threads, "device": device, "path": "incremental" if incremental else "full",
     }
 
 
@@ -96,6 +96,9 @@ def main() -> None:
     ap.add_argument("--train-epochs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--paths", default="incremental,full",
+                    help="surrogate evaluation: incremental (only the rows the injection reaches), full "
+                         "(the ordinary forward on the whole perturbed graph every step), or both (A/B)")
     ap.add_argument("--case", help=argparse.SUPPRESS)  # internal: run one case in this process
     args = ap.parse_args()
     if args.case:
@@ -109,20 +112,26 @@ def main() -> None:
         dataset, hidden, n_inject, edges = CASES[ds]
         steps = args.steps if args.steps is not None else (20 if ds == "cora" else 5)
         for attack in args.attacks.split(","):
-            spec = dict(dataset=dataset, hidden=hidden, n_inject=n_inject, edges=edges, attack=attack, steps=steps,
-                        train_epochs=args.train_epochs, threads=args.threads, device=args.device)
-            proc = subprocess.run([sys.executable, __file__, "--case", json.dumps(spec)], capture_output=True, text=True)
-            if proc.returncode != 0:
-                print(f"{ds}/{attack} failed:\n{proc.stderr[-2000:]}")
-                continue
-            row = json.loads(proc.stdout.strip().splitlines()[-1])
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-    print(f"\n{'dataset':<16}{'attack':<7}{'inject':>12}{'steps':>6}{'setup s':>9}{'s/step':>9}{'peak RSS GiB':>14}")
+            for path in args.paths.split(","):
+                spec = dict(dataset=dataset, hidden=hidden, n_inject=n_inject, edges=edges, attack=attack, steps=steps,
+                            train_epochs=args.train_epochs, threads=args.threads, device=args.device,
+                            incremental=path == "incremental")
+                proc = subprocess.run([sys.executable, __file__, "--case", json.dumps(spec)], capture_output=True, text=True)
+                if proc.returncode != 0:
+                    print(f"{ds}/{attack}/{path} failed:\n{proc.stderr[-2000:]}")
+                    continue
+                row = json.loads(proc.stdout.strip().splitlines()[-1])
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    print(f"\n{'dataset':<16}{'attack':<7}{'path':<12}{'inject':>12}{'steps':>6}{'setup s':>9}{'s/step':>9}"
+          f"{'peak RSS GiB':>14}{'step speed-up':>15}")
+    full = {(r["dataset"], r["attack"]): r["s_per_step"] for r in rows if r["path"] == "full"}
     for r in rows:
         name = Path(r["dataset"]).name
-        print(f"{name:<16}{r['attack']:<7}{r['n_inject']:>6}x{r['edges_per_node']:<5}{r['steps']:>6}"
-              f"{r['setup_s']:>9}{r['s_per_step']:>9}{r['peak_rss_gib']:>14}")
+        ref = full.get((r["dataset"], r["attack"]))
+        ratio = f"{ref / r['s_per_step']:.1f}x" if r["path"] == "incremental" and ref and r["s_per_step"] > 0 else ""
+        print(f"{name:<16}{r['attack']:<7}{r['path']:<12}{r['n_inject']:>6}x{r['edges_per_node']:<5}{r['steps']:>6}"
+              f"{r['setup_s']:>9}{r['s_per_step']:>9}{r['peak_rss_gib']:>14}{ratio:>15}")
     print(f"\nsurrogate trained {args.train_epochs} epoch(s) only; threads={args.threads}; device={args.device}; "
           "peak RSS = ru_maxrss of each case's subprocess (dataset + training + attack).")
     print("GRB (V100, grb-aminer full, 5000 steps): FGSM 954.5 s = 0.19 s/step; TDGIA 4079.4 s.")

@@ -179,3 +179,19 @@ def test_attacks_on_one_surrogate_share_its_clean_pass(csbm):
     # another difficulty is another entry
     build_attack("pgd", dict(n_inject=6, edges_per_node=3, steps=3)).attack(csbm, surrogate, csbm.targets("easy"), cache=cache)
     assert cache.built == 2
+
+
+def test_precision_option(csbm):
+    from grb_dist.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown precision 'fp16'"):
+        build_attack("fgsm", {"precision": "fp16"})
+    surrogate = _model("gcn", csbm)
+    budget = dict(n_inject=6, edges_per_node=3, steps=5, step_size=0.05, seed=2)
+    fp32 = build_attack("fgsm", budget).attack(csbm, surrogate, csbm.targets("hard"))
+    tf32 = build_attack("fgsm", {**budget, "precision": "tf32"}).attack(csbm, surrogate, csbm.targets("hard"))
+    np.testing.assert_array_equal(fp32.features, tf32.features)  # tf32 changes nothing on CPU
+    bf16 = build_attack("fgsm", {**budget, "precision": "bf16"}).attack(csbm, surrogate, csbm.targets("hard"))
+    assert bf16.features.dtype == np.float32 and np.array_equal(bf16.edges, fp32.edges)
+    # bf16 products perturb the gradients a little: most signs, hence features, agree
+    assert 0.5 < float((bf16.features == fp32.features).mean()) <= 1.0

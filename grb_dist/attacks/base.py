@@ -27,6 +27,7 @@ from grb_dist.attacks.audit import audit_injection
 from grb_dist.attacks.injection.common import AttackContext, SurrogateCache, build_context, surrogate_mode
 from grb_dist.errors import ConfigError
 from grb_dist.graph import Graph, Injection
+from grb_dist.precision import check_precision, precision_mode
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,8 @@ class AttackConfig:
         steps: optimisation steps (per sequential round for TDGIA; ignored by RND).
         step_size: step size (sign step for FGSM/PGD, Adam learning rate for SPEIT/TDGIA).
         seed: seed of every random choice of the attack.
+        precision: ``fp32`` (default), ``tf32`` (GPU only) or ``bf16`` for the surrogate's
+            dense products during the optimisation (:mod:`grb_dist.precision`).
     """
 
     n_inject: int = 60
@@ -55,8 +58,10 @@ class AttackConfig:
     steps: int = 1000
     step_size: float = 0.01
     seed: int = 0
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
+        check_precision(self.precision)
         if self.n_inject <= 0:
             raise ConfigError(f"n_inject must be > 0, got {self.n_inject}")
         if self.edges_per_node <= 0:
@@ -201,7 +206,8 @@ class InjectionAttack:
                 self.name, cfg.n_inject, cfg.edges_per_node, graph.name, targets.size,
                 ctx.num_local, graph.num_nodes,
             )
-            feats, local_edges = self.optimize(ctx, gen)
+            with precision_mode(cfg.precision, ctx.device):
+                feats, local_edges = self.optimize(ctx, gen)
         injection = ctx.to_injection(feats, local_edges)
         audit_injection(
             graph, injection, n_inject=cfg.n_inject, edges_per_node=cfg.edges_per_node,

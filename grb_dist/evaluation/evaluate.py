@@ -7,15 +7,18 @@ from typing import Iterable
 import torch
 
 from grb_dist.graph import DIFFICULTIES, Graph, Injection, TorchGraph, perturbed_tensors
+from grb_dist.precision import precision_mode
 
 
 @torch.no_grad()
-def predict_tensors(model: torch.nn.Module, tensors: TorchGraph) -> torch.Tensor:
-    """Predicted classes of every node of ``tensors``, model in eval mode, no grad."""
+def predict_tensors(model: torch.nn.Module, tensors: TorchGraph, precision: str = "fp32") -> torch.Tensor:
+    """Predicted classes of every node of ``tensors``, model in eval mode, no grad, in
+    ``precision`` (:mod:`grb_dist.precision`)."""
     was_training = model.training
     model.eval()
     try:
-        return model(tensors.x, tensors.edge_index).argmax(1)
+        with precision_mode(precision, tensors.x.device):
+            return model(tensors.x, tensors.edge_index).argmax(1)
     finally:
         model.train(was_training)
 

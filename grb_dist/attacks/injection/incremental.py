@@ -188,6 +188,12 @@ def _csr(row: torch.Tensor, col: torch.Tensor, val: torch.Tensor, shape: tuple[i
         return torch.sparse_csr_tensor(rowptr, col, val, size=shape, check_invariants=False)
 
 
+def _sparse_mm(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``a @ x`` in ``a``'s dtype, outside any autocast (sparse products stay float32)."""
+    with torch.autocast(a.device.type, enabled=False):
+        return torch.sparse.mm(a, x.to(a.dtype))
+
+
 class _SpMM(torch.autograd.Function):
     """``a @ x`` for a constant sparse ``a`` whose transpose ``at`` is given: the backward
     is another plain sparse product (no per-step transposition or format conversion)."""
@@ -195,17 +201,17 @@ class _SpMM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, at, x):  # noqa: D401
         ctx.at = at
-        return torch.sparse.mm(a, x)
+        ctx.dtype = x.dtype
+        return _sparse_mm(a, x)  # propagations stay in the operator's dtype
 
     @staticmethod
     def backward(ctx, grad):
-        return None, None, torch.sparse.mm(ctx.at, grad.contiguous())
+        return None, None, _sparse_mm(ctx.at, grad.contiguous()).to(ctx.dtype)
 
 
 def _spmm(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Sparse ``a`` (CSR) times dense ``x`` with any trailing shape."""
-    flat = x.reshape(x.shape[0], -1)
-    return torch.sparse.mm(a, flat).reshape(a.shape[0], *x.shape[1:])
+    return _sparse_mm(a, x.reshape(x.shape[0], -1)).reshape(a.shape[0], *x.shape[1:])
 
 
 # ------------------------------------------------------------------ the three phases
@@ -480,7 +486,7 @@ class Plan(Ops):
     def propagate(self, h, kind):
         _, base, b, bt = self._next("propagate")
         flat = h.reshape(h.shape[0], -1)
-        out = base.reshape(base.shape[0], -1) + _SpMM.apply(b, bt, flat)
+        out = base.reshape(base.shape[0], -1).to(flat.dtype) + _SpMM.apply(b, bt, flat)
         return out.reshape(base.shape[0], *h.shape[1:])
 
     def attend(self, xl, a_src, a_dst, negative_slope):
