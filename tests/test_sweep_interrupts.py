@@ -50,6 +50,15 @@ def rows(run: Path) -> pd.DataFrame:
     return pd.read_parquet(run / "scores", columns=["cell_id", "accuracy"])  # every stored row, no dedup
 
 
+def _tail(log: Path, offset: int) -> str:
+    try:
+        with open(log, "rb") as fh:
+            fh.seek(offset)
+            return fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def driver(job: Path, out: Path, address: str, extra: list[str], log: Path) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "grb_dist.cli", "sweep", "--job", str(job), "--out", str(out), "--address", address,
            "--flush-rows", "2", "--flush-seconds", "0.2", *extra]
@@ -64,15 +73,24 @@ def run_sequence(seed: int, job: Path, tmp: Path, address: str, reference: pd.Se
     for stage in STAGES:
         for _ in range(rng.choice([1, 1, 2])):
             sig = rng.choice([signal.SIGINT, signal.SIGKILL])
-            delay = rng.uniform(0.5, 7.0)
+            # a quarter of the kills land in start-up (imports, dataset, lock), the rest
+            # while cells are computed and written
+            during_work = rng.random() < 0.75
+            delay = rng.uniform(0.0, 3.0) if during_work else rng.uniform(0.3, 4.0)
+            offset = log.stat().st_size if log.exists() else 0
             p = driver(job, out, address, stage, log)
+            if during_work:
+                deadline = time.monotonic() + 120
+                while p.poll() is None and time.monotonic() < deadline and "to compute" not in _tail(log, offset):
+                    time.sleep(0.05)
+            when = f"{'work' if during_work else 'start-up'} + {delay:.1f}s"
             try:
                 p.wait(delay)
-                history.append(f"{stage} finished before {sig.name} at {delay:.1f}s (rc {p.returncode})")
+                history.append(f"{stage} finished before {sig.name} at {when} (rc {p.returncode})")
             except subprocess.TimeoutExpired:
                 p.send_signal(sig)
                 rc = p.wait(60)
-                history.append(f"{stage} {sig.name} at {delay:.1f}s (rc {rc})")
+                history.append(f"{stage} {sig.name} at {when} (rc {rc})")
             stored = rows(out)
             # never a row twice, at any point
             assert stored["cell_id"].is_unique, (seed, history)
