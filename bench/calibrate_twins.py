@@ -191,9 +191,10 @@ def run_attacks(twin: str, graph, target, args) -> dict:
     spec = job(twin)
     steps = args.steps if args.steps is not None else DEFAULT_STEPS[twin]
     t0 = time.perf_counter()
-    surrogate = train_gcn(twin, graph, 1, args.epochs).model
+    surrogate = train_gcn(twin, graph, 1, args.surrogate_epochs or args.epochs).model
     clean_sur = evaluate(surrogate, graph)
-    print(f"surrogate GCN (seed 1) trained in {time.perf_counter() - t0:.0f} s, clean full {clean_sur['full'] * 100:.1f}%; "
+    print(f"surrogate GCN (seed 1) trained in {time.perf_counter() - t0:.0f} s "
+          f"(at most {args.surrogate_epochs or args.epochs or spec['train']['epochs']} epochs), clean full {clean_sur['full'] * 100:.1f}%; "
           f"attacks with {steps} steps (paper: {spec['attack']['steps']})")
     clean = evaluate(target, graph)
     results = {}
@@ -220,6 +221,8 @@ def main(argv=None) -> None:
     ap.add_argument("--twins", nargs="+", default=["cora", "citeseer", "flickr"], choices=list(PAPER))
     ap.add_argument("--seeds", type=int, default=1, help="graph and model seeds 0..n-1 for the clean accuracy")
     ap.add_argument("--epochs", type=int, default=None, help="cap on training epochs (default: the job file's)")
+    ap.add_argument("--surrogate-epochs", type=int, default=None,
+                    help="cap on the surrogate's training epochs (default: as --epochs)")
     ap.add_argument("--scale", type=float, default=1.0, help="generate the twin with this fraction of its nodes")
     ap.add_argument("--no-attacks", action="store_true")
     ap.add_argument("--attacks", nargs="+", default=["fgsm", "tdgia"])
