@@ -76,7 +76,7 @@ target models GCN / GCN_ln after the attack, mean of the 3 repeats:
 
 (TDGIA: 40 / 4 steps per round x 5 rounds.) A cora-legacy re-run at commit 3e896ee, same
 load: 30.81 / 2.27 s (13.57x), 27.13 / 2.54 s (10.69x), 27.51 / 2.17 s (12.67x), 26.66 /
-3.43 s (7.78x), identical accuracies: under this load a ratio moves by 1-4x between runs
+3.43 s (7.78x), identical accuracies: under this load a ratio moved by up to 3.7 between runs
 of the same code; measure on a quiet machine before reading anything finer. The flickr twin used here was the one before its
 calibration (commit 3e896ee): saturated, so it shows speed only, not strength. Found in the
 original: its random injection never marks a target as linked, so an injected node can get
