@@ -589,8 +589,7 @@ class RunStore:
         for key, group in groups.items():
             directory = partition_path(self.root / "scores", *key)
             directory.mkdir(parents=True, exist_ok=True)
-            table = pa.Table.from_pylist([{k: r[k] for k in schema.SCORE_FILE.names} for r in group],
-                                         schema=schema.SCORE_FILE)
+            table = pa.Table.from_pylist(group, schema=schema.SCORE_FILE)  # takes the file's columns only
             path = directory / f"part-{uuid.uuid4().hex}.parquet"
             write_table(table, path, sync_dir=True)
             written.append(path)
