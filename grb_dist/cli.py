@@ -133,8 +133,8 @@ def sweep(
     num_cpus: Optional[int] = typer.Option(None, "--num-cpus", help="CPUs of the local Ray (default: all)."),
     dashboard: Optional[bool] = typer.Option(None, "--dashboard/--no-dashboard", help="Start the Ray dashboard of a local Ray (default: Ray's choice)."),
     wait: bool = typer.Option(False, "--wait", help="When another sweep holds the run directory, wait for it instead of failing."),
-    flush_rows: int = typer.Option(4096, "--flush-rows", min=1, help="Write buffered score rows every N rows ..."),
-    flush_seconds: float = typer.Option(10.0, "--flush-seconds", min=0.0, help="... or every T seconds, whichever comes first."),
+    flush_rows: int = typer.Option(4096, "--flush-rows", help="Write buffered score rows every N rows ..."),
+    flush_seconds: float = typer.Option(10.0, "--flush-seconds", help="... or every T seconds, whichever comes first."),
     data_dir: Optional[Path] = DataDir,
     download: bool = typer.Option(True, help="Download missing official datasets."),
     verify: bool = VerifyOption,
@@ -149,6 +149,7 @@ def sweep(
     from grb_dist.sweep.session import lock_run, prepare, resolve_job
 
     check_ray_address(address)
+    _check_flush(flush_rows, flush_seconds)
     overrides = dict(attacks=attacks, defenses=defenses, surrogates=surrogates, difficulties=difficulties,
                      repeats=repeats, seed=seed, n_inject=n_inject, edges_per_node=edges_per_node, steps=steps)
     spec = resolve_job(dataset, job, overrides)
@@ -243,6 +244,17 @@ def _check_cluster_memory(prepared) -> None:
              for n in ray.nodes() if n.get("Alive")]
     if sizes and max(sizes) > 0:
         check_memory(sweep_memory(prepared.spec, prepared.graph), int(max(sizes)), "the largest node of the cluster")
+
+
+def _check_flush(rows: int, seconds: float) -> None:
+    import math
+
+    from grb_dist.errors import ConfigError
+
+    if not 1 <= rows <= 10_000_000:
+        raise ConfigError(f"--flush-rows must be in 1..10,000,000, got {rows}")
+    if not (math.isfinite(seconds) and 0 <= seconds <= 86_400):
+        raise ConfigError(f"--flush-seconds must be in 0..86,400, got {seconds}")
 
 
 def _warn(message: str) -> None:

@@ -54,6 +54,8 @@ BAD = [
     (["--address", "127.0.0.1:1"], "127.0.0.1:1"),
     (["--address", "not an address"], "address"),
     (["--out", "other-run"], "another dataset"),
+    (["--flush-rows", "0"], "--flush-rows"),
+    (["--flush-seconds", "nan"], "--flush-seconds"),
 ]
 
 
