@@ -199,16 +199,24 @@ def _device() -> str:
     return "cuda" if ray.get_gpu_ids() else "cpu"
 
 
+#: At most this many attack cells (same surrogate and difficulty) run in one task.
+ATTACK_BATCH = 4
+
 @ray.remote
 def _train_remote(graph: Graph, task) -> worker.TrainedModel:
     return worker.train_task(graph, task, device=_device())
 
 
 @ray.remote
-def _attack_remote(graph: Graph, cell: AttackCell, name: str, params: dict, state_ref: list) -> worker.AttackResult:
+def _attack_remote(graph: Graph, cells: list[AttackCell], name: str, params: dict, state_ref: list):
+    """A batch of attack cells on one surrogate and difficulty: the surrogate is loaded and
+    its clean pass computed once (:func:`worker.attack_batch`); one return value per cell
+    (submitted with ``num_returns=len(cells)``), so each perturbation goes to the Scorers
+    as soon as the batch ends, without passing through the driver."""
     device = _device()
     surrogate = worker.load_model(graph, name, params, ray.get(state_ref[0]), device)
-    return worker.attack_task(graph, cell, surrogate, device=device)
+    results = worker.attack_batch(graph, cells, surrogate, device=device)
+    return results[0] if len(results) == 1 else tuple(results)
 
 
 class _ScorerActor:
@@ -421,7 +429,14 @@ def run_sweep(
                 return "train", train_queue.pop(0)
             for k, a in enumerate(attack_queue):
                 if a.surrogate_model in state_refs:
-                    return "attack", attack_queue.pop(k)
+                    # cells on the same surrogate and difficulty share its clean pass; batch
+                    # them, but keep enough batches to occupy every CPU
+                    same = [b for b in attack_queue if (b.surrogate_model, b.difficulty) == (a.surrogate_model, a.difficulty)]
+                    size = max(1, min(ATTACK_BATCH, len(same) // max(1, int(cpus))))
+                    batch = same[:size]
+                    for b in batch:
+                        attack_queue.remove(b)
+                    return "attack", batch
             return None
 
         report("train" if train_queue else "attack")
@@ -434,9 +449,12 @@ def run_sweep(
                 if kind == "train":
                     ref = _train_remote.options(**train_opts).remote(graph_ref, item)
                 else:
-                    stem = item.surrogate_model
-                    ref = _attack_remote.options(**attack_opts).remote(
+                    stem = item[0].surrogate_model
+                    refs = _attack_remote.options(**attack_opts, num_returns=len(item)).remote(
                         graph_ref, item, name_of[stem], params_of[stem], [state_refs[stem]])
+                    for r, a in zip(refs if len(item) > 1 else [refs], item):
+                        in_flight[r] = (kind, a)
+                    continue
                 in_flight[ref] = (kind, item)
             if not in_flight:
                 raise SweepError("the sweep stalled: work is left but nothing can run (a bug; please report it)")
