@@ -264,6 +264,18 @@ def test_torn_and_foreign_files_are_reported_never_counted_and_quarantined(tmp_p
     store, lock = open_run(store.root)
     assert not torn.exists() and not foreign.exists() and not misplaced.exists()
     assert len(list((store.root / "quarantine" / "scores").rglob("*.parquet"))) == 3
+    # a truncated perturbation file is quarantined too, and then not stored
+    inj = Injection(np.ones((2, 3), np.float32), np.array([[10, 11], [0, 1]]), 10)
+    store.write_perturbation("p1", inj, {"config_hash": "h", "scenario": "injection", "dataset": "d",
+                                         "dataset_fingerprint": FP, "difficulty": "full", "attack": "fgsm",
+                                         "surrogate": "gcn", "repeat": 0, "seed": 1, "params_json": "{}",
+                                         "feat_lim_min": 0.0, "feat_lim_max": 1.0, "attack_seconds": 0.1})
+    pert = store.perturbation_path("p1")
+    pert.write_bytes(pert.read_bytes()[:-20])
+    lock.release()
+    store, lock = open_run(store.root)
+    assert not store.has_perturbation("p1") and not pert.exists()
+    assert (store.root / "quarantine" / "perturbations" / pert.relative_to(store.root / "perturbations")).is_file()
     assert sorted(pd.read_parquet(store.root / "scores")["cell_id"]) == ["c1", "c2"]
     lock.release()
 

@@ -189,3 +189,30 @@ def test_failed_attack_is_counted_and_other_cells_complete(ray_local, graph, tmp
     assert "edges_per_node" in summary.errors[0]
     df = store.read_scores()
     assert set(df["attack"]) == {CLEAN} and len(df) == 2
+
+
+def test_damaged_perturbation_is_recomputed(full_run, job, graph, tmp_path):
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(full_run[0].root, run_dir)
+    store = RunStore.existing(run_dir)
+    pid = store.read_scores()["perturbation_id"].dropna().iloc[0]
+    path = store.perturbation_path(pid)
+    data = bytearray(path.read_bytes())
+    data[8:-8] = b"\0" * (len(data) - 16)  # damaged inside, Parquet magic intact
+    path.write_bytes(bytes(data))
+    # drop that perturbation's score rows, so that the sweep needs the perturbation again
+    for f in (run_dir / "scores").rglob("*.parquet"):
+        t = pq.read_table(f)
+        keep = [i for i, p in enumerate(t.column("perturbation_id").to_pylist()) if p != pid]
+        if len(keep) < t.num_rows:
+            pq.write_table(t.take(keep), f)
+    lost = len(full_run[0].read_scores()) - len(store.read_scores())
+    assert lost > 0
+    store, summary = sweep(job, graph, run_dir)
+    assert summary.computed == lost and summary.failures == 0
+    pd.testing.assert_frame_equal(_table(store), _table(full_run[0]))
+    store.read_perturbation(pid)  # stored again, readable

@@ -196,6 +196,19 @@ def _read_partitioned_file(base: Path, path: Path, file_schema: pa.Schema, full_
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
+def _check_magic(path: Path) -> None:
+    """Raise ValueError unless ``path`` starts and ends with the Parquet magic ``PAR1``."""
+    with open(path, "rb") as fh:
+        head = fh.read(4)
+        fh.seek(0, os.SEEK_END)
+        if fh.tell() < 12:
+            raise ValueError("too short for a Parquet file (truncated)")
+        fh.seek(-4, os.SEEK_END)
+        tail = fh.read(4)
+    if head != b"PAR1" or tail != b"PAR1":
+        raise ValueError("no Parquet magic at both ends (truncated or not Parquet)")
+
+
 @dataclass
 class Scan:
     """The readable rows of a partitioned table and the files that could not be read."""
@@ -417,20 +430,23 @@ class RunStore:
 
     def quarantine_bad_files(self) -> int:
         """Move unreadable, torn or foreign files out of ``scores/`` and ``perturbations/``
-        into ``quarantine/`` (keeping their relative path); their cells are recomputed."""
+        into ``quarantine/`` (keeping their relative path); their cells are recomputed.
+
+        Score files (few, many rows each) are opened and their schema checked; perturbation
+        files (one per injected graph, possibly many thousands) get the cheap check only
+        (layout and Parquet magic at both ends, which a truncated file fails); one that is
+        damaged otherwise is reported when it is read and recomputed then.
+        """
         n = 0
-        for sub, file_schema, full_schema, key in (
-            ("scores", schema.SCORE_FILE, schema.SCORES, "cell_id"),
-            ("perturbations", schema.PERTURBATION_FILE, schema.PERTURBATIONS, "perturbation_id"),
-        ):
+        for sub in ("scores", "perturbations"):
             base = self.root / sub
             for path in _visible_files(base):
                 try:
                     if sub == "scores":
-                        _read_partitioned_file(base, path, file_schema, full_schema, columns=[key])
+                        _read_partitioned_file(base, path, schema.SCORE_FILE, schema.SCORES, columns=["cell_id"])
                     else:
-                        _read_partitioned_file(base, path, file_schema, full_schema,
-                                               columns=["perturbation_id", "n_inject"])
+                        _partition_of(base, path)
+                        _check_magic(path)
                 except Exception as exc:  # noqa: BLE001
                     dest = self.root / QUARANTINE / sub / path.relative_to(base)
                     dest.parent.mkdir(parents=True, exist_ok=True)
