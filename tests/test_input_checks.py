@@ -459,3 +459,20 @@ def test_unwritable_cache_is_one_error(tmp_path):
     (tmp_path / "a-file").write_text("x")
     with pytest.raises(DatasetError, match="cannot create the dataset cache"):
         download_grb("grb-x", {}, tmp_path / "a-file" / "cache")
+
+
+def test_forged_array_header_is_refused_before_allocation(tmp_path):
+    """An .npy member whose header declares 10**12 rows: refused from the header, nothing allocated."""
+    import zipfile
+
+    header = {"descr": "<f4", "fortran_order": False, "shape": (10**12, 100)}
+    member = tmp_path / "data.npy"
+    with open(member, "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, header)
+        fh.write(b"\0" * 64)
+    with zipfile.ZipFile(tmp_path / "features.npz", "w") as z:
+        z.write(member, "data.npy")
+    from grb_dist.datasets.npz import open_npz, read_array
+
+    with open_npz(tmp_path / "features.npz") as npz, pytest.raises(DatasetError, match="declares shape"):
+        read_array(npz, "data", tmp_path / "features.npz")

@@ -57,12 +57,44 @@ def open_npz(path: Path) -> "np.lib.npyio.NpzFile":
 def read_array(npz, key: str, path: Path) -> np.ndarray:
     if key not in npz.files:
         raise DatasetError(f"{path}: missing array {key!r} (found {', '.join(sorted(npz.files))})")
+    check_member(npz, key, path)
     try:
         return npz[key]
-    except ValueError:  # object arrays refuse to load without pickle
-        raise DatasetError(f"{path}: array {key!r} is an object array; datasets must hold numeric arrays") from None
+    except ValueError as exc:
+        reason = "it needs pickle" if "pickle" in str(exc) else str(exc)
+        raise DatasetError(f"{path}: array {key!r} cannot be read ({reason}); fetch the file again") from None
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
         raise DatasetError(f"{path}: array {key!r} is truncated ({exc}); fetch the file again") from None
+
+
+def check_member(npz, key: str, path: Path) -> None:
+    """Read the ``.npy`` header of one member before its data: object arrays are refused and
+    the shape it declares must fit in the bytes the member holds (a damaged or forged header
+    would otherwise make numpy allocate whatever it declares)."""
+    archive = getattr(npz, "zip", None)
+    if archive is None:
+        return
+    name = f"{key}.npy" if f"{key}.npy" in archive.namelist() else key
+    try:
+        info = archive.getinfo(name)
+        with archive.open(name) as fh:
+            version = np.lib.format.read_magic(fh)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+            elif version == (2, 0):
+                shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+            else:
+                return  # numpy checks other versions itself
+    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise DatasetError(f"{path}: array {key!r} has a damaged header ({type(exc).__name__}); fetch the file again") from None
+    if dtype.hasobject:
+        raise DatasetError(f"{path}: array {key!r} is an object array; datasets must hold numeric arrays")
+    declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if declared > info.file_size:
+        raise DatasetError(
+            f"{path}: array {key!r} declares shape {tuple(shape)} ({declared:,} bytes) but holds {info.file_size:,}; "
+            "the file is damaged: fetch it again"
+        )
 
 
 def read_sparse(npz, prefix: str, sep: str, path: Path) -> sp.csr_matrix:
