@@ -15,7 +15,8 @@ def ray_local():
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     started = False
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        # address="local": always a fresh private Ray, never one another process started here
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
         started = True
     yield ray
     if started:
