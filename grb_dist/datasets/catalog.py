@@ -81,8 +81,9 @@ GRB_DATASETS = (
 #: spread of the degree-corrected CSBM, chosen so the test bands' mean degrees follow seed 001
 #: Table 4 (the real graphs' Easy/Medium/Hard bands differ several-fold in degree); h sets how
 #: much accuracy grows with degree and ``K`` (class means K sigma apart, sigma = 1) the level.
-#: A GCN's accuracy here tracks the nearest-class-mean accuracy of 1-hop mean-aggregated
-#: features, which is how K and h were found; a GCN on a CSBM gains far more from structure
+#: A GCN's accuracy here tracks, within a few points, the nearest-class-mean accuracy of
+#: mean-aggregated features (1-hop on cora/citeseer/flickr, nearer 2-hop on aminer), which
+#: is how K and h were found before measuring; a GCN on a CSBM gains far more from structure
 #: than on the real graphs, so h is well below the real graphs' edge homophily and K is high.
 #: Caveat: with these K a classifier on features alone (MLP) beats the GCN on the citeseer and
 #: flickr twins (feature-only nearest-mean about 0.91 and 0.90), unlike on the real graphs.
@@ -93,13 +94,16 @@ GRB_DATASETS = (
 #:   flickr    K 4.0, h 0.25, spread 0.5:  49.4 / 50.5 / 53.0 / 51.0 (seed 0, twin at 1/4 of the nodes)
 #:                                         vs 53.0 / 52.0 / 49.6 / 51.5 (GCN+AT)
 #:   reddit    K 1.5, h 0.30, spread 1.0:  provisional, from the theory proxies only
-#:   aminer    K 3.0, h 0.40, spread 1.0:  provisional, from the theory proxies only
+#:   aminer    K 3.5, h 0.30, spread 0.5:  56.3 / 62.6 / 73.1 / 64.0 (seed 0, twin at 1/20 of the nodes, at most
+#:                                         200 epochs) vs 58.1 / 67.0 / 73.5 / 66.2 (GCN+LN); spread 0.5, not the
+#:                                         1.0 that Table 4's bands suggest: with 1.0 the hard band was 15 points too
+#:                                         easy
 TWIN_PARAMS: dict[str, dict[str, float]] = {
     "grb-cora": {"K": 3.5, "homophily": 0.65, "degree_spread": 0.25},
     "grb-citeseer": {"K": 4.0, "homophily": 0.55, "degree_spread": 0.25},
     "grb-flickr": {"K": 4.0, "homophily": 0.25, "degree_spread": 0.5},
     "grb-reddit": {"K": 1.5, "homophily": 0.30, "degree_spread": 1.0},
-    "grb-aminer": {"K": 3.0, "homophily": 0.40, "degree_spread": 1.0},
+    "grb-aminer": {"K": 3.5, "homophily": 0.30, "degree_spread": 0.5},
 }
 
 
