@@ -29,8 +29,17 @@ Usage::
     python bench/calibrate_twins.py --twins reddit aminer --no-attacks --epochs 30
     python bench/calibrate_twins.py --twins aminer --scale 0.05 --no-attacks
 
-Figures measured on the 2-core CPU dev box (no GPU, torch 2.13, 1 thread) are in README.md
-(Datasets) and in the comments of ``grb_dist/datasets/catalog.py``.
+Figures measured on the 2-core CPU dev box (no GPU, torch 2.13, 1 thread, other jobs running)
+are in README.md (Datasets) and in the comments of ``grb_dist/datasets/catalog.py``; they came
+from these commands (the large twins at reduced size or with capped epochs, for time):
+
+    python bench/calibrate_twins.py --twins cora --seeds 4 --no-attacks
+    python bench/calibrate_twins.py --twins cora                                  # attacks, 200 steps
+    python bench/calibrate_twins.py --twins citeseer --seeds 3                    # attacks, 200 steps
+    python bench/calibrate_twins.py --twins flickr --epochs 100 --surrogate-epochs 30 --steps 20
+    python bench/calibrate_twins.py --twins flickr --scale 0.25 --no-attacks      # 400 epochs
+    python bench/calibrate_twins.py --twins reddit --scale 0.1 --epochs 60 --no-attacks
+    python bench/calibrate_twins.py --twins aminer --scale 0.05 --epochs 200 --no-attacks
 """
 
 from __future__ import annotations
