@@ -130,6 +130,21 @@ def _sample_pairs(rng, count: int, sampler) -> np.ndarray:
     return rng.permutation(keys)[:count] if keys.size > count else keys
 
 
+def _class_layout(labels: np.ndarray, p: float, q: float, rng: np.random.Generator):
+    """Nodes sorted by class, class sizes and starts, same-class pair counts per class, and
+    the binomial numbers of same- and different-class edges (drawn in that order)."""
+    n = labels.size
+    order = np.argsort(labels, kind="stable")
+    counts = np.bincount(labels)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    same_pairs = counts.astype(np.float64) * (counts - 1) / 2
+    total_same = float(same_pairs.sum())
+    total_diff = n * (n - 1) / 2 - total_same
+    n_same = int(rng.binomial(int(total_same), p)) if total_same and p > 0 else 0
+    n_diff = int(rng.binomial(int(total_diff), q)) if total_diff and q > 0 else 0
+    return order, counts, starts, same_pairs, n_same, n_diff
+
+
 def sample_csbm_edges(
     labels: np.ndarray, p: float, q: float, rng: np.random.Generator, theta: np.ndarray | None = None
 ) -> np.ndarray:
@@ -142,14 +157,8 @@ def sample_csbm_edges(
     if theta is not None:
         return _sample_weighted_edges(labels, p, q, rng, np.asarray(theta, dtype=np.float64))
     n = labels.size
-    order = np.argsort(labels, kind="stable")
-    counts = np.bincount(labels)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    same_pairs = counts.astype(np.float64) * (counts - 1) / 2
+    order, counts, starts, same_pairs, n_same, n_diff = _class_layout(labels, p, q, rng)
     total_same = float(same_pairs.sum())
-    total_diff = n * (n - 1) / 2 - total_same
-    n_same = int(rng.binomial(int(total_same), p)) if total_same and p > 0 else 0
-    n_diff = int(rng.binomial(int(total_diff), q)) if total_diff and q > 0 else 0
     cls_prob = same_pairs / total_same if total_same else None
 
     def same(rng, m):
@@ -176,14 +185,7 @@ def sample_csbm_edges(
 
 def _sample_weighted_edges(labels: np.ndarray, p: float, q: float, rng: np.random.Generator, theta: np.ndarray) -> np.ndarray:
     n = labels.size
-    order = np.argsort(labels, kind="stable")
-    counts = np.bincount(labels)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    same_pairs = counts.astype(np.float64) * (counts - 1) / 2
-    total_same = float(same_pairs.sum())
-    total_diff = n * (n - 1) / 2 - total_same
-    n_same = int(rng.binomial(int(total_same), p)) if total_same and p > 0 else 0
-    n_diff = int(rng.binomial(int(total_diff), q)) if total_diff and q > 0 else 0
+    order, counts, starts, same_pairs, n_same, n_diff = _class_layout(labels, p, q, rng)
     cum_sorted = np.cumsum(theta[order])  # theta mass in class-sorted order
     lo_mass = np.concatenate([[0.0], cum_sorted])[starts]
     mass = np.add.reduceat(theta[order], starts) if n else np.zeros(0)
