@@ -34,10 +34,11 @@ declares nothing is evaluated with its ordinary forward (always correct, just sl
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -571,26 +572,17 @@ class IncrementalSurrogate:
         return Plan(self, planner.records, gather, out.rows.numel(), const_logits)
 
 
-def frozen_parameters(model: torch.nn.Module):
-    """Context manager: parameters of ``model`` do not require gradients inside it."""
-    return _Frozen(model)
-
-
-class _Frozen:
-    def __init__(self, model: torch.nn.Module):
-        self.model = model
-        self.saved: list[tuple[torch.nn.Parameter, bool]] = []
-
-    def __enter__(self):
-        self.saved = [(p, p.requires_grad) for p in self.model.parameters()]
-        for p, _ in self.saved:
-            p.requires_grad_(False)
-        return self.model
-
-    def __exit__(self, *exc):
-        for p, flag in self.saved:
+@contextlib.contextmanager
+def frozen_parameters(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """Parameters of ``model`` do not require gradients inside the block (restored after)."""
+    saved = [(p, p.requires_grad) for p in model.parameters()]
+    for p, _ in saved:
+        p.requires_grad_(False)
+    try:
+        yield model
+    finally:
+        for p, flag in saved:
             p.requires_grad_(flag)
-        return False
 
 
-__all__: Sequence[str] = ("IncrementalSurrogate", "KINDS", "Ops", "Plan", "frozen_parameters", "supports_incremental")
+__all__ = ["IncrementalSurrogate", "KINDS", "Ops", "Plan", "frozen_parameters", "supports_incremental"]
