@@ -17,14 +17,18 @@ Usage::
 GRB reference (seed 001 Table 11, one V100, grb-aminer full, 1500 x 100, 5000 steps):
 FGSM 954.5 s (0.19 s/step), TDGIA 4079.4 s.
 
-Measured 2026-11-22 on the 2-core CPU dev box (no GPU), torch 2.13, 2 threads, machine
-otherwise quiet (under load from other jobs the same cases ran 3-17x slower):
+Each case runs twice, with the incremental surrogate evaluation and with the ordinary
+forward on the whole perturbed graph (``--paths``), and the table gives the step speed-up.
+Measured 2026-11-22 on the 2-core CPU dev box (no GPU), torch 2.13, 2 threads, quiet,
+calibrated csbm-grb-aminer twin, full difficulty:
 
-    dataset          attack  budget    steps  setup s  s/step  peak RSS GiB
-    cora-legacy      fgsm    60x20        20     0.02   0.028          0.50
-    cora-legacy      tdgia   60x20       100     0.09   0.027          0.49
-    csbm-grb-aminer  fgsm    1500x100      3     8.6   12.9            4.10
-    csbm-grb-aminer  tdgia   1500x100     15    38.2   12.4            3.92
+    dataset          attack path         budget    steps  setup s  s/step  peak RSS GiB
+    csbm-grb-aminer  fgsm   incremental  1500x100      3     9.6    5.87          4.37
+    csbm-grb-aminer  fgsm   full         1500x100      3     7.3   12.32          3.63
+    csbm-grb-aminer  tdgia  incremental  1500x100     15    35.3    2.06          4.81
+    csbm-grb-aminer  tdgia  full         1500x100     15    35.8   11.26          3.64
+
+(cora-legacy figures, and how they were measured, are in docs/attacks.md.)
 """
 
 from __future__ import annotations
