@@ -31,3 +31,16 @@ def path_graph(n: int = 30) -> Graph:
     x[np.arange(n), y] = 1.0
     g = Graph(features=x, edge_index=ei, labels=y, name="path")
     return g.with_split(grb_split(g.degrees(), seed=0))
+
+
+def small(**changes) -> dict:
+    """A small sweep job (as a dict) with ``changes`` applied at the top level."""
+    base = {
+        "dataset": "csbm", "seed": 0, "repeats": 2, "difficulties": ["easy", "full"],
+        "train": {"epochs": 20}, "models": {"gcn": {"hidden_sizes": [8]}},
+        "defenses": ["gcn", "mlp"], "surrogates": ["gcn"],
+        "attack": {"n_inject": 5, "edges_per_node": 3, "steps": 2},
+        "budgets": {"full": {"n_inject": 8}}, "attacks": {"fgsm": {}},
+    }
+    base.update(changes)
+    return base

@@ -23,19 +23,7 @@ from grb_dist.errors import ConfigError, DatasetError, GrbDistError
 from grb_dist.graph import Graph, canonical_edges
 from grb_dist.sweep.spec import apply_overrides, default_job_path, jobs_dir, load_job, parse_job, validate_spec
 
-from helpers import CORA_LEGACY, NPZ, path_graph
-
-
-def small(**changes) -> dict:
-    base = {
-        "dataset": "csbm", "seed": 0, "repeats": 2, "difficulties": ["easy", "full"],
-        "train": {"epochs": 20}, "models": {"gcn": {"hidden_sizes": [8]}},
-        "defenses": ["gcn", "mlp"], "surrogates": ["gcn"],
-        "attack": {"n_inject": 5, "edges_per_node": 3, "steps": 2},
-        "budgets": {"full": {"n_inject": 8}}, "attacks": {"fgsm": {}},
-    }
-    base.update(changes)
-    return base
+from helpers import CORA_LEGACY, NPZ, path_graph, small
 
 
 # --------------------------------------------------------------------------- job values

@@ -12,21 +12,11 @@ from grb_dist.sweep.spec import (
     validate_spec,
 )
 
+from helpers import small
+
 JOBS = sorted(jobs_dir().glob("*.yaml"))
 #: A dataset fingerprint (plan() takes the loaded graph's; see grb_dist.store.graph_fingerprint).
 FP = "f" * 64
-
-
-def small(**changes) -> dict:
-    base = {
-        "dataset": "csbm", "seed": 0, "repeats": 2, "difficulties": ["easy", "full"],
-        "train": {"epochs": 20}, "models": {"gcn": {"hidden_sizes": [8]}},
-        "defenses": ["gcn", "mlp"], "surrogates": ["gcn"],
-        "attack": {"n_inject": 5, "edges_per_node": 3, "steps": 2},
-        "budgets": {"full": {"n_inject": 8}}, "attacks": {"fgsm": {}},
-    }
-    base.update(changes)
-    return base
 
 
 @pytest.mark.parametrize("path", JOBS, ids=[p.name for p in JOBS])

@@ -57,9 +57,18 @@ def audit_injection(
             precision features are stored in).
         targets: allowed original endpoints (int array); ``None`` allows any original node.
     """
-    n, d = graph.num_nodes, graph.num_features
+    n = graph.num_nodes
+    _check_shapes(injection, n, graph.num_features)
+    k = int(injection.features.shape[0])
+    if k > n_inject:
+        raise _fail("node_count", f"{k} injected nodes exceed the budget of {n_inject}")
+    _check_edges(injection.edges, n, k, edges_per_node, targets)
+    _check_features(injection.features, feat_min, feat_max)
+
+
+def _check_shapes(injection: Injection, n: int, d: int) -> None:
+    """Rule ``shape``: array types and shapes, and the graph the injection was made for."""
     feats, edges = injection.features, injection.edges
-    # shape
     if not isinstance(feats, np.ndarray) or feats.ndim != 2 or feats.shape[1] != d:
         raise _fail("shape", f"features must be an n_inject x {d} array, got shape {getattr(feats, 'shape', None)}")
     if feats.dtype != np.float32:
@@ -70,12 +79,11 @@ def audit_injection(
         raise _fail("shape", f"edges must be int64, got {edges.dtype}")
     if int(injection.num_original) != n:
         raise _fail("shape", f"injection was made for {injection.num_original} original nodes, graph has {n}")
-    k = int(feats.shape[0])
-    # node_count
-    if k > n_inject:
-        raise _fail("node_count", f"{k} injected nodes exceed the budget of {n_inject}")
+
+
+def _check_edges(edges: np.ndarray, n: int, k: int, edges_per_node: int, targets: np.ndarray | None) -> None:
+    """Rules ``edge_endpoints``, ``self_loop``, ``duplicate_edge`` and ``edge_budget``."""
     src, dst = edges[0], edges[1]
-    # edge_endpoints
     if src.size:
         if src.min() < n or src.max() >= n + k:
             bad = int(src[(src < n) | (src >= n + k)][0])
@@ -96,36 +104,37 @@ def audit_injection(
                     f"{int((~allowed).sum())} edge(s) reach original nodes outside the targets "
                     f"(e.g. node {int(orig[~allowed][0])})",
                 )
-    # self_loop
     loops = src == dst
     if loops.any():
         raise _fail("self_loop", f"{int(loops.sum())} self-loop(s), e.g. on node {int(src[loops][0])}")
-    # duplicate_edge (undirected: (u, v) and (v, u) are the same edge)
-    if src.size:
-        lo, hi = np.minimum(src, dst), np.maximum(src, dst)
-        keys = lo * (n + k) + hi
-        uniq, counts = np.unique(keys, return_counts=True)
-        if uniq.size != keys.size:
-            dup = int(uniq[counts > 1][0])
-            raise _fail(
-                "duplicate_edge",
-                f"{int(keys.size - uniq.size)} duplicate edge(s), e.g. ({dup // (n + k)}, {dup % (n + k)})",
-            )
-    # edge_budget (injected-injected links count for both ends)
-    if src.size:
-        ends = np.concatenate([src, dst[dst >= n]]) - n
-        per_node = np.bincount(ends, minlength=k)
-        if per_node.max() > edges_per_node:
-            worst = int(per_node.argmax())
-            raise _fail(
-                "edge_budget",
-                f"injected node {n + worst} has {int(per_node[worst])} edges, budget is {edges_per_node}",
-            )
-    # feature_finite
+    if not src.size:
+        return
+    # undirected: (u, v) and (v, u) are the same edge
+    lo, hi = np.minimum(src, dst), np.maximum(src, dst)
+    keys = lo * (n + k) + hi
+    uniq, counts = np.unique(keys, return_counts=True)
+    if uniq.size != keys.size:
+        dup = int(uniq[counts > 1][0])
+        raise _fail(
+            "duplicate_edge",
+            f"{int(keys.size - uniq.size)} duplicate edge(s), e.g. ({dup // (n + k)}, {dup % (n + k)})",
+        )
+    # injected-injected links count for both ends
+    ends = np.concatenate([src, dst[dst >= n]]) - n
+    per_node = np.bincount(ends, minlength=k)
+    if per_node.max() > edges_per_node:
+        worst = int(per_node.argmax())
+        raise _fail(
+            "edge_budget",
+            f"injected node {n + worst} has {int(per_node[worst])} edges, budget is {edges_per_node}",
+        )
+
+
+def _check_features(feats: np.ndarray, feat_min: float, feat_max: float) -> None:
+    """Rules ``feature_finite`` and ``feature_range`` (limits rounded to float32)."""
     finite = np.isfinite(feats)
     if not finite.all():
         raise _fail("feature_finite", f"{int((~finite).sum())} non-finite feature value(s)")
-    # feature_range
     if feats.size:
         lo32, hi32 = np.float32(feat_min), np.float32(feat_max)
         fmin, fmax = float(feats.min()), float(feats.max())

@@ -182,7 +182,7 @@ def load_npz_graph(path: str | Path, name: str | None = None) -> tuple[Graph, di
         adj = read_sparse(npz, adj_prefix, sep, path)
         if f"{attr_prefix}{sep}data" in npz.files:
             # the N x D attribute matrix (models take dense features), never the N x N adjacency
-            features = read_sparse(npz, attr_prefix, sep, path).toarray().astype(np.float32)
+            features = read_sparse(npz, attr_prefix, sep, path).astype(np.float32).toarray()
         else:
             features = None
         labels = read_array(npz, "labels", path).astype(np.int64)

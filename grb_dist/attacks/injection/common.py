@@ -179,7 +179,7 @@ class SurrogateCache:
         self.reused = 0
 
     def get(self, graph: Graph, model: torch.nn.Module, targets: np.ndarray, device: torch.device, incremental: bool):
-        key = np.ascontiguousarray(targets, dtype=np.int64).tobytes()
+        key = _targets_key(targets)
         for g, m, k, d, inc, parts in self._entries:
             if g is graph and m is model and k == key and d == str(device) and inc == incremental:
                 self.reused += 1
@@ -188,9 +188,12 @@ class SurrogateCache:
 
     def put(self, graph: Graph, model: torch.nn.Module, targets: np.ndarray, device: torch.device,
             incremental: bool, parts: dict) -> None:
-        key = np.ascontiguousarray(targets, dtype=np.int64).tobytes()
-        self._entries.append((graph, model, key, str(device), incremental, parts))
+        self._entries.append((graph, model, _targets_key(targets), str(device), incremental, parts))
         self.built += 1
+
+
+def _targets_key(targets: np.ndarray) -> bytes:
+    return np.ascontiguousarray(targets, dtype=np.int64).tobytes()
 
 
 def build_context(
