@@ -3,7 +3,11 @@
 A :class:`Graph` holds numpy arrays (so that Ray can share it zero-copy through its object
 store); :meth:`Graph.tensors` gives torch views for models. An :class:`Injection` is the
 output of an injection attack: new nodes with features and edges to existing nodes; the
-original graph is never modified, :func:`apply_injection` returns the perturbed tensors.
+original graph is never modified, :func:`apply_injection` returns the perturbed tensors. A
+:class:`Modification` is the output of a modification attack: edges removed and added among
+the original nodes and new features for some of them; :func:`apply_modification` returns
+the perturbed tensors, again without touching the input. :func:`perturb_tensors` applies
+either kind.
 """
 
 from __future__ import annotations
@@ -331,3 +335,92 @@ def inject_tensors(clean: TorchGraph, injection: Injection | None) -> TorchGraph
     )
     y = torch.cat([clean.y, torch.full((injection.n_inject,), -1, dtype=clean.y.dtype, device=device)])
     return TorchGraph(x, ei, y)
+
+
+@dataclass(frozen=True, eq=False)
+class Modification:
+    """A modification perturbation of a graph with N nodes: flipped edges and changed features.
+
+    Attributes:
+        removed: int64 array, 2 x R, edges of the clean graph that are removed; one
+            direction per undirected edge with ``removed[0] < removed[1]``, sorted.
+        added: int64 array, 2 x A, node pairs that are connected; same conventions.
+        nodes: int64 array, K, sorted distinct ids of the nodes whose features change.
+        features: float32 array, K x D, their new features (row ``i`` for ``nodes[i]``).
+        num_original: N, the node count of the graph the modification applies to.
+    """
+
+    removed: np.ndarray
+    added: np.ndarray
+    nodes: np.ndarray
+    features: np.ndarray
+    num_original: int
+
+    @property
+    def n_edge_flips(self) -> int:
+        return int(self.removed.shape[1] + self.added.shape[1])
+
+    @property
+    def n_nodes_modified(self) -> int:
+        return int(self.nodes.shape[0])
+
+    def inverse(self, graph: Graph) -> "Modification":
+        """The modification that turns the perturbed graph back into ``graph``."""
+        return Modification(self.added, self.removed, self.nodes,
+                            np.ascontiguousarray(graph.features[self.nodes]), self.num_original)
+
+    @staticmethod
+    def build(removed: np.ndarray, added: np.ndarray, num_original: int, num_features: int,
+              nodes: np.ndarray | None = None, features: np.ndarray | None = None) -> "Modification":
+        """A modification in canonical form from edge pairs in any orientation and order
+        (2 x R and 2 x A integer arrays); ``nodes`` / ``features`` default to none."""
+        if nodes is None:
+            nodes = np.zeros(0, dtype=np.int64)
+            features = np.zeros((0, num_features), dtype=np.float32)
+        nodes = np.asarray(nodes, dtype=np.int64)
+        order = np.argsort(nodes, kind="stable")
+        return Modification(canonical_pairs(removed, num_original), canonical_pairs(added, num_original),
+                            np.ascontiguousarray(nodes[order]),
+                            np.ascontiguousarray(np.asarray(features, dtype=np.float32)[order]), int(num_original))
+
+
+def canonical_pairs(pairs: np.ndarray, num_nodes: int) -> np.ndarray:
+    """Node pairs (2 x M) with the smaller id first, sorted; duplicates are kept (the audit
+    reports them)."""
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(2, -1)
+    lo, hi = np.minimum(pairs[0], pairs[1]), np.maximum(pairs[0], pairs[1])
+    order = np.argsort(lo * num_nodes + hi, kind="stable")
+    return np.ascontiguousarray(np.stack([lo[order], hi[order]]))
+
+
+def apply_modification(clean: TorchGraph, modification: Modification | None) -> TorchGraph:
+    """``clean`` with ``modification`` applied (new tensors; ``clean`` is not changed).
+
+    Removed edges leave in both directions, added edges join in both directions, and the
+    result's edges are sorted by (source, target) like a loaded graph's."""
+    if modification is None or (modification.n_edge_flips == 0 and modification.n_nodes_modified == 0):
+        return clean
+    device = clean.x.device
+    n = clean.x.shape[0]
+    ei = clean.edge_index
+    if modification.removed.shape[1]:
+        r = _as_tensor(modification.removed, device)
+        gone = torch.cat([r[0] * n + r[1], r[1] * n + r[0]])
+        ei = ei[:, ~torch.isin(ei[0] * n + ei[1], gone)]
+    if modification.added.shape[1]:
+        a = _as_tensor(modification.added, device)
+        ei = torch.cat([ei, a, a.flip(0)], dim=1)
+    order = torch.argsort(ei[0] * n + ei[1])
+    ei = ei[:, order]
+    x = clean.x
+    if modification.n_nodes_modified:
+        x = x.clone()
+        x[_as_tensor(modification.nodes, device)] = _as_tensor(modification.features, device).to(x.dtype)
+    return TorchGraph(x, ei, clean.y)
+
+
+def perturb_tensors(clean: TorchGraph, perturbation: "Injection | Modification | None") -> TorchGraph:
+    """``clean`` with an injection or a modification applied."""
+    if isinstance(perturbation, Modification):
+        return apply_modification(clean, perturbation)
+    return inject_tensors(clean, perturbation)

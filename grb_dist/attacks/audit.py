@@ -1,10 +1,12 @@
-"""Threat-model audit of injection perturbations (GRB injection scenario).
+"""Threat-model audits of perturbations (GRB injection and modification scenarios).
 
-:func:`audit_injection` checks an :class:`~grb_dist.graph.Injection` against the budget and
-raises :class:`~grb_dist.errors.AuditError` naming the first violated rule. It never
-repairs anything: a perturbation either passes as it is or is rejected.
+:func:`audit_injection` checks an :class:`~grb_dist.graph.Injection`,
+:func:`audit_modification` a :class:`~grb_dist.graph.Modification`, against the budget;
+both raise :class:`~grb_dist.errors.AuditError` naming the first violated rule. Nothing is
+ever repaired (no clamping, no dropping): a perturbation either passes as it is or is
+rejected.
 
-Rules (names appear in the error message):
+Injection rules (names appear in the error message):
     shape            arrays have the documented shapes and dtypes, ``num_original`` matches
     node_count       at most ``n_inject`` injected nodes
     edge_endpoints   every edge has an injected node in row 0; the other end is an allowed
@@ -16,6 +18,20 @@ Rules (names appear in the error message):
                      between two injected nodes count for both)
     feature_finite   features are finite
     feature_range    features lie in ``[feat_min, feat_max]`` (float32-rounded limits)
+
+Modification rules (:data:`MODIFICATION_RULES`):
+    shape            arrays have the documented shapes and dtypes, ``num_original`` matches
+    edge_order       node ids in ``[0, N)``, each pair with the smaller id first, pairs sorted
+    self_loop        no pair of a node with itself
+    duplicate_edge   no pair listed twice, within or across ``removed`` and ``added``
+    edge_budget      at most ``n_edge_mod`` flips (removed + added)
+    removed_exists   every removed edge is an edge of the clean graph
+    added_absent     no added pair is already an edge of the clean graph
+    touches_target   every flipped pair has at least one target endpoint
+    node_budget      at most ``n_node_mod`` nodes with changed features
+    node_target      every node with changed features is a target (sorted, distinct)
+    feature_finite   features are finite
+    feature_range    features lie in ``[feat_min, feat_max]`` (float32-rounded limits)
 """
 
 from __future__ import annotations
@@ -23,11 +39,16 @@ from __future__ import annotations
 import numpy as np
 
 from grb_dist.errors import AuditError
-from grb_dist.graph import Graph, Injection
+from grb_dist.graph import Graph, Injection, Modification
 
 RULES = (
     "shape", "node_count", "edge_endpoints", "self_loop", "duplicate_edge",
     "edge_budget", "feature_finite", "feature_range",
+)
+
+MODIFICATION_RULES = (
+    "shape", "edge_order", "self_loop", "duplicate_edge", "edge_budget", "removed_exists",
+    "added_absent", "touches_target", "node_budget", "node_target", "feature_finite", "feature_range",
 )
 
 
@@ -143,3 +164,89 @@ def _check_features(feats: np.ndarray, feat_min: float, feat_max: float) -> None
                 "feature_range",
                 f"features span [{fmin:.6g}, {fmax:.6g}], outside the limits [{feat_min:.6g}, {feat_max:.6g}]",
             )
+
+
+def audit_modification(
+    graph: Graph,
+    modification: Modification,
+    *,
+    n_edge_mod: int,
+    n_node_mod: int,
+    feat_min: float,
+    feat_max: float,
+    targets: np.ndarray,
+) -> None:
+    """Check ``modification`` on ``graph`` against the threat model; raise :class:`AuditError`.
+
+    Args:
+        graph: the clean graph (N nodes, D features).
+        modification: removed / added pairs (2 x R, 2 x A int64, smaller id first, sorted),
+            changed nodes (K int64, sorted) and their features (K x D float32).
+        n_edge_mod: maximum number of flipped edges (removed + added).
+        n_node_mod: maximum number of nodes whose features change.
+        feat_min, feat_max: feature limits of changed features (float32-rounded).
+        targets: the attacked nodes; every flip must touch one, and only they may have
+            their features changed.
+    """
+    n, d = graph.num_nodes, graph.num_features
+    rem, add, nodes, feats = modification.removed, modification.added, modification.nodes, modification.features
+    for name, a in (("removed", rem), ("added", add)):
+        if not isinstance(a, np.ndarray) or a.ndim != 2 or a.shape[0] != 2 or a.dtype != np.int64:
+            raise _fail("shape", f"{name} must be a 2 x M int64 array, got {getattr(a, 'dtype', None)} "
+                                 f"of shape {getattr(a, 'shape', None)}")
+    if not isinstance(nodes, np.ndarray) or nodes.ndim != 1 or nodes.dtype != np.int64:
+        raise _fail("shape", "nodes must be a 1-D int64 array")
+    if (not isinstance(feats, np.ndarray) or feats.dtype != np.float32 or feats.ndim != 2
+            or feats.shape != (nodes.size, d)):
+        raise _fail("shape", f"features must be a float32 array of shape ({nodes.size}, {d}), "
+                             f"got {getattr(feats, 'dtype', None)} {getattr(feats, 'shape', None)}")
+    if int(modification.num_original) != n:
+        raise _fail("shape", f"modification was made for {modification.num_original} nodes, graph has {n}")
+    pairs = np.concatenate([rem, add], axis=1)
+    if pairs.size and (pairs.min() < 0 or pairs.max() >= n):
+        raise _fail("edge_order", f"edge endpoint outside [0, {n})")
+    loops = pairs[0] == pairs[1]
+    if loops.any():
+        raise _fail("self_loop", f"{int(loops.sum())} self-loop(s), e.g. on node {int(pairs[0][loops][0])}")
+    for name, a in (("removed", rem), ("added", add)):
+        if (a[0] > a[1]).any():
+            raise _fail("edge_order", f"{name} pairs must list the smaller node id first")
+        keys = a[0] * n + a[1]
+        if keys.size > 1 and (np.diff(keys) < 0).any():
+            raise _fail("edge_order", f"{name} pairs must be sorted")
+    keys = pairs[0] * n + pairs[1]
+    uniq = np.unique(keys)
+    if uniq.size != keys.size:
+        _, counts = np.unique(keys, return_counts=True)
+        dup = int(uniq[counts > 1][0])
+        raise _fail("duplicate_edge", f"{int(keys.size - uniq.size)} pair(s) listed twice, e.g. ({dup // n}, {dup % n})")
+    if keys.size > n_edge_mod:
+        raise _fail("edge_budget", f"{keys.size} flipped edges exceed the budget of {n_edge_mod}")
+    ei = graph.edge_index
+    clean = ei[0][ei[0] < ei[1]] * n + ei[1][ei[0] < ei[1]]
+    missing = ~np.isin(rem[0] * n + rem[1], clean)
+    if missing.any():
+        i = int(np.flatnonzero(missing)[0])
+        raise _fail("removed_exists", f"{int(missing.sum())} removed pair(s) are not edges of the graph, "
+                                      f"e.g. ({int(rem[0, i])}, {int(rem[1, i])})")
+    present = np.isin(add[0] * n + add[1], clean)
+    if present.any():
+        i = int(np.flatnonzero(present)[0])
+        raise _fail("added_absent", f"{int(present.sum())} added pair(s) are already edges, "
+                                    f"e.g. ({int(add[0, i])}, {int(add[1, i])})")
+    is_target = np.zeros(n, dtype=bool)
+    is_target[np.asarray(targets, dtype=np.int64)] = True
+    off = ~(is_target[pairs[0]] | is_target[pairs[1]])
+    if off.any():
+        i = int(np.flatnonzero(off)[0])
+        raise _fail("touches_target", f"{int(off.sum())} flipped pair(s) touch no target, "
+                                      f"e.g. ({int(pairs[0, i])}, {int(pairs[1, i])})")
+    if nodes.size > n_node_mod:
+        raise _fail("node_budget", f"{nodes.size} nodes with changed features exceed the budget of {n_node_mod}")
+    if nodes.size:
+        if nodes.min() < 0 or nodes.max() >= n or (np.diff(nodes) <= 0).any():
+            raise _fail("node_target", f"changed node ids must be sorted, distinct and in [0, {n})")
+        if not is_target[nodes].all():
+            raise _fail("node_target", f"node {int(nodes[~is_target[nodes]][0])} is not a target; "
+                                       "only targets' features may change")
+    _check_features(feats, feat_min, feat_max)

@@ -118,7 +118,7 @@ class JobSpec:
     """
 
     dataset: str
-    scenario: Literal["injection"] = "injection"
+    scenario: Literal["injection", "modification", "all"] = "injection"
     normalize: str = "arctan"
     seed: int = 0
     repeats: int = 1
@@ -131,6 +131,7 @@ class JobSpec:
     budgets: Mapping[str, Any] = field(default_factory=dict)
     attacks: Mapping[str, Any] = field(default_factory=dict)
     adversarial_training: Mapping[str, Any] = field(default_factory=dict)
+    modification: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_dataset_ref(self.dataset)

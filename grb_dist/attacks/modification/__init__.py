@@ -1,0 +1,17 @@
+"""Graph modification attacks (GRB modification scenario): one module per attack, one
+registry line each.
+
+Every attack subclasses :class:`~grb_dist.attacks.modification.base.ModificationAttack`
+and returns an audited :class:`~grb_dist.graph.Modification`.
+"""
+
+from __future__ import annotations
+
+from grb_dist.attacks.modification.base import ModificationAttack, ModificationConfig
+from grb_dist.registry import Registry
+
+#: Registered modification attacks: name -> class (names are the paper acronyms).
+MODIFICATION_ATTACKS: Registry[type[ModificationAttack]] = Registry("modification attack", {
+})
+
+__all__ = ["MODIFICATION_ATTACKS", "ModificationAttack", "ModificationConfig"]

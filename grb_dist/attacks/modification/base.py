@@ -1,0 +1,368 @@
+"""Base class, config and shared machinery of graph modification attacks.
+
+GRB's modification scenario (seed 001 sections 3.2 and A.4.2): at test time the attacker
+flips (adds or removes) at most ``n_edge_mod`` undirected edges of the full graph, every one
+touching a target node, and attacks that also change features (PGD) replace the features of
+at most ``n_node_mod`` targets with values inside ``[feat_lim_min, feat_lim_max]``. The
+attack is a black-box transfer attack: gradient attacks optimise against the attacker's own
+surrogate and fight its clean predictions; attacks that use labels (DICE) use the
+surrogate's predictions, never the true test labels. Passing the target model as the
+surrogate gives the adaptive variant.
+
+:meth:`ModificationAttack.attack` is a template method: it resolves and checks the budget
+(before any work), runs the attack-specific :meth:`ModificationAttack.generate` on a
+:class:`ModContext`, and audits the result
+(:func:`grb_dist.attacks.audit.audit_modification`). Everything is sparse: candidate pairs
+are sampled among the pairs that touch a target (or restricted to the targets' edges) and
+gradients are taken with respect to the weights of those pairs
+(:class:`~grb_dist.attacks.modification.weighted.WeightedSurrogate`); nothing builds an
+N x N matrix.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import ClassVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from grb_dist.attacks.audit import audit_modification
+from grb_dist.attacks.base import resolve_feature_limits
+from grb_dist.attacks.injection.common import surrogate_mode
+from grb_dist.attacks.modification.weighted import WeightedSurrogate
+from grb_dist.errors import ConfigError
+from grb_dist.graph import Graph, Modification, canonical_pairs
+from grb_dist.precision import check_precision
+
+log = logging.getLogger(__name__)
+
+LOSSES = ("ce", "margin", "tanh_margin")
+
+
+@dataclass(frozen=True)
+class ModificationConfig:
+    """Hyper-parameters shared by every modification attack.
+
+    Attributes:
+        n_edge_mod: maximum number of flipped edges; ``None`` = ``ratio_edge_mod`` of the
+            graph's undirected edges (rounded, at least 1).
+        ratio_edge_mod: the edge budget as a share of the graph's edges, in (0, 1].
+        n_node_mod: maximum number of targets whose features change (attacks that change
+            features only); ``None`` = ``ratio_node_mod`` of the targets (at least 1).
+        ratio_node_mod: that budget as a share of the targets, in (0, 1].
+        feat_lim_min / feat_lim_max: feature limits; ``None`` = the graph's own min / max.
+        steps: optimisation steps (ignored by attacks that do not optimise).
+        seed: seed of every random choice.
+        precision: accepted for symmetry with injection attacks; modification attacks
+            run in the graph's dtype (``fp32``).
+    """
+
+    n_edge_mod: int | None = None
+    ratio_edge_mod: float = 0.05
+    n_node_mod: int | None = None
+    ratio_node_mod: float = 0.05
+    feat_lim_min: float | None = None
+    feat_lim_max: float | None = None
+    steps: int = 100
+    seed: int = 0
+    precision: str = "fp32"
+
+    def __post_init__(self) -> None:
+        check_precision(self.precision)
+        for name in ("n_edge_mod", "n_node_mod"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or v <= 0):
+                raise ConfigError(f"{name} must be a positive integer or null, got {v}")
+        for name in ("ratio_edge_mod", "ratio_node_mod"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= 1):
+                raise ConfigError(f"{name} must be in (0, 1], got {v}")
+        if self.steps < 0:
+            raise ConfigError(f"steps must be >= 0, got {self.steps}")
+        for name in ("feat_lim_min", "feat_lim_max"):
+            v = getattr(self, name)
+            if v is not None and not math.isfinite(v):
+                raise ConfigError(f"{name} must be finite or null, got {v}")
+        if self.feat_lim_min is not None and self.feat_lim_max is not None and self.feat_lim_min >= self.feat_lim_max:
+            raise ConfigError(f"feat_lim_min ({self.feat_lim_min}) must be smaller than feat_lim_max ({self.feat_lim_max})")
+
+
+def check_loss(loss: str) -> None:
+    if loss not in LOSSES:
+        raise ConfigError(f"unknown loss {loss!r}; choose one of: {', '.join(LOSSES)}")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A resolved budget on one graph and target set."""
+
+    n_edge_mod: int
+    n_node_mod: int
+    feat_min: float
+    feat_max: float
+
+
+def candidate_pairs(num_nodes: int, num_targets: int) -> int:
+    """Number of node pairs with at least one target endpoint (no self-pairs)."""
+    n, t = int(num_nodes), int(num_targets)
+    return t * (n - 1) - t * (t - 1) // 2
+
+
+class ModificationAttack:
+    """Base class of modification attacks.
+
+    Subclasses set ``Config`` (a subclass of :class:`ModificationConfig`) and implement
+    :meth:`generate`. Instances hold only their config.
+
+    Class flags:
+        uses_surrogate: False for attacks that never evaluate the surrogate (RND, FLIP,
+            NEA, STACK); their result does not depend on it.
+        edge_gradients: True for attacks that differentiate the surrogate in edge weights
+            (their surrogate must be one of :data:`~.weighted.WEIGHTED_MODELS`).
+        changes_features: True for attacks that also modify node features (PGD).
+    """
+
+    Config: ClassVar[type[ModificationConfig]] = ModificationConfig
+    name: ClassVar[str] = "modification"
+    scenario: ClassVar[str] = "modification"
+    uses_surrogate: ClassVar[bool] = True
+    edge_gradients: ClassVar[bool] = False
+    changes_features: ClassVar[bool] = False
+
+    def __init__(self, config: ModificationConfig | None = None):
+        config = config or self.Config()
+        if not isinstance(config, self.Config):
+            raise ConfigError(f"{type(self).__name__} needs a {self.Config.__name__}, got {type(config).__name__}")
+        self.config = config
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.config})"
+
+    def budget(self, graph: Graph, num_targets: int) -> Budget:
+        """The budget of this config on ``graph`` with ``num_targets`` targets; raises
+        :class:`ConfigError` when it is empty or exceeds what the graph allows."""
+        cfg = self.config
+        n_edge = cfg.n_edge_mod if cfg.n_edge_mod is not None else max(1, round(cfg.ratio_edge_mod * graph.num_edges))
+        available = candidate_pairs(graph.num_nodes, num_targets)
+        if n_edge > available:
+            raise ConfigError(
+                f"{self.name}: a budget of {n_edge:,} flipped edges exceeds the {available:,} node pairs that "
+                f"touch the {num_targets:,} targets of {graph.name!r}; lower n_edge_mod / ratio_edge_mod"
+            )
+        n_node = cfg.n_node_mod if cfg.n_node_mod is not None else max(1, round(cfg.ratio_node_mod * num_targets))
+        if self.changes_features and n_node > num_targets:
+            raise ConfigError(
+                f"{self.name}: n_node_mod={n_node} exceeds the {num_targets} targets; lower n_node_mod"
+            )
+        lo, hi = resolve_feature_limits(cfg, graph)  # type: ignore[arg-type]
+        return Budget(int(n_edge), int(n_node) if self.changes_features else 0, lo, hi)
+
+    def check_inputs(self, graph: Graph, targets: np.ndarray) -> tuple[np.ndarray, Budget]:
+        """Validate ``targets`` and resolve the budget (before any work)."""
+        targets = np.asarray(targets)
+        if targets.ndim != 1 or targets.size == 0:
+            raise ConfigError("the target set is empty; pick a difficulty with test nodes")
+        if not np.issubdtype(targets.dtype, np.integer):
+            raise ConfigError(f"targets must be integer node ids, got dtype {targets.dtype}")
+        targets = targets.astype(np.int64)
+        if targets.min() < 0 or targets.max() >= graph.num_nodes:
+            raise ConfigError(f"targets contain node ids outside [0, {graph.num_nodes})")
+        if np.unique(targets).size != targets.size:
+            raise ConfigError("targets contain repeated node ids")
+        return targets, self.budget(graph, targets.size)
+
+    def attack(self, graph: Graph, surrogate: torch.nn.Module, targets: np.ndarray, *,
+               device: str | torch.device = "cpu") -> Modification:
+        """Generate an audited modification of ``graph`` against ``surrogate``.
+
+        Args:
+            graph: the clean graph (never modified).
+            surrogate: a trained model ``(x, edge_index) -> logits`` (frozen during the
+                attack, restored afterwards); its clean predictions are the labels fought.
+            targets: distinct node ids (a difficulty's test nodes).
+            device: where the computation runs.
+        """
+        targets, budget = self.check_inputs(graph, targets)
+        gen = torch.Generator(device="cpu").manual_seed(self.config.seed)
+        with surrogate_mode(surrogate):
+            ctx = ModContext(graph, surrogate, targets, budget, torch.device(device))
+            if self.edge_gradients:
+                ctx.weighted.check()
+            log.info("%s: %d flips, %d feature rows on %s (%d targets)", self.name, budget.n_edge_mod,
+                     budget.n_node_mod, graph.name, targets.size)
+            mod = self.generate(ctx, gen)
+        audit_modification(graph, mod, n_edge_mod=budget.n_edge_mod, n_node_mod=budget.n_node_mod,
+                           feat_min=budget.feat_min, feat_max=budget.feat_max, targets=targets)
+        return mod
+
+    def generate(self, ctx: "ModContext", gen: torch.Generator) -> Modification:
+        """Attack-specific work; returns a :class:`Modification` (use :meth:`ModContext.result`)."""
+        raise NotImplementedError
+
+
+class ModContext:
+    """The graph, targets, budget and surrogate of one modification attack, with the shared
+    sparse helpers: edge membership, candidate sampling, the surrogate's clean predictions
+    and its edge-weighted evaluation (built on first use)."""
+
+    def __init__(self, graph: Graph, surrogate: torch.nn.Module, targets: np.ndarray, budget: Budget,
+                 device: torch.device):
+        self.graph = graph
+        self.model = surrogate
+        self.targets = targets
+        self.budget = budget
+        self.device = device
+        self.n = graph.num_nodes
+        self.is_target = np.zeros(self.n, dtype=bool)
+        self.is_target[targets] = True
+
+    # ------------------------------------------------------------------ structure
+
+    @cached_property
+    def edge_keys(self) -> np.ndarray:
+        """Sorted keys ``u * N + v`` (u < v) of the clean graph's undirected edges."""
+        ei = self.graph.edge_index
+        m = ei[0] < ei[1]
+        return np.sort(ei[0][m] * self.n + ei[1][m])
+
+    def exists(self, pairs: np.ndarray) -> np.ndarray:
+        """Whether each canonical pair (2 x M, u < v) is an edge of the clean graph."""
+        keys = pairs[0] * self.n + pairs[1]
+        if not self.edge_keys.size or not keys.size:
+            return np.zeros(keys.shape, dtype=bool)
+        pos = np.minimum(np.searchsorted(self.edge_keys, keys), self.edge_keys.size - 1)
+        return self.edge_keys[pos] == keys
+
+    @cached_property
+    def target_edges(self) -> np.ndarray:
+        """Canonical clean edges (2 x M, u < v) with at least one target endpoint."""
+        ei = self.graph.edge_index
+        m = (ei[0] < ei[1]) & (self.is_target[ei[0]] | self.is_target[ei[1]])
+        return np.ascontiguousarray(ei[:, m])
+
+    def sample_pairs(self, k: int, gen: torch.Generator, exclude: np.ndarray | None = None) -> np.ndarray:
+        """Up to ``k`` distinct random canonical pairs touching a target (one end drawn
+        among the targets, the other among all nodes), none of the keys in ``exclude``;
+        vectorised (a few rounds of draws topped up after de-duplication)."""
+        t = torch.as_tensor(self.targets)
+        excl = np.unique(exclude) if exclude is not None and exclude.size else np.zeros(0, np.int64)
+        keys = np.zeros(0, np.int64)
+        for _ in range(8):
+            need = k - keys.size
+            if need <= 0:
+                break
+            draw = int(need * 1.2) + 16
+            a = t[torch.randint(0, t.numel(), (draw,), generator=gen)].numpy()
+            b = torch.randint(0, self.n, (draw,), generator=gen).numpy()
+            ok = a != b
+            lo, hi = np.minimum(a[ok], b[ok]), np.maximum(a[ok], b[ok])
+            new = lo * self.n + hi
+            if excl.size:
+                new = new[~np.isin(new, excl)]
+            keys = np.concatenate([keys, new[~np.isin(new, keys)]])
+            _, first = np.unique(keys, return_index=True)
+            keys = keys[np.sort(first)]
+        keys = keys[:k]
+        return np.stack([keys // self.n, keys % self.n])
+
+    # ------------------------------------------------------------------ surrogate
+
+    @cached_property
+    def tensors(self):
+        return self.graph.tensors(self.device)
+
+    @cached_property
+    def predictions(self) -> np.ndarray:
+        """The surrogate's clean predictions for every node (the labels attacks use)."""
+        with torch.no_grad():
+            g = self.tensors
+            return self.model(g.x, g.edge_index).argmax(1).cpu().numpy()
+
+    @cached_property
+    def weighted(self) -> WeightedSurrogate:
+        g = self.tensors
+        return WeightedSurrogate(self.model, g.x, g.edge_index)
+
+    @cached_property
+    def target_tensor(self) -> torch.Tensor:
+        return torch.as_tensor(self.targets, device=self.device)
+
+    @cached_property
+    def target_labels(self) -> torch.Tensor:
+        return torch.as_tensor(self.predictions[self.targets], device=self.device)
+
+    def loss(self, logits: torch.Tensor, kind: str = "ce") -> torch.Tensor:
+        """The attacker's loss on the targets (higher = more damage)."""
+        return attack_loss(logits[self.target_tensor], self.target_labels, kind)
+
+    # ------------------------------------------------------------------ result
+
+    def result(self, flips: np.ndarray, nodes: np.ndarray | None = None, features: np.ndarray | None = None) -> Modification:
+        """A :class:`Modification` from canonical flipped pairs (2 x M): existing pairs are
+        removed, absent ones added."""
+        flips = canonical_pairs(flips, self.n)
+        ex = self.exists(flips)
+        return Modification.build(flips[:, ex], flips[:, ~ex], self.n, self.graph.num_features, nodes, features)
+
+
+def attack_loss(logits: torch.Tensor, labels: torch.Tensor, kind: str) -> torch.Tensor:
+    """``ce``: mean cross-entropy; ``margin``: mean of (best other logit - own logit) of the
+    log-probabilities; ``tanh_margin``: the mean of tanh of that margin (Geisler et al. 2021,
+    which focuses on nodes near the decision boundary)."""
+    if kind == "ce":
+        return F.cross_entropy(logits, labels)
+    logp = F.log_softmax(logits, dim=1)
+    own = logp.gather(1, labels[:, None]).squeeze(1)
+    other = logp.scatter(1, labels[:, None], float("-inf")).max(1).values
+    margin = other - own
+    return margin.mean() if kind == "margin" else torch.tanh(margin).mean()
+
+
+def project_budget(p: torch.Tensor, budget: float, eps: float = 1e-7, iters: int = 60) -> torch.Tensor:
+    """Euclidean projection of ``p`` onto ``{0 <= p <= 1, sum(p) <= budget}`` (a bisection
+    on the shift ``mu`` of ``clamp(p - mu, 0, 1)``)."""
+    clipped = p.clamp(0, 1)
+    if clipped.sum() <= budget:
+        return clipped
+    lo, hi = (p.min() - 1).item(), p.max().item()
+    for _ in range(iters):
+        mu = (lo + hi) / 2
+        if (p - mu).clamp(0, 1).sum() > budget:
+            lo = mu
+        else:
+            hi = mu
+        if hi - lo < eps:
+            break
+    return (p - hi).clamp(0, 1)
+
+
+def sample_flips(p: torch.Tensor, budget: int, gen: torch.Generator, n_samples: int, score) -> torch.Tensor:
+    """Discrete flips from relaxed weights ``p`` (Xu et al. 2019; Geisler et al. 2021): the
+    top-``budget`` entries and ``n_samples`` Bernoulli draws (those over budget dropped);
+    the mask with the highest ``score(mask)`` wins."""
+    best_mask, best = None, -math.inf
+    k = min(budget, int((p > 0).sum()))
+    top = torch.zeros_like(p, dtype=torch.bool)
+    if k:
+        top[torch.topk(p, k).indices] = True
+    candidates = [top]
+    for _ in range(n_samples):
+        m = torch.rand(p.shape, generator=gen).to(p.device) < p
+        if int(m.sum()) <= budget:
+            candidates.append(m)
+    for m in candidates:
+        s = float(score(m))
+        if s > best:
+            best, best_mask = s, m
+    return best_mask
+
+
+__all__ = [
+    "Budget", "LOSSES", "ModContext", "ModificationAttack", "ModificationConfig", "attack_loss",
+    "candidate_pairs", "check_loss", "project_budget", "sample_flips",
+]

@@ -1,0 +1,202 @@
+"""A frozen surrogate evaluated with differentiable edge weights, sparse end to end.
+
+Gradient modification attacks (FGA, PGD, PR-BCD, GR-BCD) need the surrogate's loss as a
+function of the weights of a set of node pairs: existing edges whose weight may drop from
+1 towards 0 (removal) and absent pairs whose weight may rise from 0 (addition). The
+perturbed adjacency is ``A + Delta`` with ``Delta`` non-zero on the pairs of a block only
+(both directions, ``-p`` on an existing edge, ``+p`` on an absent pair).
+
+:class:`WeightedSurrogate` runs the model's declared program (the same ``map`` /
+``propagate`` operations the incremental injection path replays, see
+:meth:`grb_dist.models.base.GraphModel.incremental`) on the whole graph with these weights:
+
+* the clean graph's structure (CSR) and its transpose permutation are built once;
+  a propagation multiplies with the clean structure (values recomputed from the weighted
+  degrees, gradients for the values by a chunked row-wise product, so memory stays
+  O(E + N F)) plus a scatter over the block's 2 B entries: nothing is N x N;
+* operations whose inputs do not depend on the weights or on modified features (the first
+  layer's ``X W``) are computed on the first call and reused by every later step.
+
+GAT's attention (``attend``) is not a function of edge weights, so attention models cannot
+be surrogates of gradient modification attacks (a clear error says which models can).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable
+
+import torch
+
+from grb_dist.attacks.injection.incremental import Ops, supports_incremental
+from grb_dist.errors import ConfigError
+
+#: Rows of the value gradient computed at once (bounds the temporary E x F product).
+_CHUNK_ELEMENTS = 1 << 24
+#: Surrogates whose program is differentiable in edge weights, for error messages.
+WEIGHTED_MODELS = "gcn, sgc, appnp, tagcn, gin, sage, mlp (and their _ln variants)"
+
+
+class _Value:
+    """A handle of the program: a tensor and whether it is the same on every call."""
+
+    __slots__ = ("t", "static")
+
+    def __init__(self, t: torch.Tensor, static: bool):
+        self.t = t
+        self.static = static
+
+
+class _CSRValues(torch.autograd.Function):
+    """``A(values) @ h`` for a fixed symmetric structure, differentiable in ``values`` and ``h``."""
+
+    @staticmethod
+    def forward(ctx, values, h, structure):  # noqa: D401
+        ctx.save_for_backward(values, h)
+        ctx.structure = structure
+        return structure.mm(values, h)
+
+    @staticmethod
+    def backward(ctx, grad):
+        values, h = ctx.saved_tensors
+        s = ctx.structure
+        grad = grad.contiguous()
+        grad_values = grad_h = None
+        if ctx.needs_input_grad[1]:
+            grad_h = s.mm(values[s.perm], grad)  # A^T has A's pattern with permuted values
+        if ctx.needs_input_grad[0]:
+            grad_values = torch.empty_like(values)
+            step = max(1, _CHUNK_ELEMENTS // max(1, h.shape[1]))
+            for i in range(0, values.numel(), step):
+                r, c = s.row[i:i + step], s.col[i:i + step]
+                grad_values[i:i + step] = (grad[r] * h[c]).sum(1)
+        return grad_values, grad_h, None
+
+
+class _Structure:
+    """The clean graph as CSR (rows sorted), with the permutation that maps entry (i, j)
+    to entry (j, i)."""
+
+    def __init__(self, edge_index: torch.Tensor, num_nodes: int):
+        n = num_nodes
+        key = edge_index[0] * n + edge_index[1]
+        order = torch.argsort(key)
+        self.row, self.col = edge_index[0][order].contiguous(), edge_index[1][order].contiguous()
+        key = key[order]
+        self.n = n
+        self.crow = torch.zeros(n + 1, dtype=torch.long, device=edge_index.device)
+        self.crow[1:] = torch.cumsum(torch.bincount(self.row, minlength=n), 0)
+        self.perm = torch.searchsorted(key, self.col * n + self.row)
+        self.degree = torch.bincount(self.row, minlength=n)
+
+    def mm(self, values: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        with warnings.catch_warnings():  # torch flags sparse CSR as beta on every construction
+            warnings.simplefilter("ignore", UserWarning)
+            a = torch.sparse_csr_tensor(self.crow, self.col, values, size=(self.n, self.n), check_invariants=False)
+        with torch.autocast(h.device.type, enabled=False):
+            return torch.sparse.mm(a, h.to(values.dtype))
+
+
+class _WeightedOps(Ops):
+    """Interprets a model's program on the weighted graph of one call."""
+
+    def __init__(self, surrogate: "WeightedSurrogate", pairs: torch.Tensor, delta: torch.Tensor):
+        self.s = surrogate
+        st = surrogate.structure
+        self.brow = torch.cat([pairs[0], pairs[1]])
+        self.bcol = torch.cat([pairs[1], pairs[0]])
+        self.bval = torch.cat([delta, delta])
+        self.degree = st.degree.to(delta.dtype).index_add(0, self.brow, self.bval)
+        self.index = 0
+        self._norms: dict[str, tuple] = {}
+
+    def _norm(self, kind: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(clean values, block values, self-loop weights) of the operator ``kind``."""
+        if kind in self._norms:
+            return self._norms[kind]
+        st, d = self.s.structure, self.degree
+        if kind in ("gcn", "sym"):
+            if kind == "gcn":
+                d = d + 1
+            inv = torch.where(d > 0, d.clamp_min(1e-12).pow(-0.5), torch.zeros_like(d))
+            out = (inv[st.row] * inv[st.col], inv[self.brow] * self.bval * inv[self.bcol],
+                   inv * inv if kind == "gcn" else None)
+        elif kind == "sum":
+            out = (torch.ones_like(st.row, dtype=d.dtype), self.bval, None)
+        elif kind == "mean":
+            inv = torch.where(d > 0, 1.0 / d.clamp_min(1e-12), torch.zeros_like(d))
+            out = (inv[st.row], inv[self.brow] * self.bval, None)
+        else:
+            raise ConfigError(
+                f"the surrogate uses the {kind!r} operator, which is not differentiable in edge weights; "
+                f"gradient modification attacks need one of: {WEIGHTED_MODELS}"
+            )
+        self._norms[kind] = out
+        return out
+
+    def map(self, fn: Callable[..., torch.Tensor], *hs: _Value) -> _Value:
+        k = self.index
+        self.index += 1
+        static = all(h.static for h in hs)
+        if static and k in self.s.constants:
+            return _Value(self.s.constants[k], True)
+        out = fn(*(h.t for h in hs))
+        if static:
+            self.s.constants[k] = out.detach()
+        return _Value(out, static)
+
+    def propagate(self, h: _Value, kind: str) -> _Value:
+        self.index += 1
+        clean, block, loop = self._norm(kind)
+        x = h.t
+        flat = x.reshape(x.shape[0], -1)
+        out = _CSRValues.apply(clean, flat, self.s.structure)
+        if self.brow.numel():
+            out = out.index_add(0, self.brow, block.unsqueeze(1).to(flat.dtype) * flat[self.bcol])
+        if loop is not None:
+            out = out + loop.unsqueeze(1).to(flat.dtype) * flat
+        return _Value(out.reshape(x.shape), False)
+
+    def attend(self, xl, a_src, a_dst, negative_slope):
+        raise ConfigError(
+            "attention surrogates (GAT) are not differentiable in edge weights; gradient modification "
+            f"attacks need one of: {WEIGHTED_MODELS}"
+        )
+
+
+class WeightedSurrogate:
+    """``model``'s logits on ``(x, A + Delta)`` for a block of pair weights.
+
+    Args:
+        model: a frozen model whose class declares its program (``incremental_layer``).
+        x: N x D features of the clean graph (constant).
+        edge_index: 2 x 2E clean edges (both directions).
+    """
+
+    def __init__(self, model: torch.nn.Module, x: torch.Tensor, edge_index: torch.Tensor):
+        if not supports_incremental(model):
+            raise ConfigError(
+                f"surrogate {type(model).__name__} declares no program that is differentiable in edge "
+                f"weights; gradient modification attacks need one of: {WEIGHTED_MODELS}"
+            )
+        self.model = model
+        self.x = x
+        self.structure = _Structure(edge_index, x.shape[0])
+        self.constants: dict[int, torch.Tensor] = {}
+
+    def check(self) -> None:
+        """Run the program once (raises :class:`ConfigError` for unsupported operators)."""
+        empty = torch.zeros(2, 0, dtype=torch.long, device=self.x.device)
+        with torch.no_grad():
+            self.logits(empty, torch.zeros(0, dtype=self.x.dtype, device=self.x.device))
+
+    def logits(self, pairs: torch.Tensor, delta: torch.Tensor, x: torch.Tensor | None = None) -> torch.Tensor:
+        """N x C logits with the pair weights changed by ``delta`` (``pairs`` 2 x B, one
+        direction each, no self-loops; ``delta`` B: ``-w`` removes ``w`` of an existing edge,
+        ``+w`` adds ``w`` of an absent pair) and optionally other features ``x``."""
+        ops = _WeightedOps(self, pairs, delta)
+        handle = _Value(self.x if x is None else x, x is None)
+        return self.model.incremental(ops, handle).t
+
+
+__all__ = ["WEIGHTED_MODELS", "WeightedSurrogate"]
