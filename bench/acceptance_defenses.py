@@ -4,7 +4,7 @@ Method: the attacker trains its own GCN surrogate (seed 0, hidden [64, 64, 64], 
 settings) and runs FGSM injection (60 nodes x 20 edges, feature limits = the normalised
 features' min / max, ``--steps`` sign steps of 0.01) against the full-difficulty test nodes.
 Every defense is trained with ``--seed`` (default 1, so that the GCN target is not the
-surrogate itself: black-box transfer) with the hyper-parameters of ``jobs/grb-cora.yaml``
+surrogate itself: black-box transfer) with the hyper-parameters of ``grb_dist/jobs/grb-cora.yaml``
 (models, train, adversarial_training) and scored on the clean and on the injected graph.
 
     python bench/acceptance_defenses.py [--steps 1000] [--seed 1] [--defenses gcn,gcn_at,...]
@@ -42,7 +42,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    job = yaml.safe_load((ROOT / "jobs" / "grb-cora.yaml").read_text())
+    job = yaml.safe_load((ROOT / "grb_dist" / "jobs" / "grb-cora.yaml").read_text())
     graph = load_dataset(str(CORA))
     lo, hi = float(graph.features.min()), float(graph.features.max())
     base_train = job["train"]

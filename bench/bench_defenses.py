@@ -3,7 +3,7 @@
 Method: each case runs in its own subprocess (so that ``ru_maxrss`` is that case's peak):
 load ``csbm-grb-aminer`` (659,574 nodes, 2.88M edges, 100 features, 18 classes; a CSBM twin
 of grb-aminer with the GRB split), build the defense with the hyper-parameters of
-``jobs/grb-aminer.yaml``, and run the inductive trainer for ``--epochs`` epochs (each epoch:
+``grb_dist/jobs/grb-aminer.yaml``, and run the inductive trainer for ``--epochs`` epochs (each epoch:
 one training step on the subgraph induced by the training nodes and one validation pass on
 the train+val subgraph). Reported: seconds per epoch (total / epochs, after loading), the
 peak resident memory of the subprocess (``resource.getrusage(RUSAGE_SELF).ru_maxrss``,
@@ -35,7 +35,7 @@ def run_case(name: str, epochs: int, threads: int) -> dict:
     from grb_dist.models.train import TrainConfig
 
     torch.set_num_threads(threads)
-    job = yaml.safe_load((ROOT / "jobs" / "grb-aminer.yaml").read_text())
+    job = yaml.safe_load((ROOT / "grb_dist" / "jobs" / "grb-aminer.yaml").read_text())
     t = time.perf_counter()
     graph = load_dataset("csbm-grb-aminer")
     load_s = time.perf_counter() - t

@@ -7,7 +7,7 @@ Run from the repository root::
 
 Method:
 
-* throughput: the default job (``jobs/csbm.yaml``, as ``grb-dist sweep`` runs it) in a fresh
+* throughput: the default job (``grb_dist/jobs/csbm.yaml``, as ``grb-dist sweep`` runs it) in a fresh
   run directory on a fresh local Ray with ``num_cpus`` = 1 and then 2 (each case in its own
   process). Cells per second = score cells written / wall time of ``run_sweep`` (training,
   attacks and scoring; Ray start-up and dataset generation excluded).

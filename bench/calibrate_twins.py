@@ -9,7 +9,7 @@ For each ``csbm-grb-*`` twin this prints
    class means: the nearest-class-mean accuracy of the raw features (what features alone
    give) and of the 1-hop mean-aggregated features (features plus one round of structure);
 3. the clean test accuracy of a GCN per difficulty (easy / medium / hard / full), trained
-   with the twin's job file hyper-parameters (``jobs/<twin>.yaml``: hidden sizes, lr,
+   with the twin's job file hyper-parameters (``grb_dist/jobs/<twin>.yaml``: hidden sizes, lr,
    weight decay, epochs, patience) under GRB's inductive protocol, next to the paper's figure
    (seed 001 leaderboard tables, row "W/O Attack": see ``PAPER``);
 4. unless ``--no-attacks``: the accuracy of that GCN after FGSM and TDGIA injections at the
@@ -108,7 +108,7 @@ method: graph = CSBM twin from the catalogue (or --scale x its nodes, same expec
 
 
 def job(twin: str) -> dict:
-    return yaml.safe_load((ROOT / "jobs" / f"csbm-grb-{twin}.yaml").read_text())
+    return yaml.safe_load((ROOT / "grb_dist" / "jobs" / f"csbm-grb-{twin}.yaml").read_text())
 
 
 def make_graph(twin: str, seed: int, scale: float):

@@ -70,7 +70,7 @@ def train(
     epochs: Optional[int] = typer.Option(None, help="Maximum training epochs (default: the job's)."),
     lr: Optional[float] = typer.Option(None, help="Adam learning rate (default: the job's, per model)."),
     hidden: Optional[str] = typer.Option(None, help="Hidden sizes, comma-separated (e.g. 64,64,64; default: the job's)."),
-    job: Optional[Path] = typer.Option(None, "--job", help="Job file with the hyper-parameters (default: jobs/<dataset>.yaml, else the default job)."),
+    job: Optional[Path] = typer.Option(None, "--job", help="Job file with the hyper-parameters (default: the dataset's shipped job, grb_dist/jobs/<dataset>.yaml, else the default job)."),
     normalize: str = typer.Option("arctan", help="Feature normalisation: arctan, tanh, standardize, none."),
     device: str = typer.Option("cpu", help="Torch device (cpu, cuda, cuda:1)."),
     data_dir: Optional[Path] = DataDir,
@@ -117,7 +117,7 @@ def train(
 @app.command()
 @handle_errors
 def sweep(
-    dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Catalogue name (uses jobs/<name>.yaml) or a dataset path (uses the default job); default: csbm."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Catalogue name (uses its shipped job, grb_dist/jobs/<name>.yaml) or a dataset path (uses the default job); default: csbm."),
     job: Optional[Path] = typer.Option(None, "--job", help="Job file (YAML) instead of the dataset's shipped job."),
     attacks: Optional[str] = typer.Option(None, help="Attacks to run, comma-separated (default: the job's)."),
     defenses: Optional[str] = typer.Option(None, help="Defenses to score, comma-separated."),

@@ -28,7 +28,7 @@ from grb_dist.errors import ConfigError, UnknownNameError
 from grb_dist.graph import Graph, apply_injection
 from grb_dist.models import build_model
 
-JOBS = Path(__file__).resolve().parents[1] / "jobs"
+JOBS = Path(__file__).resolve().parents[1] / "grb_dist" / "jobs"
 ALL = sorted(ATTACKS.names())
 
 

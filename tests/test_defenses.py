@@ -25,7 +25,7 @@ from grb_dist.models.train import TrainConfig, induced
 
 from helpers import CORA_LEGACY, tiny_csbm
 
-JOBS = Path(__file__).resolve().parents[1] / "jobs"
+JOBS = Path(__file__).resolve().parents[1] / "grb_dist" / "jobs"
 ARCHS = ["gcn", "gat", "gin", "appnp", "tagcn", "sage", "sgc", "mlp"]
 ROBUST = ["rgcn", "gnnguard", "gatguard", "gcnsvd"]
 AT_SMALL = {"n_inject": 10, "edges_per_node": 5, "steps": 3, "step_size": 0.01, "warmup_epochs": 2}

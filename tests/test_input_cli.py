@@ -132,7 +132,7 @@ BAD = [
 def test_sweep_bad_input_before_ray_and_before_the_run_directory(workdir, no_ray, args, word):
     before = tree(workdir)
     out = [] if "--out" in args else ["--out", "run"]
-    # a --dataset given as such picks its job the way users do (jobs/<name>.yaml or the default job)
+    # a --dataset given as such picks its job the way users do (grb_dist/jobs/<name>.yaml or the default job)
     job = [] if "--job" in args or "--dataset" in args else ["--job", "job.yaml"]
     dataset = []
     r = runner.invoke(app, ["sweep", *job, *dataset, *SMALL, *args, *out])

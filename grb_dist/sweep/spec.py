@@ -1,6 +1,6 @@
 """Job specs of a sweep: strict parsing from YAML, CLI overrides, validation, cell planning.
 
-A job file (``jobs/<dataset>.yaml``) is read with ``yaml.safe_load`` into a frozen
+A job file (``grb_dist/jobs/<dataset>.yaml``) is read with ``yaml.safe_load`` into a frozen
 :class:`JobSpec`; unknown keys are rejected with the list of valid keys. :func:`plan`
 turns a spec into the work of a sweep:
 
@@ -24,12 +24,12 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field, replace
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
 import yaml
 
-import grb_dist
 from grb_dist.attacks import ATTACKS, build_attack
 from grb_dist.checks import (
     MAX_REPEATS, check_budgets, check_dataset_ref, check_int, check_model_bounds, check_plan_size,
@@ -56,20 +56,23 @@ DEFAULT_JOB = "csbm"
 def jobs_dir() -> Path:
     """Directory of the shipped job files.
 
-    ``jobs/`` at the repository root is the source of truth; it is found next to the
-    ``grb_dist`` package (editable installs and checkouts). ``$GRB_DIST_JOBS`` overrides the
-    location (installed wheels: point it at a copy of ``jobs/``).
+    The job files are package data (``grb_dist/jobs/*.yaml``), found with
+    :mod:`importlib.resources`, so checkouts, editable installs and installed wheels all see
+    them. ``$GRB_DIST_JOBS`` overrides the location (a directory of job files); ``--job FILE``
+    overrides it per command.
     """
     env = os.environ.get("GRB_DIST_JOBS")
-    candidates = [Path(env)] if env else []
-    pkg = Path(grb_dist.__file__).resolve().parent
-    candidates += [pkg.parent / "jobs", pkg / "jobs"]
-    for c in candidates:
-        if c.is_dir():
-            return c
+    if env:
+        path = Path(env).expanduser()
+        if path.is_dir():
+            return path
+        raise ConfigError(f"GRB_DIST_JOBS={env} is not a directory; point it at a directory of job files or unset it")
+    shipped = resources.files("grb_dist").joinpath("jobs")
+    if shipped.is_dir():
+        return Path(str(shipped))
     raise ConfigError(
-        "cannot find the job files (jobs/ next to the grb_dist package); set GRB_DIST_JOBS to "
-        "a directory of job files or pass --job FILE"
+        "cannot find the job files (grb_dist/jobs/ in the installed package); reinstall grb-dist, "
+        "set GRB_DIST_JOBS to a directory of job files or pass --job FILE"
     )
 
 
@@ -110,7 +113,7 @@ class TrainSection:
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A sweep job (one dataset, injection scenario). See ``jobs/csbm.yaml`` for the layout.
+    """A sweep job (one dataset, injection scenario). See ``grb_dist/jobs/csbm.yaml`` for the layout.
 
     Mapping sections (``models``, ``attack``, ``budgets``, ``attacks``,
     ``adversarial_training``) are checked for shape here and for content by the registries
@@ -211,7 +214,7 @@ def load_job(path: str | Path) -> JobSpec:
 def default_job_path(dataset: str | None) -> Path:
     """The shipped job of a catalogue dataset; the default job for paths and ``None``."""
     d = jobs_dir()
-    # only a plain name selects a shipped job: ``../cluster`` must never read jobs/../cluster.yaml
+    # only a plain name selects a shipped job: ``../cluster`` must never read <jobs dir>/../cluster.yaml
     if dataset is not None and is_name(dataset) and not Path(dataset).exists():
         candidate = d / f"{normalize_name(dataset).replace('_', '-')}.yaml"
         if candidate.is_file():
