@@ -76,7 +76,7 @@ def test_model_config_strict():
         model_config("gcn", {"hiden_sizes": [3]})
     with pytest.raises(ConfigError, match="heads"):
         model_config("gat", {"heads": 0})
-    with pytest.raises(UnknownNameError, match="gcn_ln"):
+    with pytest.raises(UnknownNameError, match="did you mean 'gcn'"):
         MODELS.get("gcm")
     assert model_config("GCN-LN", {}).layer_norm is True
     assert MODELS.get("GAT-LN") is MODELS.get("gat_ln")
