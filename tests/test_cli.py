@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 from typer.testing import CliRunner
 
 from grb_dist.cli import app
@@ -12,6 +15,23 @@ def test_datasets_lists_catalogue():
     assert r.exit_code == 0, r.output
     for name in ("csbm", "grb-aminer", "csbm-grb-aminer", "659,574"):
         assert name in r.output
+
+
+def test_datasets_does_not_import_torch():
+    """``grb-dist datasets`` lists the catalogue and the local copies without importing torch
+    (which takes seconds): checked in a fresh interpreter."""
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from grb_dist.cli import app\n"
+        "r = CliRunner().invoke(app, ['datasets'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "assert 'grb-aminer' in r.output, r.output\n"
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
 
 
 def test_train_prints_difficulties():

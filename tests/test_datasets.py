@@ -244,3 +244,44 @@ def test_unreachable_source_says_where_to_put_files(tmp_path):
 def test_official_dataset_offline_error(tmp_path):
     with pytest.raises(DatasetError, match="by hand|unreachable"):
         load_dataset("grb-citeseer", data_dir=tmp_path)
+
+
+def _save_raw_sparse(path: Path, fmt: str, n: int, major: np.ndarray, minor: np.ndarray) -> None:
+    """An ``.npz`` in the Nettack convention holding exactly the given stored entries (in
+    ``fmt`` order, duplicates and self-loops kept as stored; scipy would sum duplicates)."""
+    order = np.lexsort((minor, major))
+    major, minor = major[order], minor[order]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(major, minlength=n))])
+    np.savez(path, adj_data=np.ones(major.size), adj_indices=minor, adj_indptr=indptr,
+             adj_shape=np.array([n, n]), adj_format=np.array(fmt), labels=np.arange(n) % 2)
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+def test_npz_edge_report_counts_are_exact_and_never_negative(tmp_path, fmt):
+    """The load report against a set-based count, on graphs stored in one direction only,
+    with duplicates in both directions and duplicated self-loops (the case an earlier report,
+    ``entries - self-loops - 2 * undirected edges``, gave a negative duplicate count for)."""
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        n = int(rng.integers(3, 12))
+        src = rng.integers(0, n, int(rng.integers(0, 40)))
+        dst = rng.integers(0, n, src.size)
+        if trial % 4 == 0:  # one direction only, no duplicates
+            keep = src < dst
+            pairs = np.unique(src[keep] * n + dst[keep])
+            src, dst = pairs // n, pairs % n
+        path = tmp_path / f"g{trial}.npz"  # entry (src, dst): CSR stores it in row src, CSC in column dst
+        _save_raw_sparse(path, fmt, n, *((src, dst) if fmt == "csr" else (dst, src)))
+        _, report = load_npz_graph(path)
+        stored = list(zip(src.tolist(), dst.tolist()))
+        loops = sum(a == b for a, b in stored)
+        distinct = {(a, b) for a, b in stored if a != b}
+        undirected = {(min(a, b), max(a, b)) for a, b in distinct}
+        expected = {
+            "input_entries": len(stored), "directed_entries": len(stored), "self_loops_removed": loops,
+            "duplicate_entries_removed": len(stored) - loops - len(distinct),
+            "reverse_edges_added": sum((b, a) not in distinct for a, b in distinct),
+            "undirected_edges": len(undirected),
+        }
+        assert report == expected, (trial, report, expected)
+        assert min(report.values()) >= 0

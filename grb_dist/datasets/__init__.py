@@ -1,9 +1,16 @@
-"""Datasets: the catalogue, the official GRB layout, ``.npz`` files, CSBM graphs, splits."""
+"""Datasets: the catalogue, the official GRB layout, ``.npz`` files, CSBM graphs, splits.
+
+Importing this package does not import torch (``grb-dist datasets`` lists the catalogue and
+what is cached in well under a second): the modules here import :mod:`grb_dist.graph`
+(which needs torch) only inside the functions that build a graph, and ``Graph`` is
+re-exported lazily.
+"""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from grb_dist.datasets.catalog import CATALOG, DatasetInfo
 from grb_dist.datasets.csbm import CBAConfig, CSBMConfig, bayes_predict, sample_cba, sample_csbm, sample_inductive_nodes
@@ -12,7 +19,9 @@ from grb_dist.datasets.normalize import NORMALIZATIONS, normalize_features
 from grb_dist.datasets.npz import load_npz_graph
 from grb_dist.datasets.split import grb_split
 from grb_dist.errors import DatasetError
-from grb_dist.graph import Graph
+
+if TYPE_CHECKING:
+    from grb_dist.graph import Graph
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +31,15 @@ __all__ = [
     "load_dataset", "load_grb_dir", "load_npz_graph", "normalize_features", "sample_cba",
     "sample_csbm", "sample_inductive_nodes", "is_available",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``Graph`` on first use (it imports torch)."""
+    if name == "Graph":
+        from grb_dist.graph import Graph
+
+        return Graph
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_published_sizes(graph: Graph, info: DatasetInfo, where: Path) -> None:

@@ -28,12 +28,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from grb_dist.errors import ConfigError
-from grb_dist.graph import Graph, canonical_edges
+
+if TYPE_CHECKING:  # grb_dist.graph imports torch: the config classes load without it
+    import torch
+
+    from grb_dist.graph import Graph
 
 
 @dataclass(frozen=True)
@@ -221,6 +225,8 @@ def _sample_weighted_edges(labels: np.ndarray, p: float, q: float, rng: np.rando
 
 def sample_csbm(config: CSBMConfig, seed: int = 0, name: str = "csbm") -> tuple[Graph, np.ndarray]:
     """Sample a CSBM graph; returns ``(graph, class_means)``. The graph has no split yet."""
+    from grb_dist.graph import Graph, canonical_edges
+
     rng = np.random.default_rng(seed)
     c = config
     means = class_means(c.num_classes, c.num_features, c.K, c.sigma, seed)
@@ -243,6 +249,8 @@ def sample_inductive_nodes(
     new) with probability p (same class) or q (different class). Returns a new graph whose
     last ``num_new`` nodes are the new ones; the split of ``graph`` is kept.
     """
+    from grb_dist.graph import Graph, canonical_edges
+
     config._plain_only("sample_inductive_nodes")
     rng = np.random.default_rng(seed)
     n = graph.num_nodes
@@ -308,6 +316,8 @@ class CBAConfig:
 
 def sample_cba(config: CBAConfig, seed: int = 0, name: str = "cba") -> tuple[Graph, np.ndarray]:
     """Sample a CBA graph: node i attaches m times with probability ~ (1 + deg_j) * omega(y_i, y_j)."""
+    from grb_dist.graph import Graph, canonical_edges
+
     rng = np.random.default_rng(seed)
     c = config
     means = class_means(c.num_classes, c.num_features, c.K, c.sigma, seed)
@@ -384,4 +394,6 @@ def bayes_predict(graph: Graph, config: CSBMConfig, means: np.ndarray, nodes: np
 
 
 def as_torch_means(means: np.ndarray) -> torch.Tensor:
+    import torch
+
     return torch.as_tensor(means, dtype=torch.float32)

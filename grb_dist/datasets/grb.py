@@ -25,13 +25,15 @@ import shutil
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
 from grb_dist.datasets.npz import open_npz, read_array, read_sparse
 from grb_dist.errors import DatasetError
-from grb_dist.graph import Graph, canonical_edges
+
+if TYPE_CHECKING:
+    from grb_dist.graph import Graph
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,8 @@ def is_grb_dir(path: Path) -> bool:
 
 def load_grb_dir(path: str | Path, name: str | None = None) -> Graph:
     """Load a dataset directory in the official GRB layout, with its official split."""
+    from grb_dist.graph import Graph, canonical_edges  # torch: only when a graph is built
+
     path = Path(path)
     name = name or path.name
     missing = [f for f in GRB_FILES if not (path / f).is_file()]
