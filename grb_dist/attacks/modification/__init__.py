@@ -8,10 +8,20 @@ and returns an audited :class:`~grb_dist.graph.Modification`.
 from __future__ import annotations
 
 from grb_dist.attacks.modification.base import ModificationAttack, ModificationConfig
+from grb_dist.attacks.modification.dice import DICE
+from grb_dist.attacks.modification.flip import FLIP
+from grb_dist.attacks.modification.nea import NEA
+from grb_dist.attacks.modification.rnd import RND
+from grb_dist.attacks.modification.stack import STACK
 from grb_dist.registry import Registry
 
 #: Registered modification attacks: name -> class (names are the paper acronyms).
 MODIFICATION_ATTACKS: Registry[type[ModificationAttack]] = Registry("modification attack", {
+    "rnd": RND,
+    "dice": DICE,
+    "flip": FLIP,
+    "nea": NEA,
+    "stack": STACK,
 })
 
 __all__ = ["MODIFICATION_ATTACKS", "ModificationAttack", "ModificationConfig"]
