@@ -265,11 +265,15 @@ def _warn(message: str) -> None:
 @handle_errors
 def leaderboard(
     run_dir: Path = typer.Argument(..., help="Run directory of a (finished or partial) sweep."),
+    scenario: Optional[str] = typer.Option(None, "--scenario", help="One scenario: injection or modification (default: every scenario in the run)."),
     difficulty: Optional[str] = typer.Option(None, "--difficulty", help="One difficulty (default: all in the run)."),
-    fmt: str = typer.Option("md", "--format", "-f", help="Output format: md, csv, html."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of printing."),
+    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="md, csv, latex or html (default: tables on a terminal, Markdown otherwise)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of printing; with csv a directory (one CSV per board) or a .csv file (one long table)."),
 ) -> None:
-    """Re-reduce the scores of a run into leaderboards (also refreshes RUN_DIR/leaderboard/)."""
+    """Re-reduce the scores of a run into leaderboards per scenario and difficulty.
+
+    Also refreshes RUN_DIR/leaderboard/<scenario>/ (unless the run is read-only).
+    """
     from grb_dist.errors import ConfigError
     from grb_dist.graph import difficulty_key
     from grb_dist.leaderboard import FORMATS, render
@@ -277,26 +281,67 @@ def leaderboard(
     from grb_dist.store import RunStore
     from grb_dist.sweep.session import reduce_run
 
-    if fmt not in FORMATS:
+    if fmt is not None and fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+    if scenario is not None and not scenario.strip():
+        raise ConfigError("--scenario is empty; choose injection or modification")
     ds = [difficulty_key(difficulty)[5:]] if difficulty else None
-    if output is not None:
+    csv_dir = output is not None and fmt == "csv" and (output.is_dir() or output.suffix.lower() != ".csv")
+    if csv_dir:
+        from grb_dist.report import check_output_dir
+
+        check_output_dir(output)
+    elif output is not None:
         check_output_file(output)
     store = RunStore.existing(run_dir)
     save = run_is_writable(store.root)  # a read-only run is reported, not refreshed
+    boards = reduce_run(store, ds, save=save, on_warning=_warn, scenarios=[scenario] if scenario else None)
     if not save:
         err_console.print(f"note: {run_dir} is read-only; its leaderboard/ files are not refreshed", highlight=False)
-    text = render(reduce_run(store, ds, save=save, on_warning=_warn), fmt)
-    if output is not None:
-        from grb_dist.store.parquet import write_bytes
+    if output is None and fmt in (None, "md") and console.is_terminal:
+        from grb_dist.leaderboard.render import rich_tables
 
-        try:
-            write_bytes(text.encode(), output)
-        except OSError as exc:
-            raise ConfigError(f"cannot write --output {output}: {exc.strerror or exc}") from None
-        console.print(f"wrote {output}", highlight=False)
-    else:
-        typer.echo(text)
+        for table in rich_tables(boards):
+            console.print(table)
+        return
+    if output is None:
+        typer.echo(render(boards, fmt or "md"), nl=False)
+        return
+    from grb_dist.store.parquet import write_bytes
+
+    try:
+        if csv_dir:
+            from grb_dist.leaderboard.render import file_stem, to_csv
+
+            output.mkdir(exist_ok=True)
+            for name, board in boards.items():
+                write_bytes(to_csv(board).encode(), output / f"{file_stem(name)}.csv")
+        else:
+            write_bytes(render(boards, fmt or "md").encode(), output)
+    except OSError as exc:
+        raise ConfigError(f"cannot write --output {output}: {exc.strerror or exc}") from None
+    console.print(f"wrote {len(boards)} CSV files to {output}" if csv_dir else f"wrote {output}", highlight=False)
+
+
+@app.command()
+@handle_errors
+def report(
+    run_dir: Path = typer.Argument(..., help="Run directory of a (finished or partial) sweep."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Directory of the report (default: RUN_DIR/report)."),
+) -> None:
+    """Write a self-contained HTML report of a run: metadata, leaderboards, figures.
+
+    One directory (default RUN_DIR/report): index.html with everything embedded, and each
+    figure as PNG and PDF. Every file is written atomically.
+    """
+    from grb_dist.report import build_report, check_output_dir, write_report
+    from grb_dist.store import RunStore
+
+    store = RunStore.existing(run_dir)
+    out = check_output_dir(output if output is not None else store.root / "report")
+    rep = build_report(store.read_scores(on_warning=_warn), store.manifest())
+    page = write_report(rep, out)
+    console.print(f"wrote {page} and {len(rep.figures)} figures (PNG and PDF) in {out}", highlight=False)
 
 
 @app.command()

@@ -1,43 +1,74 @@
-"""Rendering leaderboards: Markdown, CSV and HTML (results are data; these are views)."""
+"""Rendering leaderboards: Markdown, CSV, LaTeX, HTML and rich tables (results are data;
+these are views).
+
+Boards are keyed ``<scenario>/<kind>-<difficulty>`` (see :func:`~grb_dist.leaderboard.rank.board_name`).
+Every renderer keeps one table per board; the long CSV is the one exception, a single
+table whose ``scenario``, ``board`` and ``difficulty`` columns say which board a row is of.
+"""
 
 from __future__ import annotations
 
 import html
-from typing import Mapping
+import io
+from typing import TYPE_CHECKING, Mapping
 
 import pandas as pd
 
-FORMATS = ("md", "csv", "html")
+from grb_dist.leaderboard.rank import parse_name
+
+if TYPE_CHECKING:  # rich is imported only by the terminal view
+    from rich.table import Table
+
+FORMATS = ("md", "csv", "latex", "html")
 
 _ATTACK_COLS = [("Rank", "rank"), ("Attack", "attack"), ("Surrogate", "surrogate"), ("Average", "average"),
                 ("Avg 3-Max", "avg_3_max"), ("Weighted", "weighted"), ("Defenses", "n_defenses"), ("Repeats", "n_repeats")]
 _DEFENSE_COLS = [("Rank", "rank"), ("Defense", "defense"), ("Clean", "clean_accuracy"), ("Average", "average"),
                  ("Avg 3-Min", "avg_3_min"), ("Weighted", "weighted"), ("Attacks", "n_attacks"), ("Repeats", "n_repeats")]
+_TEXT_KEYS = {"attack", "surrogate", "defense"}
+
+#: Columns of the long CSV, in order: which board, then the union of both boards' columns.
+LONG_COLUMNS = ["scenario", "board", "difficulty", "rank", "attack", "surrogate", "defense", "clean_accuracy",
+                "average_mean", "average_std", "avg_3_max_mean", "avg_3_max_std", "avg_3_min_mean", "avg_3_min_std",
+                "weighted_mean", "weighted_std", "n_defenses", "n_attacks", "n_repeats"]
+_INT_COLUMNS = ("rank", "n_defenses", "n_attacks", "n_repeats")
 
 
 def title(name: str) -> str:
-    kind, _, difficulty = name.partition("-")
+    """The caption of a board: what is ranked, on which difficulty and scenario."""
+    scenario, kind, difficulty = parse_name(name)
     if kind == "attacks":
-        return f"Attacks over defenses ({difficulty}; accuracy, lower = stronger attack)"
-    return f"Defenses over attacks ({difficulty}; accuracy, higher = more robust)"
+        return f"Attacks over defenses ({difficulty}; {scenario}; accuracy, lower = stronger attack)"
+    return f"Defenses over attacks ({difficulty}; {scenario}; accuracy, higher = more robust)"
 
 
-def cells(board: pd.DataFrame, name: str) -> tuple[list[str], list[list[str]]]:
-    """Header and formatted rows: ``mean ± std`` with 4 decimals for the metrics."""
-    cols = _ATTACK_COLS if name.startswith("attacks") else _DEFENSE_COLS
-    header = [h for h, _ in cols]
-    rows = []
-    for _, r in board.iterrows():
-        row = []
-        for _, key in cols:
-            if f"{key}_mean" in board.columns:
-                row.append(f"{r[f'{key}_mean']:.4f} ± {r[f'{key}_std']:.4f}")
-            elif key == "clean_accuracy":
-                row.append("" if pd.isna(r[key]) else f"{r[key]:.4f}")
-            else:
-                row.append(str(r[key]))
-        rows.append(row)
-    return header, rows
+def file_stem(name: str) -> str:
+    """A flat file name for a board (``injection-attacks-full``), for one file per board."""
+    scenario, kind, difficulty = parse_name(name)
+    return f"{scenario}-{kind}-{difficulty}"
+
+
+def _columns(name: str) -> list[tuple[str, str]]:
+    return _ATTACK_COLS if parse_name(name)[1] == "attacks" else _DEFENSE_COLS
+
+
+def _cell(r: pd.Series, key: str, columns: pd.Index, pm: str) -> tuple[str, float | None]:
+    """One formatted cell and its numeric value (None for text): ``mean ± std`` with 4
+    decimals for the metrics."""
+    if f"{key}_mean" in columns:
+        return f"{r[f'{key}_mean']:.4f}{pm}{r[f'{key}_std']:.4f}", float(r[f"{key}_mean"])
+    if key == "clean_accuracy":
+        return ("", None) if pd.isna(r[key]) else (f"{r[key]:.4f}", float(r[key]))
+    if key in _TEXT_KEYS:
+        return str(r[key]), None
+    return str(r[key]), float(r[key])
+
+
+def cells(board: pd.DataFrame, name: str, pm: str = " ± ") -> tuple[list[str], list[list[str]]]:
+    """Header and formatted rows of a board."""
+    cols = _columns(name)
+    rows = [[_cell(r, key, board.columns, pm)[0] for _, key in cols] for _, r in board.iterrows()]
+    return [h for h, _ in cols], rows
 
 
 def to_markdown(board: pd.DataFrame, name: str) -> str:
@@ -49,22 +80,167 @@ def to_markdown(board: pd.DataFrame, name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_html(board: pd.DataFrame, name: str) -> str:
-    header, rows = cells(board, name)
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<h3>{html.escape(title(name))}</h3>\n<table>\n<thead><tr>{head}</tr></thead>\n<tbody>{body}</tbody>\n</table>\n"
+# --------------------------------------------------------------------------- HTML
+
+#: Inline style of the HTML views (the leaderboard page and the report).
+STYLE = """
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d2430;
+       max-width: 1240px; margin: 0 auto; padding: 24px 28px 64px; background: #fbfbfd; }
+h1 { font-size: 26px; margin: 0 0 4px; } h2 { font-size: 20px; margin: 36px 0 8px; border-bottom: 2px solid #dfe3ea; padding-bottom: 4px; }
+h3 { font-size: 15px; margin: 22px 0 6px; color: #36405a; }
+table.board { border-collapse: collapse; margin: 4px 0 14px; font-variant-numeric: tabular-nums; background: #fff;
+              box-shadow: 0 1px 2px rgba(0,0,0,.06); }
+table.board th, table.board td { padding: 4px 9px; border-bottom: 1px solid #e6e9ef; text-align: right; white-space: nowrap; }
+table.board th { background: #eef1f6; font-weight: 600; cursor: pointer; user-select: none; }
+table.board th:hover { background: #e1e6ef; }
+table.board th.asc::after { content: " \\25B2"; font-size: 10px; } table.board th.desc::after { content: " \\25BC"; font-size: 10px; }
+table.board td.text, table.board th.text { text-align: left; }
+table.board tbody tr:nth-child(even) { background: #f7f8fb; }
+table.meta td { padding: 2px 14px 2px 0; vertical-align: top; } table.meta td:first-child { color: #5a6478; }
+code { font-size: 13px; background: #eef1f6; padding: 1px 4px; border-radius: 3px; }
+figure { margin: 12px 0 24px; } figure img { max-width: 100%; height: auto; border: 1px solid #e6e9ef; background: #fff; }
+figcaption { color: #5a6478; font-size: 13px; margin-top: 4px; }
+nav a { margin-right: 14px; } .muted { color: #5a6478; }
+"""
+
+#: Inline script: a click on a header sorts its table by that column (numbers by the
+#: ``data-value`` of their cells, text alphabetically); a second click reverses.
+SORT_SCRIPT = """
+document.querySelectorAll("table.board").forEach(function (table) {
+  table.querySelectorAll("th").forEach(function (th, col) {
+    th.addEventListener("click", function () {
+      var asc = !th.classList.contains("asc");
+      table.querySelectorAll("th").forEach(function (h) { h.classList.remove("asc", "desc"); });
+      th.classList.add(asc ? "asc" : "desc");
+      var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function (a, b) {
+        var x = a.cells[col], y = b.cells[col], vx = x.dataset.value, vy = y.dataset.value, c;
+        if (vx !== undefined && vy !== undefined) { c = parseFloat(vx) - parseFloat(vy); }
+        else if (vx === undefined && vy === undefined) { c = x.textContent.localeCompare(y.textContent); }
+        else { c = vx === undefined ? 1 : -1; }
+        return asc ? c : -c;
+      });
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+});
+"""
+
+
+def to_html(board: pd.DataFrame, name: str, heading: str = "h3") -> str:
+    """A board as a heading and a sortable ``<table class="board">`` (numeric cells carry
+    their value in ``data-value``)."""
+    cols = _columns(name)
+    head = "".join(f'<th class="{"text" if k in _TEXT_KEYS else "num"}">{html.escape(h)}</th>' for h, k in cols)
+    body = []
+    for _, r in board.iterrows():
+        tds = []
+        for _, key in cols:
+            text, value = _cell(r, key, board.columns, " ± ")
+            if value is None:
+                tds.append(f'<td class="text">{html.escape(text)}</td>')
+            else:
+                tds.append(f'<td data-value="{value!r}">{html.escape(text)}</td>')
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    return (f"<{heading}>{html.escape(title(name))}</{heading}>\n<table class=\"board\" data-board=\"{html.escape(name)}\">\n"
+            f"<thead><tr>{head}</tr></thead>\n<tbody>{''.join(body)}</tbody>\n</table>\n")
+
+
+def html_page(boards: Mapping[str, pd.DataFrame]) -> str:
+    """A standalone, styled page of sortable tables."""
+    tables = "\n".join(to_html(b, n) for n, b in boards.items())
+    return (f"<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>grb-dist leaderboards</title>\n"
+            f"<style>{STYLE}</style>\n</head>\n<body>\n<h1>grb-dist leaderboards</h1>\n{tables}\n"
+            f"<script>{SORT_SCRIPT}</script>\n</body>\n</html>\n")
+
+
+# --------------------------------------------------------------------------- LaTeX
+
+_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def latex_escape(text: str) -> str:
+    """``text`` with LaTeX's special characters escaped (``gcn_ln`` -> ``gcn\\_ln``)."""
+    return "".join(_LATEX_ESCAPES.get(c, c) for c in str(text))
+
+
+def to_latex(board: pd.DataFrame, name: str) -> str:
+    """A board as a booktabs ``table`` (needs ``\\usepackage{booktabs}``)."""
+    cols = _columns(name)
+    header, rows = cells(board, name, pm=" $\\pm$ ")
+    align = "".join("l" if k in _TEXT_KEYS else "r" for _, k in cols)
+    text_cols = {i for i, (_, k) in enumerate(cols) if k in _TEXT_KEYS}
+    lines = ["\\begin{table}[htbp]", "\\centering", f"\\caption{{{latex_escape(title(name))}}}",
+             f"\\label{{tab:{latex_escape(file_stem(name))}}}", f"\\begin{{tabular}}{{{align}}}", "\\toprule",
+             " & ".join(latex_escape(h) for h in header) + " \\\\", "\\midrule"]
+    for r in rows:  # metric cells hold $\pm$ on purpose; names are escaped
+        lines.append(" & ".join(latex_escape(c) if i in text_cols else c for i, c in enumerate(r)) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- CSV
+
+
+def to_csv(board: pd.DataFrame) -> str:
+    """One board as one CSV table (its own columns, raw numbers)."""
+    return board.to_csv(index=False, lineterminator="\n")
+
+
+def long_table(boards: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Every board in one long table with the columns :data:`LONG_COLUMNS`: ``scenario``,
+    ``board`` (``attacks`` or ``defenses``) and ``difficulty`` say which board a row is of;
+    columns a board does not have are empty."""
+    parts = []
+    for name, b in boards.items():
+        scenario, kind, difficulty = parse_name(name)
+        parts.append(b.assign(scenario=scenario, board=kind, difficulty=difficulty))
+    parts = [p for p in parts if len(p)]
+    out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    out = out.reindex(columns=LONG_COLUMNS)
+    for c in _INT_COLUMNS:
+        out[c] = out[c].astype("Int64")
+    return out
+
+
+def to_long_csv(boards: Mapping[str, pd.DataFrame]) -> str:
+    """Every board as a single CSV table (see :func:`long_table`): one header line."""
+    return long_table(boards).to_csv(index=False, lineterminator="\n")
+
+
+# --------------------------------------------------------------------------- terminal
+
+
+def rich_tables(boards: Mapping[str, pd.DataFrame]) -> list["Table"]:
+    """The boards as rich tables, for a terminal."""
+    from rich.table import Table
+
+    out = []
+    for name, board in boards.items():
+        cols = _columns(name)
+        header, rows = cells(board, name)
+        t = Table(title=title(name), title_justify="left", header_style="bold")
+        for h, (_, key) in zip(header, cols):
+            t.add_column(h, justify="left" if key in _TEXT_KEYS else "right", no_wrap=True)
+        for r in rows:
+            t.add_row(*r)
+        out.append(t)
+    return out
 
 
 def render(boards: Mapping[str, pd.DataFrame], fmt: str = "md") -> str:
-    """All ``boards`` in one document of format ``md``, ``csv`` (raw numbers, a ``board``
-    column names the table) or ``html``."""
+    """All ``boards`` in one document of format ``md``, ``csv`` (the long table of
+    :func:`long_table`), ``latex`` (one booktabs table per board) or ``html`` (a page)."""
     if fmt == "md":
         return "\n".join(to_markdown(b, n) for n, b in boards.items())
     if fmt == "html":
-        return "<!doctype html>\n<meta charset=\"utf-8\">\n" + "\n".join(to_html(b, n) for n, b in boards.items())
+        return html_page(boards)
     if fmt == "csv":
-        return "".join(b.assign(board=n).to_csv(index=False) for n, b in boards.items())
+        return to_long_csv(boards)
+    if fmt == "latex":
+        return "% grb-dist leaderboards; needs \\usepackage{booktabs}\n\n" + "\n".join(
+            to_latex(b, n) for n, b in boards.items())
     from grb_dist.errors import ConfigError
 
     raise ConfigError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")

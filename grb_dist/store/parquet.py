@@ -9,7 +9,7 @@ Layout::
     RUN_DIR/perturbations/scenario=<s>/dataset=<d>/difficulty=<x>/<perturbation_id>.parquet
     RUN_DIR/scores/scenario=<s>/dataset=<d>/difficulty=<x>/part-<uuid>.parquet
     RUN_DIR/quarantine/...                   unreadable or foreign files moved out of the tables
-    RUN_DIR/leaderboard/{attacks,defenses}-<difficulty>.{parquet,md}
+    RUN_DIR/leaderboard/<scenario>/{attacks,defenses}-<difficulty>.{parquet,md}
 
 Writes: every file is written to a hidden temporary file in its final directory
 (``.<name>.tmp-<host>-<pid>-<uuid>``), fsync'd, and moved into place with ``os.replace``
@@ -692,8 +692,19 @@ class RunStore:
     # ---------------------------------------------------------------- leaderboards
 
     def write_leaderboard(self, name: str, table: pa.Table, markdown: str) -> None:
-        write_table(table, self.root / "leaderboard" / f"{name}.parquet")
-        write_bytes(markdown.encode(), self.root / "leaderboard" / f"{name}.md")
+        """Write one board as ``leaderboard/<scenario>/<kind>-<difficulty>.{parquet,md}``
+        (``name`` is the board's key, ``<scenario>/<kind>-<difficulty>``), each file
+        atomically. The flat file of the same board written before boards were per
+        scenario (``leaderboard/<kind>-<difficulty>.*``, always injection) is stale then,
+        and is removed."""
+        parts = [safe_label(part) for part in name.split("/")]
+        path = self.root.joinpath("leaderboard", *parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_table(table, path.with_name(f"{path.name}.parquet"))
+        write_bytes(markdown.encode(), path.with_name(f"{path.name}.md"))
+        if len(parts) == 2 and parts[0] == "injection":
+            for suffix in (".parquet", ".md"):
+                (self.root / "leaderboard" / f"{parts[1]}{suffix}").unlink(missing_ok=True)
 
 
 class ScoreWriter:

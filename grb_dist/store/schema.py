@@ -13,8 +13,8 @@ Tables under a run directory (``RUN_DIR``):
   n_inject)``, ``edge_dst`` the other endpoint), and the feature limits the attack used.
 * ``models/<name>-<seed>.pt`` (state_dicts) and ``training/<name>-<seed>.parquet`` --
   :data:`MODELS`, one row of training metadata per trained model.
-* ``leaderboard/attacks-<difficulty>.parquet`` / ``defenses-<difficulty>.parquet`` --
-  :data:`ATTACK_BOARD` / :data:`DEFENSE_BOARD`.
+* ``leaderboard/<scenario>/attacks-<difficulty>.parquet`` / ``defenses-<difficulty>.parquet``
+  -- :data:`ATTACK_BOARD` / :data:`DEFENSE_BOARD`, one board per scenario and difficulty.
 """
 
 from __future__ import annotations
@@ -101,6 +101,7 @@ _STATS = [
 ]
 
 ATTACK_BOARD = pa.schema([
+    pa.field("scenario", pa.string(), nullable=False),
     pa.field("difficulty", pa.string(), nullable=False),
     pa.field("attack", pa.string(), nullable=False),
     pa.field("surrogate", pa.string(), nullable=False),
@@ -114,6 +115,7 @@ ATTACK_BOARD = pa.schema([
 ])
 
 DEFENSE_BOARD = pa.schema([
+    pa.field("scenario", pa.string(), nullable=False),
     pa.field("difficulty", pa.string(), nullable=False),
     pa.field("defense", pa.string(), nullable=False),
     *_STATS,

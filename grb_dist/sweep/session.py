@@ -14,7 +14,7 @@ import pandas as pd
 
 from grb_dist.errors import ConfigError, GrbDistError
 from grb_dist.graph import Graph
-from grb_dist.leaderboard import leaderboards, render, to_arrow
+from grb_dist.leaderboard import leaderboards, render, scenarios_of, to_arrow
 from grb_dist.leaderboard.render import to_markdown
 from grb_dist.store import RunLock, RunStore, fingerprint_parts
 from grb_dist.store.fingerprint import combine
@@ -144,14 +144,21 @@ def open_store(prepared: Prepared, lock: RunLock) -> RunStore:
 
 
 def reduce_run(store: RunStore, difficulties: list[str] | None = None, *, save: bool = True,
-               on_warning=None) -> dict[str, pd.DataFrame]:
-    """Leaderboards of every cell of a (finished, partial or grown) run; saved under
-    ``leaderboard/`` as Parquet and Markdown when ``save``. Unreadable score files are
-    skipped and reported through ``on_warning`` (default: the log)."""
+               on_warning=None, scenarios: list[str] | None = None) -> dict[str, pd.DataFrame]:
+    """Leaderboards of every cell of a (finished, partial or grown) run, per scenario and
+    difficulty, keyed ``<scenario>/<kind>-<difficulty>``; saved under
+    ``leaderboard/<scenario>/`` as Parquet and Markdown when ``save``. ``scenarios``
+    (default: every scenario in the run) must be present in the run. Unreadable score files
+    are skipped and reported through ``on_warning`` (default: the log)."""
     scores = store.read_scores(on_warning=on_warning)
     if scores.empty:
         raise GrbDistError(f"{store.root} has no scores yet; run the sweep first")
-    boards = leaderboards(scores, difficulties)
+    present = scenarios_of(scores)
+    absent = [s for s in scenarios or [] if s not in present]
+    if absent:
+        raise GrbDistError(f"{store.root} has no scores of scenario {', '.join(absent)}; "
+                           f"it holds: {', '.join(present)}")
+    boards = leaderboards(scores, difficulties, scenarios)
     if save:
         for name, board in boards.items():
             store.write_leaderboard(name, to_arrow(name, board), to_markdown(board, name))

@@ -1,0 +1,119 @@
+"""A publishable report of a run: one self-contained HTML page and its figures (PNG, PDF).
+
+:func:`build_report` is pure (a scores table and the run's manifest in, the page and the
+figures' bytes out); :func:`write_report` writes them, each file atomically, the page last,
+so an error never leaves a half-written file; :func:`check_output_dir` checks the
+destination first (nothing is written when it is not usable).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from grb_dist.errors import ConfigError, GrbDistError
+from grb_dist.leaderboard.rank import leaderboards, of_scenario, scenarios_of
+from grb_dist.report.figures import Figure, budget_lines, difficulty_lines, heatmap
+from grb_dist.report.page import SECTIONS, build_html
+from grb_dist.store.parquet import safe_label
+from grb_dist.report.tables import (
+    accuracy_matrix,
+    budget_curves,
+    difficulties_of,
+    difficulty_curves,
+    environment,
+    has_budget_sweep,
+    run_info,
+)
+
+PAGE = "index.html"
+
+
+@dataclass(frozen=True)
+class Report:
+    """The rendered report: the HTML page and every figure (embedded in the page, and
+    written next to it as PNG and PDF)."""
+
+    html: str
+    figures: tuple[Figure, ...]
+
+
+def report_figures(scores: pd.DataFrame) -> tuple[list[Figure], list[Figure], list[Figure] | None]:
+    """Heatmaps (per scenario and difficulty), accuracy-vs-difficulty lines (per scenario)
+    and budget curves (per scenario; None when no attack has several budgets)."""
+    heatmaps, difficulty, budget = [], [], [] if has_budget_sweep(scores) else None
+    for scenario in scenarios_of(scores):
+        _, mine = of_scenario(scores, scenario)
+        label = safe_label(scenario)  # file names
+        for d in difficulties_of(mine):
+            matrix = accuracy_matrix(mine, scenario, d)
+            if not matrix.empty:
+                heatmaps.append(heatmap(matrix, f"heatmap-{label}-{safe_label(d)}", f"{scenario}, {d}: accuracy",
+                                        f"Accuracy per defense and attack, {scenario} scenario, {d} difficulty."))
+        curves = difficulty_curves(mine, scenario)
+        if curves:
+            difficulty.append(difficulty_lines(curves, f"difficulty-{label}", f"{scenario}: accuracy vs difficulty",
+                                               f"Accuracy per defense on each degree band, {scenario} scenario."))
+        if budget is not None:
+            bcurves = budget_curves(mine, scenario)
+            if bcurves:
+                budget.append(budget_lines(bcurves, f"budget-{label}", f"{scenario}: accuracy vs budget",
+                                           f"Mean accuracy over defenses per budget, {scenario} scenario."))
+    return heatmaps, difficulty, budget
+
+
+def build_report(scores: pd.DataFrame, manifest: Mapping[str, Any], *, env: Mapping[str, str] | None = None,
+                 generated_at: dt.datetime | None = None) -> Report:
+    """The report of a run from its scores (``schema.SCORES`` columns) and manifest."""
+    if scores.empty:
+        raise GrbDistError("the run has no scores yet; run the sweep first")
+    now = generated_at or dt.datetime.now(dt.timezone.utc)
+    info = run_info(scores, manifest, env if env is not None else environment(), now)
+    heatmaps, difficulty, budget = report_figures(scores)
+    page = build_html(info, leaderboards(scores), heatmaps, difficulty, budget)
+    return Report(page, tuple(heatmaps + difficulty + (budget or [])))
+
+
+def check_output_dir(path: str | Path, flag: str = "--output") -> Path:
+    """A directory about to be written: it is a writable directory, or it does not exist and
+    its parent is one (it is created then). Writes nothing."""
+    path = Path(path)
+    if path.exists():
+        if not path.is_dir():
+            raise ConfigError(f"{flag} {path} is a file; give a directory")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise ConfigError(f"{flag} {path} is not writable; choose another {flag}")
+        return path
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise ConfigError(f"{flag} {path}: the directory {parent} does not exist; create it first")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} {path}: {parent} is not writable; choose another {flag}")
+    return path
+
+
+def write_report(report: Report, directory: str | Path) -> Path:
+    """Write the figures (``<name>.png``, ``<name>.pdf``) and then ``index.html`` into
+    ``directory`` (created if missing), each file by temporary file + rename. Returns the
+    page's path."""
+    from grb_dist.store.parquet import write_bytes
+
+    directory = Path(directory)
+    try:
+        directory.mkdir(exist_ok=True)
+        for fig in report.figures:
+            write_bytes(fig.png, directory / f"{fig.name}.png")
+            write_bytes(fig.pdf, directory / f"{fig.name}.pdf")
+        page = directory / PAGE
+        write_bytes(report.html.encode("utf-8"), page)
+    except OSError as exc:
+        raise ConfigError(f"cannot write the report to {directory}: {exc.strerror or exc}") from None
+    return page
+
+
+__all__ = ["PAGE", "Report", "SECTIONS", "build_report", "check_output_dir", "report_figures", "write_report"]

@@ -1,0 +1,238 @@
+"""``grb-dist report``: the pure tables and page on synthetic scores (both scenarios), the
+files it writes (atomically, also from a read-only run), and the page opened in a real
+headless Chromium: every section in the DOM, every figure decoded, a non-trivial screenshot."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import struct
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from grb_dist.report import PAGE, SECTIONS, build_report, write_report
+from grb_dist.report.tables import accuracy_matrix, budget_curves, difficulty_curves, has_budget_sweep
+
+from test_leaderboard import MANIFEST_DATASET, make_run, synthetic_scores, tree
+
+runner = CliRunner()
+MANIFEST = {"dataset": MANIFEST_DATASET, "config_hash": "c0ffee0123456789", "version": "0.1.0",
+            "created_at": "2026-01-02T00:00:00+00:00", "jobs": [{"config_hash": "c0ffee0123456789"}]}
+ENV = {"grb-dist": "0.1.0", "python": "3.11.0", "torch": "2.13.0", "ray": "2.60.0"}
+NOW = dt.datetime(2026, 1, 3, 12, 0, tzinfo=dt.timezone.utc)
+
+
+def _app():
+    from grb_dist.cli import app
+
+    return app
+
+
+class _Dom(HTMLParser):
+    """Ids of every element, attributes of every <img> and <body>, <table> count."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[str] = set()
+        self.images: list[dict[str, str]] = []
+        self.body: dict[str, str] = {}
+        self.tables = 0
+
+    def handle_starttag(self, tag, attrs):
+        a = {k: v or "" for k, v in attrs}
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag == "img":
+            self.images.append(a)
+        elif tag == "body":
+            self.body = a
+        elif tag == "table" and "board" in a.get("class", ""):
+            self.tables += 1
+
+
+def dom(text: str) -> _Dom:
+    parser = _Dom()
+    parser.feed(text)
+    return parser
+
+
+# ----------------------------------------------------------------------------- pure functions
+
+
+def test_accuracy_matrix_clean_first_mean_over_repeats():
+    scores = synthetic_scores(difficulties=("hard",))
+    m = accuracy_matrix(scores, "modification", "hard")
+    assert list(m.columns)[0] == "clean" and set(m.columns) == {"clean", "dice", "fga"}
+    mod = scores[(scores["scenario"] == "modification") & (scores["difficulty"] == "hard")]
+    want = mod[mod["attack"] == "dice"].groupby("defense")["accuracy"].mean()
+    np.testing.assert_allclose(m.loc[want.index, "dice"], want)
+    assert list(m["clean"]) == sorted(m["clean"], reverse=True)  # best clean accuracy first
+    assert accuracy_matrix(scores, "injection", "easy").empty
+
+
+def test_difficulty_curves_use_the_bands_only():
+    curves = difficulty_curves(synthetic_scores(), "injection")
+    assert set(curves) == {"clean", "attacked"}
+    assert list(curves["clean"].columns) == ["easy", "medium", "hard"]  # full is their union: not a band
+    assert difficulty_curves(synthetic_scores(difficulties=("full",)), "injection") == {}
+
+
+def test_budget_curves_only_when_an_attack_has_several_budgets():
+    one = synthetic_scores(difficulties=("full",))
+    assert not has_budget_sweep(one)  # modification rows (n_injected 0) never count as a sweep
+    swept = synthetic_scores(difficulties=("full",), budgets=(10, 20, 40))
+    assert has_budget_sweep(swept)
+    curves = budget_curves(swept, "injection")
+    assert list(curves) == ["full"] and list(curves["full"].index) == [10, 20, 40]
+    assert budget_curves(swept, "modification") == {}
+
+
+def test_report_page_sections_metadata_and_figures():
+    scores = synthetic_scores(difficulties=("easy", "full"))
+    rep = build_report(scores, MANIFEST, env=ENV, generated_at=NOW)
+    d = dom(rep.html)
+    assert {"run", "leaderboards", "heatmaps", "difficulty", "leaderboards-injection",
+            "leaderboards-modification"} <= d.ids and "budget" not in d.ids
+    assert d.tables == 8  # 2 scenarios x 2 difficulties x (attacks, defenses)
+    assert [f.name for f in rep.figures] == ["heatmap-injection-easy", "heatmap-injection-full",
+                                             "heatmap-modification-easy", "heatmap-modification-full",
+                                             "difficulty-injection", "difficulty-modification"]
+    assert len(d.images) == len(rep.figures)
+    assert all(i["src"].startswith("data:image/png;base64,") for i in d.images)
+    for fig in rep.figures:
+        assert fig.png.startswith(b"\x89PNG") and fig.pdf.startswith(b"%PDF")
+    for needle in ("f" * 64, "c0ffee0123456789", "torch 2.13.0", "ray 2.60.0", "python 3.11.0", "2026-01-03 12:00 UTC",
+                   f"{len(scores):,} (injection", "Scenario: modification", "(easy; modification;"):
+        assert needle in rep.html, needle
+    again = build_report(scores, MANIFEST, env=ENV, generated_at=NOW)
+    assert again.html == rep.html  # deterministic: equal inputs, equal page
+
+
+def test_report_has_budget_section_when_budgets_vary():
+    rep = build_report(synthetic_scores(scenarios=("injection",), difficulties=("full",), budgets=(10, 20)),
+                       MANIFEST, env=ENV, generated_at=NOW)
+    assert "budget" in dom(rep.html).ids and rep.figures[-1].name == "budget-injection"
+
+
+def test_write_report_is_atomic(tmp_path, monkeypatch):
+    rep = build_report(synthetic_scores(scenarios=("injection",), difficulties=("full",)), MANIFEST, env=ENV,
+                       generated_at=NOW)
+    import grb_dist.store.parquet as parquet
+
+    real, calls = parquet.write_bytes, []
+
+    def failing(data, path):
+        calls.append(path)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        real(data, path)
+
+    monkeypatch.setattr(parquet, "write_bytes", failing)
+    from grb_dist.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="No space left"):
+        write_report(rep, tmp_path / "out")
+    names = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert PAGE not in names and not any(n.startswith(".") for n in names)  # no page, no temporary
+    monkeypatch.setattr(parquet, "write_bytes", real)
+    page = write_report(rep, tmp_path / "out")
+    assert page.read_text() == rep.html
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+def test_report_command_default_dir_and_bad_output(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    make_run(tmp_path / "run", synthetic_scores(scenarios=("modification",), difficulties=("full",)))
+    (tmp_path / "afile").write_text("x")
+    before = tree(tmp_path)
+    for args, word in ((["--output", "afile"], "is a file"), (["--output", "no/such/dir"], "does not exist")):
+        r = runner.invoke(_app(), ["report", "run", *args])
+        assert r.exit_code == 2 and r.output.startswith("error:") and word in r.output, r.output
+        assert len(r.output.strip().splitlines()) == 1 and tree(tmp_path) == before
+    r = runner.invoke(_app(), ["report", "nowhere"])
+    assert r.exit_code == 2 and r.output.startswith("error:")
+    r = runner.invoke(_app(), ["report", "run"])
+    assert r.exit_code == 0, r.output
+    files = sorted(p.name for p in (tmp_path / "run" / "report").iterdir())
+    assert files == ["heatmap-modification-full.pdf", "heatmap-modification-full.png", PAGE]
+
+
+def test_report_leaves_the_run_untouched(tmp_path, monkeypatch):
+    """With --output elsewhere nothing under the run changes (a read-only run works)."""
+    monkeypatch.chdir(tmp_path)
+    make_run(tmp_path / "run", synthetic_scores(scenarios=("injection",), difficulties=("full",)))
+    before = tree(tmp_path / "run")
+    mode = (tmp_path / "run").stat().st_mode
+    os.chmod(tmp_path / "run", 0o555)
+    try:
+        r = runner.invoke(_app(), ["report", "run", "--output", "elsewhere"])
+    finally:
+        os.chmod(tmp_path / "run", mode)
+    assert r.exit_code == 0, r.output
+    assert tree(tmp_path / "run") == before and (tmp_path / "elsewhere" / PAGE).is_file()
+
+
+# ----------------------------------------------------------------------------- in a browser
+
+
+def chromium() -> str:
+    """The Chromium binary; a clear failure (never a silent skip) when there is none."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.fail("chromium is not installed, so the report cannot be checked in a browser: "
+                "apt-get install chromium (bash .ci/run installs it)")
+
+
+def _browser(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
+           "--no-first-run", f"--user-data-dir={profile}", "--virtual-time-budget=10000", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    return struct.unpack(">II", head[16:24])
+
+
+def test_report_in_headless_chromium(tmp_path, monkeypatch):
+    binary = chromium()
+    monkeypatch.chdir(tmp_path)
+    make_run(tmp_path / "run", synthetic_scores(difficulties=("easy", "medium", "hard", "full"), budgets=(10, 20)))
+    r = runner.invoke(_app(), ["report", "run", "--output", "site"])
+    assert r.exit_code == 0, r.output
+    page = (tmp_path / "site" / PAGE).resolve()
+    url = page.as_uri()
+
+    dumped = _browser(binary, tmp_path / "profile-dom", "--dump-dom", url)
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    d = dom(dumped.stdout)
+    assert set(SECTIONS) <= d.ids, sorted(d.ids)
+    assert {"leaderboards-injection", "leaderboards-modification"} <= d.ids
+    assert d.tables == 16  # 2 scenarios x 4 difficulties x (attacks, defenses)
+    n_figures = len(list((tmp_path / "site").glob("*.png")))
+    assert len(d.images) == n_figures == 8 + 2 + 1  # heatmaps, difficulty lines, budget curve
+    for img in d.images:
+        w, h = (int(v) for v in img["data-natural-size"].split("x"))
+        assert w > 100 and h > 100, img["alt"]
+    assert d.body.get("data-images-decoded") == str(n_figures)
+
+    shot = tmp_path / "screenshot.png"
+    done = _browser(binary, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1280,2600", url)
+    assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
+    assert _png_size(shot) == (1280, 2600)
+    import matplotlib.image as mpimg
+
+    pixels = mpimg.imread(str(shot))[..., :3]
+    assert shot.stat().st_size > 50_000 and pixels.std() > 0.05  # text, tables and colour, not a blank page
+    assert len(np.unique((pixels.reshape(-1, 3) * 255).astype(np.uint8), axis=0)) > 200
