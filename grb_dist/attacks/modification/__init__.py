@@ -13,6 +13,10 @@ from grb_dist.attacks.modification.flip import FLIP
 from grb_dist.attacks.modification.nea import NEA
 from grb_dist.attacks.modification.rnd import RND
 from grb_dist.attacks.modification.stack import STACK
+from grb_dist.attacks.modification.fga import FGA
+from grb_dist.attacks.modification.grbcd import GRBCD
+from grb_dist.attacks.modification.pgd import PGD
+from grb_dist.attacks.modification.prbcd import PRBCD
 from grb_dist.registry import Registry
 
 #: Registered modification attacks: name -> class (names are the paper acronyms).
@@ -22,6 +26,10 @@ MODIFICATION_ATTACKS: Registry[type[ModificationAttack]] = Registry("modificatio
     "flip": FLIP,
     "nea": NEA,
     "stack": STACK,
+    "fga": FGA,
+    "pgd": PGD,
+    "prbcd": PRBCD,
+    "grbcd": GRBCD,
 })
 
 __all__ = ["MODIFICATION_ATTACKS", "ModificationAttack", "ModificationConfig"]

@@ -12,8 +12,8 @@ perturbed adjacency is ``A + Delta`` with ``Delta`` non-zero on the pairs of a b
 
 * the clean graph's structure (CSR) and its transpose permutation are built once;
   a propagation multiplies with the clean structure (values recomputed from the weighted
-  degrees, gradients for the values by a chunked row-wise product, so memory stays
-  O(E + N F)) plus a scatter over the block's 2 B entries: nothing is N x N;
+  degrees, gradients for the values by a sampled dense product at the structure's
+  entries, so memory stays O(E + N F)) plus a scatter over the block's 2 B entries: nothing is N x N;
 * operations whose inputs do not depend on the weights or on modified features (the first
   layer's ``X W``) are computed on the first call and reused by every later step.
 
@@ -31,8 +31,6 @@ import torch
 from grb_dist.attacks.injection.incremental import Ops, supports_incremental
 from grb_dist.errors import ConfigError
 
-#: Rows of the value gradient computed at once (bounds the temporary E x F product).
-_CHUNK_ELEMENTS = 1 << 24
 #: Surrogates whose program is differentiable in edge weights, for error messages.
 WEIGHTED_MODELS = "gcn, sgc, appnp, tagcn, gin, sage, mlp (and their _ln variants)"
 
@@ -65,11 +63,9 @@ class _CSRValues(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             grad_h = s.mm(values[s.perm], grad)  # A^T has A's pattern with permuted values
         if ctx.needs_input_grad[0]:
-            grad_values = torch.empty_like(values)
-            step = max(1, _CHUNK_ELEMENTS // max(1, h.shape[1]))
-            for i in range(0, values.numel(), step):
-                r, c = s.row[i:i + step], s.col[i:i + step]
-                grad_values[i:i + step] = (grad[r] * h[c]).sum(1)
+            # d out / d A[r, c] = <grad[r], h[c]> on the structure's entries only: a sampled
+            # product (no E x F temporary)
+            grad_values = s.sampled(grad.to(values.dtype), h.to(values.dtype))
         return grad_values, grad_h, None
 
 
@@ -81,6 +77,7 @@ class _Structure:
         n = num_nodes
         key = edge_index[0] * n + edge_index[1]
         order = torch.argsort(key)
+        self.order = order
         self.row, self.col = edge_index[0][order].contiguous(), edge_index[1][order].contiguous()
         key = key[order]
         self.n = n
@@ -89,12 +86,20 @@ class _Structure:
         self.perm = torch.searchsorted(key, self.col * n + self.row)
         self.degree = torch.bincount(self.row, minlength=n)
 
-    def mm(self, values: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    def csr(self, values: torch.Tensor) -> torch.Tensor:
         with warnings.catch_warnings():  # torch flags sparse CSR as beta on every construction
             warnings.simplefilter("ignore", UserWarning)
-            a = torch.sparse_csr_tensor(self.crow, self.col, values, size=(self.n, self.n), check_invariants=False)
+            return torch.sparse_csr_tensor(self.crow, self.col, values, size=(self.n, self.n), check_invariants=False)
+
+    def mm(self, values: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         with torch.autocast(h.device.type, enabled=False):
-            return torch.sparse.mm(a, h.to(values.dtype))
+            return torch.sparse.mm(self.csr(values), h.to(values.dtype))
+
+    def sampled(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """``(a @ b^T)`` at the structure's entries, in its order."""
+        mask = self.csr(torch.zeros(self.row.numel(), dtype=a.dtype, device=a.device))
+        with torch.autocast(a.device.type, enabled=False):
+            return torch.sparse.sampled_addmm(mask, a, b.T, beta=0.0).values()
 
 
 class _WeightedOps(Ops):
@@ -102,11 +107,11 @@ class _WeightedOps(Ops):
 
     def __init__(self, surrogate: "WeightedSurrogate", pairs: torch.Tensor, delta: torch.Tensor):
         self.s = surrogate
-        st = surrogate.structure
-        self.brow = torch.cat([pairs[0], pairs[1]])
-        self.bcol = torch.cat([pairs[1], pairs[0]])
-        self.bval = torch.cat([delta, delta])
-        self.degree = st.degree.to(delta.dtype).index_add(0, self.brow, self.bval)
+        self.block = surrogate.block_structure(pairs)
+        # the block's entries in its CSR order: both directions of every pair
+        self.bval = torch.cat([delta, delta])[self.block.order] if self.block is not None else delta
+        degree = surrogate.structure.degree.to(delta.dtype)
+        self.degree = degree.index_add(0, self.block.row, self.bval) if self.block is not None else degree
         self.index = 0
         self._norms: dict[str, tuple] = {}
 
@@ -119,13 +124,12 @@ class _WeightedOps(Ops):
             if kind == "gcn":
                 d = d + 1
             inv = torch.where(d > 0, d.clamp_min(1e-12).pow(-0.5), torch.zeros_like(d))
-            out = (inv[st.row] * inv[st.col], inv[self.brow] * self.bval * inv[self.bcol],
-                   inv * inv if kind == "gcn" else None)
+            out = (inv[st.row] * inv[st.col], self._block(inv, inv), inv * inv if kind == "gcn" else None)
         elif kind == "sum":
             out = (torch.ones_like(st.row, dtype=d.dtype), self.bval, None)
         elif kind == "mean":
             inv = torch.where(d > 0, 1.0 / d.clamp_min(1e-12), torch.zeros_like(d))
-            out = (inv[st.row], inv[self.brow] * self.bval, None)
+            out = (inv[st.row], self._block(inv, None), None)
         else:
             raise ConfigError(
                 f"the surrogate uses the {kind!r} operator, which is not differentiable in edge weights; "
@@ -133,6 +137,14 @@ class _WeightedOps(Ops):
             )
         self._norms[kind] = out
         return out
+
+    def _block(self, left: torch.Tensor, right: torch.Tensor | None) -> torch.Tensor | None:
+        """Block values ``left[row] * delta * right[col]`` (``right`` None: 1)."""
+        if self.block is None:
+            return None
+        b = self.block
+        v = left[b.row] * self.bval
+        return v * right[b.col] if right is not None else v
 
     def map(self, fn: Callable[..., torch.Tensor], *hs: _Value) -> _Value:
         k = self.index
@@ -151,8 +163,8 @@ class _WeightedOps(Ops):
         x = h.t
         flat = x.reshape(x.shape[0], -1)
         out = _CSRValues.apply(clean, flat, self.s.structure)
-        if self.brow.numel():
-            out = out.index_add(0, self.brow, block.unsqueeze(1).to(flat.dtype) * flat[self.bcol])
+        if self.block is not None:
+            out = out + _CSRValues.apply(block, flat, self.block)
         if loop is not None:
             out = out + loop.unsqueeze(1).to(flat.dtype) * flat
         return _Value(out.reshape(x.shape), False)
@@ -183,6 +195,19 @@ class WeightedSurrogate:
         self.x = x
         self.structure = _Structure(edge_index, x.shape[0])
         self.constants: dict[int, torch.Tensor] = {}
+        self._block: tuple | None = None
+
+    def block_structure(self, pairs: torch.Tensor) -> "_Structure | None":
+        """The CSR structure of a block's pairs (both directions), built once per pairs
+        tensor (attacks keep the tensor while only the weights change)."""
+        if pairs.shape[1] == 0:
+            return None
+        cached = self._block
+        if cached is not None and cached[0] is pairs and cached[1] == pairs._version:
+            return cached[2]
+        structure = _Structure(torch.cat([pairs, pairs.flip(0)], dim=1), self.x.shape[0])
+        self._block = (pairs, pairs._version, structure)
+        return structure
 
     def check(self) -> None:
         """Run the program once (raises :class:`ConfigError` for unsupported operators)."""
