@@ -339,7 +339,10 @@ def report(
 
     store = RunStore.existing(run_dir)
     out = check_output_dir(output if output is not None else store.root / "report")
-    rep = build_report(store.read_scores(on_warning=_warn), store.manifest())
+    scores = store.read_scores(on_warning=_warn)
+    if scores.empty:
+        raise GrbDistError(f"{run_dir} has no scores yet; run the sweep first")
+    rep = build_report(scores, store.manifest())
     page = write_report(rep, out)
     console.print(f"wrote {page} and {len(rep.figures)} figures (PNG and PDF) in {out}", highlight=False)
 

@@ -159,6 +159,10 @@ def test_report_command_default_dir_and_bad_output(tmp_path, monkeypatch):
         assert len(r.output.strip().splitlines()) == 1 and tree(tmp_path) == before
     r = runner.invoke(_app(), ["report", "nowhere"])
     assert r.exit_code == 2 and r.output.startswith("error:")
+    (tmp_path / "empty").mkdir()
+    shutil.copy(tmp_path / "run" / "manifest.json", tmp_path / "empty")
+    r = runner.invoke(_app(), ["report", "empty"])
+    assert r.exit_code == 2 and "empty has no scores yet" in r.output and tree(tmp_path / "empty") == ["manifest.json"]
     r = runner.invoke(_app(), ["report", "run"])
     assert r.exit_code == 0, r.output
     files = sorted(p.name for p in (tmp_path / "run" / "report").iterdir())
