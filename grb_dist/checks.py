@@ -429,7 +429,12 @@ def sweep_memory(spec: Any, graph: Any) -> list[TaskMemory]:
         models.append((name, widths[name], at))
     attacks = []
     max_k = 0
-    for attack in spec.attacks:
+    # modification attacks hold one graph plus a block of pairs: the injection estimate of
+    # the same surrogate with nothing injected bounds them from below
+    for attack in spec.modification["attacks"] if "modification" in spec.scenarios else ():
+        for s in spec.surrogates:
+            attacks.append((f"{attack}/{s}", spec.difficulties[-1], 0, 0, widths[s]))
+    for attack in spec.attacks if "injection" in spec.scenarios else ():
         for difficulty in spec.difficulties:
             cfg = build_attack(attack, spec.attack_params(attack, difficulty, spec.attack_seed(0))).config
             max_k = max(max_k, cfg.n_inject)
@@ -445,7 +450,7 @@ def check_injection_sizes(spec: Any, graph: Any) -> None:
     from grb_dist.models import MODELS
 
     n = graph.num_nodes
-    for attack in spec.attacks:
+    for attack in spec.attacks if "injection" in spec.scenarios else ():
         for difficulty in spec.difficulties:
             k = build_attack(attack, spec.attack_params(attack, difficulty, spec.attack_seed(0))).config.n_inject
             if k > n:

@@ -5,19 +5,70 @@ Errors of grb_dist (bad input) are printed as one line on stderr with exit code 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import shutil
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Mapping, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
 
+from grb_dist import __version__
 from grb_dist.errors import GrbDistError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="The Graph Robustness Benchmark, distributed with Ray.")
+VERBOSE_FLAGS = ("-v", "--verbose")
+
+
+class _Group(TyperGroup):
+    """The command group of ``grb-dist``: ``-v/--verbose`` is accepted after the sub-command
+    too (``grb-dist train -v`` == ``grb-dist -v train``); it is moved in front of the
+    sub-command before parsing, unless it is the value of one of its options or comes
+    after ``--``."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        args = list(args)
+        for i, token in enumerate(args):
+            if token == "--" or not token.startswith("-") and token not in self.commands:
+                break
+            if token in self.commands:
+                rest, moved, takes_value = args[i + 1:], [], _value_options(self.commands[token])
+                j = 0
+                while j < len(rest):
+                    if rest[j] == "--":
+                        break
+                    if rest[j] in VERBOSE_FLAGS and rest[j] not in takes_value:
+                        moved.append(rest.pop(j))
+                        continue
+                    j += 2 if rest[j] in takes_value else 1
+                if moved:
+                    args = args[:i] + ["--verbose", token] + rest
+                break
+        return super().parse_args(ctx, args)
+
+
+def _value_options(command) -> set[str]:
+    """The option names of ``command`` that take a value (the token after them is that value);
+    a sub-command that defines ``-v`` itself keeps it."""
+    names: set[str] = set()
+    for param in getattr(command, "params", []):
+        opts = list(getattr(param, "opts", [])) + list(getattr(param, "secondary_opts", []))
+        if getattr(param, "param_type_name", "") != "option":
+            continue
+        if not getattr(param, "is_flag", False) and not getattr(param, "count", False):
+            names.update(opts)
+        elif any(o in VERBOSE_FLAGS for o in opts):
+            names.update(o for o in opts if o in VERBOSE_FLAGS)
+    return names
+
+
+app = typer.Typer(
+    cls=_Group, add_completion=False, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
+    help="The Graph Robustness Benchmark, distributed with Ray.",
+)
 # Wide enough for the tables when output is not a terminal (pipes, CI logs).
 console = Console(width=shutil.get_terminal_size((120, 24)).columns)
 err_console = Console(stderr=True, width=shutil.get_terminal_size((120, 24)).columns)
@@ -40,9 +91,21 @@ def handle_errors(fn: Callable) -> Callable:
     return wrapper
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"grb-dist {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress of the library.")) -> None:
+def _main(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress of the library (also accepted after the command)."),
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """The Graph Robustness Benchmark, distributed with Ray. Every command takes -h/--help."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if verbose:  # also when logging was configured before (an embedding program, the tests)
+        logging.getLogger().setLevel(logging.INFO)
 
 
 @app.command()
@@ -65,8 +128,10 @@ def datasets(data_dir: Optional[Path] = DataDir) -> None:
 @handle_errors
 def train(
     dataset: str = typer.Option("csbm", "--dataset", "-d", help="Catalogue name, GRB directory or .npz file."),
-    model: str = typer.Option("gcn", "--model", "-m", help="Registered model or defense (gcn, gat_ln, gcn_at, rgcn, gnnguard, gcn_lp, ...)."),
-    seed: int = typer.Option(0, help="Seed of the model (and of generated graphs / splits)."),
+    model: str = typer.Option("gcn", "--model", "-m", help="Registered model or defense: a base model (appnp, gat, gatguard, gcn, gcnsvd, gin, gnnguard, lp, mlp, rgcn, sage, sgc, tagcn) with optional suffixes _ln (layer norm), _at (adversarial training), _lp (label propagation on top), e.g. gcn_ln_at."),
+    seed: Optional[int] = typer.Option(None, help="Seed of the model only: initialisation, dropout, adversarial training (default: the job's seed). The graph and split stay fixed when it changes (see --split-seed)."),
+    split_seed: Optional[int] = typer.Option(None, "--split-seed", help="Seed of generated graphs (csbm, twins) and of the GRB split of graphs without one (default: the job's seed, as in a sweep)."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="torch intra-op threads (1..1024; default: torch's choice)."),
     epochs: Optional[int] = typer.Option(None, help="Maximum training epochs (default: the job's)."),
     lr: Optional[float] = typer.Option(None, help="Adam learning rate (default: the job's, per model)."),
     hidden: Optional[str] = typer.Option(None, help="Hidden sizes, comma-separated (e.g. 64,64,64; default: the job's)."),
@@ -80,6 +145,7 @@ def train(
     """Train a model or defense inductively and print its accuracy on each difficulty.
 
     Hyper-parameters come from the dataset's job file (seed 001 Tables 5-10), flags override them.
+    --seed changes the model only; --split-seed changes the generated graph and the split.
     """
     from grb_dist.config import to_dict
     from grb_dist.datasets import load_dataset
@@ -87,11 +153,14 @@ def train(
     from grb_dist.errors import ConfigError
     from grb_dist.evaluation import evaluate
     from grb_dist.models import MODELS
-    from grb_dist.models.train import TrainConfig
-    from grb_dist.checks import check_train_inputs, check_train_memory
+    from grb_dist.models.train import TrainConfig, report_epochs
+    from grb_dist.checks import check_seed, check_train_inputs, check_train_memory
     from grb_dist.sweep.spec import default_job_path, load_job
 
+    _check_threads(threads)
     spec = load_job(job or default_job_path(dataset))
+    seed = spec.seed if seed is None else seed
+    split_seed = spec.seed if split_seed is None else check_seed(split_seed, "--split-seed")
     params, overrides = resolve_params(model, spec.models)  # unknown names fail before any loading
     if hidden:
         try:
@@ -102,11 +171,16 @@ def train(
     check_train_inputs(dataset, model, params, seed)
     config = TrainConfig(**{**to_dict(spec.train), **overrides, **flags, "seed": seed})
     at = spec.adversarial_training if MODELS.get(model).adversarial else None
-    graph = load_dataset(dataset, data_dir=data_dir, normalize=normalize, seed=seed, download=download, verify=verify)
+    graph = load_dataset(dataset, data_dir=data_dir, normalize=normalize, seed=split_seed, download=download, verify=verify)
     check_train_memory(graph, model, params, at)
-    result = train_defense(model, graph, params, config, at_config=at, device=device)
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+    with _epoch_progress(f"{model} on {graph.name}") as on_epoch, report_epochs(on_epoch):
+        result = train_defense(model, graph, params, config, at_config=at, device=device)
     acc = evaluate(result.model, graph, device=device)
-    table = Table(title=f"{model} on {graph.name} (best epoch {result.best_epoch}, {result.seconds:.1f}s)")
+    table = Table(title=f"{model} on {graph.name} (best epoch {result.best_epoch + 1} of {result.epochs_run}, {result.seconds:.1f}s)")
     for col in ("difficulty", "targets", "accuracy"):
         table.add_column(col)
     for d, a in acc.items():
@@ -114,12 +188,47 @@ def train(
     console.print(table)
 
 
+#: Without a terminal, ``train`` prints its progress every this many epochs.
+PROGRESS_EVERY = 10
+
+
+@contextlib.contextmanager
+def _epoch_progress(what: str) -> Iterator[Callable[[Mapping[str, float]], None]]:
+    """An ``on_epoch`` callback that shows training progress on stderr: a status line that
+    is rewritten every epoch on a terminal, else one line every :data:`PROGRESS_EVERY`
+    epochs (and the first)."""
+
+    def line(row: Mapping[str, float]) -> str:
+        return (f"training {what}: epoch {int(row['epoch']) + 1}/{int(row['epochs'])}, "
+                f"val acc {row['val_accuracy']:.4f} (best {row['best_val_accuracy']:.4f} at epoch {int(row['best_epoch']) + 1})")
+
+    if err_console.is_terminal:
+        with err_console.status(f"training {what} ...") as status:
+            yield lambda row: status.update(line(row))
+    else:
+        def every(row: Mapping[str, float]) -> None:
+            epoch = int(row["epoch"]) + 1
+            if epoch == 1 or epoch % PROGRESS_EVERY == 0:
+                err_console.print(line(row), highlight=False, soft_wrap=True)
+
+        yield every
+
+
+def _check_threads(threads: Optional[int]) -> None:
+    """``--threads`` is in 1..1024 (or not given)."""
+    if threads is not None and not 1 <= threads <= 1024:
+        from grb_dist.errors import ConfigError
+
+        raise ConfigError(f"--threads must be in 1..1024, got {threads}")
+
+
 @app.command()
 @handle_errors
 def sweep(
     dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Catalogue name (uses its shipped job, grb_dist/jobs/<name>.yaml) or a dataset path (uses the default job); default: csbm."),
     job: Optional[Path] = typer.Option(None, "--job", help="Job file (YAML) instead of the dataset's shipped job."),
-    attacks: Optional[str] = typer.Option(None, help="Attacks to run, comma-separated (default: the job's)."),
+    scenario: Optional[str] = typer.Option(None, "--scenario", help="injection (graph injection), modification (edge flips and feature changes) or all; default: the job's (injection)."),
+    attacks: Optional[str] = typer.Option(None, help="Attacks to run, comma-separated (default: the job's); with several scenarios each keeps the names it knows."),
     defenses: Optional[str] = typer.Option(None, help="Defenses to score, comma-separated."),
     surrogates: Optional[str] = typer.Option(None, help="Surrogate models of the attacker, comma-separated."),
     difficulties: Optional[str] = typer.Option(None, help="Difficulties, comma-separated (easy, medium, hard, full)."),
@@ -128,9 +237,11 @@ def sweep(
     n_inject: Optional[int] = typer.Option(None, "--n-inject", help="Injected nodes (overrides every budget)."),
     edges_per_node: Optional[int] = typer.Option(None, "--edges-per-node", help="Edges per injected node."),
     steps: Optional[int] = typer.Option(None, help="Attack optimisation steps."),
+    ratio_edge_mod: Optional[float] = typer.Option(None, "--ratio-edge-mod", help="Modification budget: flipped edges as a share of the graph's edges, in (0, 1]."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default: results/<dataset>)."),
     address: Optional[str] = typer.Option(None, "--address", envvar="RAY_ADDRESS", help="Ray cluster to join (auto, host:port); default: start a local Ray."),
     num_cpus: Optional[int] = typer.Option(None, "--num-cpus", help="CPUs of the local Ray (default: all)."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="torch intra-op threads of each training, attack and scoring task (1..1024; default: Ray's, one per reserved CPU)."),
     dashboard: Optional[bool] = typer.Option(None, "--dashboard/--no-dashboard", help="Start the Ray dashboard of a local Ray (default: Ray's choice)."),
     wait: bool = typer.Option(False, "--wait", help="When another sweep holds the run directory, wait for it instead of failing."),
     flush_rows: int = typer.Option(4096, "--flush-rows", help="Write buffered score rows every N rows ..."),
@@ -139,7 +250,7 @@ def sweep(
     download: bool = typer.Option(True, help="Download missing official datasets."),
     verify: bool = VerifyOption,
 ) -> None:
-    """Run the injection benchmark: every attack against every defense, per difficulty, on Ray.
+    """Run the benchmark: every attack of the scenario(s) against every defense, per difficulty, on Ray.
 
     Results go to Parquet tables under the run directory. A re-run skips finished cells
     (resume); a job with more attacks, defenses, surrogates, difficulties or repeats grows the
@@ -150,15 +261,17 @@ def sweep(
 
     check_ray_address(address)
     _check_flush(flush_rows, flush_seconds)
+    _check_threads(threads)
     overrides = dict(attacks=attacks, defenses=defenses, surrogates=surrogates, difficulties=difficulties,
-                     repeats=repeats, seed=seed, n_inject=n_inject, edges_per_node=edges_per_node, steps=steps)
+                     repeats=repeats, seed=seed, n_inject=n_inject, edges_per_node=edges_per_node, steps=steps,
+                     scenario=scenario, ratio_edge_mod=ratio_edge_mod)
     spec = resolve_job(dataset, job, overrides)
     prepared = prepare(spec, out=out, data_dir=data_dir, download=download, verify=verify)  # validates; writes nothing
     check_sweep(prepared, local=address is None)  # run directory writable, stored models, memory: before Ray
 
     from grb_dist.sweep.runner import RaySettings
 
-    settings = RaySettings(address=address, num_cpus=num_cpus, include_dashboard=dashboard)
+    settings = RaySettings(address=address, num_cpus=num_cpus, include_dashboard=dashboard, threads=threads)
     lock, prepared = lock_run(prepared, wait=wait, on_wait=lambda who: err_console.print(
         f"waiting for {who} to finish with {prepared.run_dir}", highlight=False))
     try:
@@ -194,7 +307,8 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
             _check_cluster_memory(prepared)
         store = open_store(prepared, lock)
         console.print(
-            f"[bold]sweep[/] {spec.dataset} ({prepared.graph.num_nodes:,} nodes): {len(spec.attacks)} attacks x "
+            f"[bold]sweep[/] {spec.dataset} ({prepared.graph.num_nodes:,} nodes, {' + '.join(spec.scenarios)}): "
+            f"{sum(len(spec.scenario_attacks(s)) for s in spec.scenarios)} attacks x "
             f"{len(p.surrogates)} surrogates x {len(p.targets)} defenses x {len(spec.difficulties)} difficulties x "
             f"{spec.repeats} repeats = {len(p.scores)} cells, {len(missing)} to compute -> {prepared.run_dir}"
             + (" (resuming or growing the run)" if prepared.resume else ""),

@@ -13,7 +13,9 @@ from grb_dist.attacks.injection.pgd import PGD, PGDConfig
 from grb_dist.attacks.injection.rnd import RND, RNDConfig
 from grb_dist.attacks.injection.speit import SPEIT, SPEITConfig
 from grb_dist.attacks.injection.tdgia import TDGIA, TDGIAConfig
+from grb_dist.attacks.modification import MODIFICATION_ATTACKS, ModificationAttack, ModificationConfig
 from grb_dist.config import from_dict
+from grb_dist.errors import ConfigError
 from grb_dist.registry import Registry
 
 #: Registered attacks: name -> class (names are the paper acronyms).
@@ -22,21 +24,52 @@ ATTACKS: Registry[type[InjectionAttack]] = Registry(
 )
 
 
-def build_attack(name: str, params: Mapping[str, Any]) -> InjectionAttack:
-    """Build registered attack ``name`` from ``params``.
+#: The scenarios of the benchmark and their attack registries.
+SCENARIOS = ("injection", "modification")
+REGISTRIES = {"injection": ATTACKS, "modification": MODIFICATION_ATTACKS}
+#: Where a job lists the attacks of each scenario.
+JOB_SECTION = {"injection": "attacks", "modification": "modification.attacks"}
 
-    ``params`` is the merge of a job's shared ``attack:`` section, the difficulty's budget
-    and the attack's own entry. Unknown keys and invalid values raise
+
+def attack_registry(scenario: str) -> Registry:
+    """The attack registry of ``scenario`` (``injection`` or ``modification``)."""
+    if scenario not in REGISTRIES:
+        raise ConfigError(f"unknown scenario {scenario!r}; choose one of: {', '.join(SCENARIOS)}")
+    return REGISTRIES[scenario]
+
+
+def attack_class(name: str, scenario: str = "injection") -> type:
+    """The registered class of attack ``name`` in ``scenario``; an attack of the other
+    scenario gets an error that says where it belongs."""
+    registry = attack_registry(scenario)
+    if name not in registry:
+        for other, reg in REGISTRIES.items():
+            if other != scenario and name in reg:
+                raise ConfigError(
+                    f"{name} is a {other} attack, not an {scenario} attack; list it under " if scenario == "injection" else
+                    f"{name} is an {other} attack, not a {scenario} attack; list it under "
+                    f"{JOB_SECTION[other]} in the job (and run --scenario {other} or all)"
+                )
+    return registry.get(name)
+
+
+def build_attack(name: str, params: Mapping[str, Any], scenario: str = "injection") -> InjectionAttack | ModificationAttack:
+    """Build registered attack ``name`` of ``scenario`` from ``params``.
+
+    ``params`` is the merge of a job's shared attack section, the difficulty's budget and
+    the attack's own entry. Unknown keys and invalid values raise
     :class:`~grb_dist.errors.ConfigError` before any work; an unknown name raises
     :class:`~grb_dist.errors.UnknownNameError` listing the valid names.
     """
-    cls = ATTACKS.get(name)
-    config = from_dict(cls.Config, params, where=f"attack {ATTACKS.canonical(name)}")
+    cls = attack_class(name, scenario)
+    registry = attack_registry(scenario)
+    config = from_dict(cls.Config, params, where=f"{scenario} attack {registry.canonical(name)}")
     return cls(config)
 
 
 __all__ = [
-    "ATTACKS", "AUDIT_RULES", "AttackConfig", "FGSM", "FGSMConfig", "InjectionAttack", "PGD",
+    "ATTACKS", "MODIFICATION_ATTACKS", "ModificationAttack", "ModificationConfig", "SCENARIOS", "attack_class",
+    "attack_registry", "AUDIT_RULES", "AttackConfig", "FGSM", "FGSMConfig", "InjectionAttack", "PGD",
     "PGDConfig", "RND", "RNDConfig", "SPEIT", "SPEITConfig", "SurrogateCache", "TDGIA", "TDGIAConfig",
     "audit_injection", "build_attack", "fgsm_inject", "resolve_feature_limits",
 ]

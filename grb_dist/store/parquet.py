@@ -52,7 +52,7 @@ import pyarrow.parquet as pq
 
 import grb_dist
 from grb_dist.errors import StoreError
-from grb_dist.graph import Injection
+from grb_dist.graph import Injection, Modification
 from grb_dist.store import schema
 from grb_dist.store.lock import RunLock, pid_alive
 
@@ -60,10 +60,12 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 #: Version of the directory layout; runs of another format are refused, not mixed.
-STORE_FORMAT = 2
+STORE_FORMAT = 3
 SUBDIRS = ("models", "training", "perturbations", "scores", "leaderboard")
 QUARANTINE = "quarantine"
 JOURNAL = ".compact-journal.json"
+#: List columns of a perturbation (the rest are its scalar metadata).
+_PERTURBATION_ARRAYS = ("features", "edge_src", "edge_dst", "node_ids", "removed_src", "removed_dst")
 _HOST_TAG = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
 _TMP = re.compile(r"^\..+\.tmp-(?:(?P<host>[0-9a-f]{8})-)?(?P<pid>\d+)-[0-9a-f]+$")
 
@@ -517,23 +519,31 @@ class RunStore:
     def has_perturbation(self, perturbation_id: str) -> bool:
         return perturbation_id in self._perturbations()
 
-    def write_perturbation(self, perturbation_id: str, injection: Injection, meta: Mapping[str, Any]) -> None:
-        """Store one injected graph; ``meta`` holds the scalar columns of
-        :data:`schema.PERTURBATIONS` (partition columns included)."""
-        feats = np.ascontiguousarray(injection.features, dtype=np.float32)
-        edges = np.asarray(injection.edges, dtype=np.int64).reshape(2, -1)
+    def write_perturbation(self, perturbation_id: str, perturbation: Injection | Modification,
+                           meta: Mapping[str, Any]) -> None:
+        """Store one perturbation (an injection or a modification); ``meta`` holds the
+        scalar columns of :data:`schema.PERTURBATIONS` (partition columns included)."""
+        empty = np.zeros(0, dtype=np.int64)
+        if isinstance(perturbation, Modification):
+            feats = np.ascontiguousarray(perturbation.features, dtype=np.float32)
+            added, removed, nodes, n_inject = perturbation.added, perturbation.removed, perturbation.nodes, 0
+        else:
+            feats = np.ascontiguousarray(perturbation.features, dtype=np.float32)
+            added = np.asarray(perturbation.edges, dtype=np.int64).reshape(2, -1)
+            removed, nodes, n_inject = np.zeros((2, 0), np.int64), empty, int(feats.shape[0])
         row = {
             **meta,
             "perturbation_id": perturbation_id,
-            "num_original": int(injection.num_original),
-            "n_inject": int(feats.shape[0]),
+            "num_original": int(perturbation.num_original),
+            "n_inject": n_inject,
             "num_features": int(feats.shape[1]) if feats.ndim == 2 else 0,
             "version": grb_dist.__version__,
         }
         cols = {k: [v] for k, v in row.items()}
         cols["features"] = pa.array([feats.ravel()], type=pa.list_(pa.float32()))
-        cols["edge_src"] = pa.array([edges[0]], type=pa.list_(pa.int64()))
-        cols["edge_dst"] = pa.array([edges[1]], type=pa.list_(pa.int64()))
+        for name, values in (("edge_src", added[0]), ("edge_dst", added[1]), ("node_ids", nodes),
+                             ("removed_src", removed[0]), ("removed_dst", removed[1])):
+            cols[name] = pa.array([np.asarray(values, dtype=np.int64)], type=pa.list_(pa.int64()))
         table = pa.Table.from_pydict({f.name: cols[f.name] for f in schema.PERTURBATION_FILE},
                                      schema=schema.PERTURBATION_FILE)
         path = partition_path(self.root / "perturbations", row["scenario"], row["dataset"], row["difficulty"])
@@ -554,18 +564,26 @@ class RunStore:
             raise StoreError(f"perturbation file {path} does not hold {perturbation_id}; remove it to recompute it")
         return t
 
-    def read_perturbation(self, perturbation_id: str) -> Injection:
-        """The stored :class:`Injection` of ``perturbation_id``."""
+    def read_perturbation(self, perturbation_id: str) -> Injection | Modification:
+        """The stored :class:`Injection` or :class:`Modification` of ``perturbation_id``."""
         t = self._read_perturbation_table(perturbation_id)
+
+        def ints(name: str) -> np.ndarray:
+            return t[name].combine_chunks().flatten().to_numpy(zero_copy_only=False).astype(np.int64)
+
         n, d = t["n_inject"][0].as_py(), t["num_features"][0].as_py()
         feats = t["features"].combine_chunks().flatten().to_numpy(zero_copy_only=False).astype(np.float32)
-        src = t["edge_src"].combine_chunks().flatten().to_numpy(zero_copy_only=False).astype(np.int64)
-        dst = t["edge_dst"].combine_chunks().flatten().to_numpy(zero_copy_only=False).astype(np.int64)
-        return Injection(feats.reshape(n, d), np.stack([src, dst]), int(t["num_original"][0].as_py()))
+        added = np.stack([ints("edge_src"), ints("edge_dst")])
+        num_original = int(t["num_original"][0].as_py())
+        if t["scenario"][0].as_py() == "modification":
+            nodes = ints("node_ids")
+            return Modification(np.stack([ints("removed_src"), ints("removed_dst")]), added, nodes,
+                                feats.reshape(nodes.size, d), num_original)
+        return Injection(feats.reshape(n, d), added, num_original)
 
     def perturbation_meta(self, perturbation_id: str) -> dict[str, Any]:
         """The scalar columns of a stored perturbation (no features or edges)."""
-        cols = [f.name for f in schema.PERTURBATIONS if f.name not in ("features", "edge_src", "edge_dst")]
+        cols = [f.name for f in schema.PERTURBATIONS if f.name not in _PERTURBATION_ARRAYS]
         return self._read_perturbation_table(perturbation_id, cols).to_pylist()[0]
 
     def read_perturbations(self) -> pd.DataFrame:

@@ -7,10 +7,14 @@ Tables under a run directory (``RUN_DIR``):
   file. The partition columns (:data:`PARTITION`) live in the directory names (hive
   layout), not in the files: :data:`SCORE_FILE` is the schema of one file.
 * ``perturbations/scenario=<s>/dataset=<d>/difficulty=<x>/<perturbation_id>.parquet`` --
-  :data:`PERTURBATIONS`, one row (and file) per injected graph: features flattened
-  row-major (``n_inject * num_features`` float32) and the injected edges as two int64
-  lists (``edge_src`` holds injected node ids in ``[num_original, num_original +
-  n_inject)``, ``edge_dst`` the other endpoint), and the feature limits the attack used.
+  :data:`PERTURBATIONS`, one row (and file) per perturbation, with the feature limits the
+  attack used. An injection (``scenario=injection``): features of the injected nodes
+  flattened row-major (``n_inject * num_features`` float32) and the injected edges as two
+  int64 lists (``edge_src`` holds injected node ids in ``[num_original, num_original +
+  n_inject)``, ``edge_dst`` the other endpoint); ``node_ids`` and ``removed_*`` empty. A
+  modification (``scenario=modification``, ``n_inject`` 0): ``edge_src``/``edge_dst`` the
+  added pairs, ``removed_src``/``removed_dst`` the removed edges (smaller id first, sorted),
+  ``node_ids`` the nodes whose features change and ``features`` their new rows.
 * ``models/<name>-<seed>.pt`` (state_dicts) and ``training/<name>-<seed>.parquet`` --
   :data:`MODELS`, one row of training metadata per trained model.
 * ``leaderboard/<scenario>/attacks-<difficulty>.parquet`` / ``defenses-<difficulty>.parquet``
@@ -42,6 +46,9 @@ SCORES = pa.schema([
     pa.field("n_targets", pa.int64(), nullable=False),
     pa.field("n_injected", pa.int64(), nullable=False),
     pa.field("n_injected_edges", pa.int64(), nullable=False),
+    pa.field("n_edges_added", pa.int64(), nullable=False),  # injected edges, or pairs a modification connects
+    pa.field("n_edges_removed", pa.int64(), nullable=False),  # modification only
+    pa.field("n_nodes_modified", pa.int64(), nullable=False),  # nodes whose features a modification changes
     pa.field("attack_seconds", pa.float64(), nullable=False),  # 0 for clean rows
     pa.field("score_seconds", pa.float64(), nullable=False),
     pa.field("defense_train_seconds", pa.float64(), nullable=False),
@@ -69,6 +76,9 @@ PERTURBATIONS = pa.schema([
     pa.field("features", pa.list_(pa.float32()), nullable=False),
     pa.field("edge_src", pa.list_(pa.int64()), nullable=False),
     pa.field("edge_dst", pa.list_(pa.int64()), nullable=False),
+    pa.field("node_ids", pa.list_(pa.int64()), nullable=False),  # modification: nodes of the feature rows
+    pa.field("removed_src", pa.list_(pa.int64()), nullable=False),  # modification: removed edges
+    pa.field("removed_dst", pa.list_(pa.int64()), nullable=False),
     pa.field("attack_seconds", pa.float64(), nullable=False),
     pa.field("version", pa.string(), nullable=False),
 ])

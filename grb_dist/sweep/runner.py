@@ -74,6 +74,9 @@ class RaySettings:
         max_retries: retries of a failed training or attack task (worker crash).
         max_restarts / max_task_retries: restarts of a dead Scorer and retries of its calls.
         resubmits: resubmissions of a scoring call that failed because its actor died.
+        threads: torch intra-op threads of every training and attack task and Scorer actor
+            (1..1024; ``None`` = Ray's default), passed as ``$GRB_DIST_TORCH_THREADS`` in
+            their runtime environment.
     """
 
     address: str | None = None
@@ -90,8 +93,11 @@ class RaySettings:
     max_restarts: int = 4
     max_task_retries: int = 2
     resubmits: int = 3
+    threads: int | None = None
 
     def __post_init__(self) -> None:
+        if self.threads is not None and not 1 <= self.threads <= 1024:
+            raise ConfigError(f"--threads must be in 1..1024, got {self.threads}")
         if self.num_cpus is not None and self.num_cpus < 1:
             raise ConfigError(f"--num-cpus must be >= 1, got {self.num_cpus}")
         if self.max_in_flight < 0 or self.num_scorers < 0:
@@ -202,8 +208,29 @@ def _device() -> str:
 #: At most this many attack cells (same surrogate and difficulty) run in one task.
 ATTACK_BATCH = 4
 
+#: The environment variable that carries ``RaySettings.threads`` to tasks and actors.
+THREADS_ENV = "GRB_DIST_TORCH_THREADS"
+
+
+def _thread_options(settings: RaySettings) -> dict[str, Any]:
+    """Ray options that give a task or actor ``settings.threads`` torch threads (none when unset)."""
+    if settings.threads is None:
+        return {}
+    return {"runtime_env": {"env_vars": {THREADS_ENV: str(settings.threads)}}}
+
+
+def _set_threads() -> None:
+    """torch's intra-op threads of this worker from :data:`THREADS_ENV`, when set."""
+    threads = os.environ.get(THREADS_ENV)
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
+
+
 @ray.remote
 def _train_remote(graph: Graph, task) -> worker.TrainedModel:
+    _set_threads()
     return worker.train_task(graph, task, device=_device())
 
 
@@ -213,6 +240,7 @@ def _attack_remote(graph: Graph, cells: list[AttackCell], name: str, params: dic
     its clean pass computed once (:func:`worker.attack_batch`); one return value per cell
     (submitted with ``num_returns=len(cells)``), so each perturbation goes to the Scorers
     as soon as the batch ends, without passing through the driver."""
+    _set_threads()
     device = _device()
     surrogate = worker.load_model(graph, name, params, ray.get(state_ref[0]), device)
     results = worker.attack_batch(graph, cells, surrogate, device=device)
@@ -224,6 +252,7 @@ class _ScorerActor:
     so a restarted actor fetches them again from the object store)."""
 
     def __init__(self, graph_ref: list, models: list[tuple[str, dict, list, float]]):
+        _set_threads()
         graph = ray.get(graph_ref[0])
         loaded = {name: (params, ray.get(ref[0]), secs) for name, params, ref, secs in models}
         self.scorer = worker.Scorer(graph, loaded, _device())
@@ -235,7 +264,7 @@ class _ScorerActor:
         return self.scorer.names()
 
     def score(self, attack: worker.AttackResult | None, difficulty: str, defenses: list[str]) -> list[dict]:
-        return self.scorer.score(attack.injection if attack is not None else None, difficulty, defenses)
+        return self.scorer.score(attack.perturbation if attack is not None else None, difficulty, defenses)
 
 
 ScorerActor = ray.remote(_ScorerActor)
@@ -316,7 +345,7 @@ def run_sweep(
     cpus, gpus = _cluster_size()
     use_gpu = gpus > 0
     max_in_flight = settings.max_in_flight or max(2, int(2 * cpus))
-    task_opts = {"max_retries": settings.max_retries, "retry_exceptions": False}
+    task_opts = {"max_retries": settings.max_retries, "retry_exceptions": False, **_thread_options(settings)}
     train_opts = {**task_opts, "num_cpus": settings.train_num_cpus, "num_gpus": settings.task_num_gpus if use_gpu else 0}
     attack_opts = {**task_opts, "num_cpus": settings.attack_num_cpus, "num_gpus": settings.task_num_gpus if use_gpu else 0}
 
@@ -343,6 +372,7 @@ def run_sweep(
         "num_gpus": settings.scorer_num_gpus if use_gpu else 0,
         "max_restarts": settings.max_restarts,
         "max_task_retries": settings.max_task_retries,
+        **_thread_options(settings),
     }
 
     graph_ref = ray.put(graph)
@@ -350,8 +380,8 @@ def run_sweep(
     state_refs: dict[str, Any] = {}  # file stem -> ref of the stored state_dict
     train_secs: dict[str, float] = {}
     holder: dict[str, int] = {}  # defense -> index of the Scorer holding it
-    # perturbation id -> (attack seconds, injected nodes, injected edges)
-    pert_info: dict[str | None, tuple[float, int, int]] = {None: (0.0, 0, 0)}
+    # perturbation id -> (attack seconds, size columns of its score rows)
+    pert_info: dict[str | None, tuple[float, dict]] = {None: (0.0, worker.perturbation_sizes(None))}
     pending: list[tuple[Any, str | None]] = []  # perturbations waiting for the Scorers
     limits: dict[str, tuple[float, float]] = {}  # resolved feature limits by attack parameters
 
@@ -359,9 +389,14 @@ def run_sweep(
         from grb_dist.attacks import build_attack
 
         key = _json({"difficulty": a.difficulty, "params": {k: v for k, v in a.params.items() if k != "seed"},
-                     "attack": a.attack})
+                     "attack": a.attack, "scenario": a.scenario})
         if key not in limits:
-            _, lo, hi = build_attack(a.attack, dict(a.params)).check_inputs(graph, graph.targets(a.difficulty))
+            attack = build_attack(a.attack, dict(a.params), a.scenario)
+            if a.scenario == "injection":
+                _, lo, hi = attack.check_inputs(graph, graph.targets(a.difficulty))
+            else:
+                budget = attack.check_inputs(graph, graph.targets(a.difficulty))[1]
+                lo, hi = budget.feat_min, budget.feat_max
             limits[key] = (float(lo), float(hi))
         return limits[key]
 
@@ -420,7 +455,7 @@ def run_sweep(
                     if a.surrogate_model not in state_refs and all(t.file_stem != a.surrogate_model for t in train_queue):
                         train_queue[:0] = [s for s in plan.surrogates if s.file_stem == a.surrogate_model]
                     continue
-                pert_info[a.perturbation_id] = (secs, *worker.injection_sizes(inj))
+                pert_info[a.perturbation_id] = (secs, worker.perturbation_sizes(inj))
                 submit_scores(ray.put(worker.AttackResult(a.perturbation_id, inj, secs)), a.perturbation_id)
         start_scorers_when_ready()
 
@@ -485,14 +520,14 @@ def run_sweep(
                         report("attack")
                         continue
                     lo, hi = feature_limits(a)
-                    store.write_perturbation(a.perturbation_id, result.injection, {
-                        "config_hash": plan.config_hash, "scenario": spec.scenario, "dataset": label,
+                    store.write_perturbation(a.perturbation_id, result.perturbation, {
+                        "config_hash": plan.config_hash, "scenario": a.scenario, "dataset": label,
                         "dataset_fingerprint": fingerprint, "difficulty": a.difficulty,
                         "attack": a.attack, "surrogate": a.surrogate, "repeat": a.repeat, "seed": a.seed,
                         "params_json": _json(a.params), "feat_lim_min": lo, "feat_lim_max": hi,
                         "attack_seconds": result.seconds,
                     })
-                    pert_info[a.perturbation_id] = (result.seconds, *worker.injection_sizes(result.injection))
+                    pert_info[a.perturbation_id] = (result.seconds, worker.perturbation_sizes(result.perturbation))
                     submit_scores(ref, a.perturbation_id)  # the attack's own ref: no copy through the driver
                 else:
                     i, pert_ref, difficulty, group, attempt = info
@@ -550,18 +585,17 @@ def _flush_on_exit(writer: ScoreWriter, *, propagating: bool) -> None:
         log.exception("could not write the buffered score rows (they will be recomputed)")
 
 
-def _row(plan: Plan, c: ScoreCell, r: dict, defense_seed: int, pert: tuple[float, int, int], label: str,
+def _row(plan: Plan, c: ScoreCell, r: dict, defense_seed: int, pert: tuple[float, dict], label: str,
          fingerprint: str) -> dict:
     import datetime as dt
 
-    attack_seconds, n_inj, n_edges = pert
-    spec = plan.spec
+    attack_seconds, sizes = pert
     return {
         "cell_id": c.cell_id, "config_hash": plan.config_hash, "perturbation_id": c.perturbation_id,
-        "dataset": label, "dataset_fingerprint": fingerprint, "scenario": spec.scenario, "difficulty": c.difficulty, "attack": c.attack,
-        "surrogate": c.surrogate, "defense": c.defense, "repeat": c.repeat, "seed": c.seed,
+        "dataset": label, "dataset_fingerprint": fingerprint, "scenario": c.scenario, "difficulty": c.difficulty,
+        "attack": c.attack, "surrogate": c.surrogate, "defense": c.defense, "repeat": c.repeat, "seed": c.seed,
         "defense_seed": defense_seed, "accuracy": float(r["accuracy"]), "n_targets": int(r["n_targets"]),
-        "n_injected": n_inj, "n_injected_edges": n_edges, "attack_seconds": float(attack_seconds),
+        **sizes, "attack_seconds": float(attack_seconds),
         "score_seconds": float(r["score_seconds"]), "defense_train_seconds": float(r["defense_train_seconds"]),
         "version": grb_dist.__version__, "created_at": dt.datetime.now(dt.timezone.utc),
     }

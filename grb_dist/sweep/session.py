@@ -80,15 +80,14 @@ def dataset_identity(spec: JobSpec, graph: Graph) -> dict[str, Any]:
 def _check_attack_inputs(spec: JobSpec, graph: Graph) -> None:
     from grb_dist.attacks import build_attack
 
-    for attack in spec.attacks:
-        for d in spec.difficulties:
-            a = build_attack(attack, spec.attack_params(attack, d, spec.attack_seed(0)))
-            check = getattr(a, "check_inputs", None)
-            if check is not None:
+    for scenario in spec.scenarios:
+        for attack in spec.scenario_attacks(scenario):
+            for d in spec.difficulties:
+                a = build_attack(attack, spec.attack_params(attack, d, spec.attack_seed(0), scenario), scenario)
                 try:
-                    check(graph, graph.targets(d))
+                    a.check_inputs(graph, graph.targets(d))  # budgets against this graph
                 except ConfigError as exc:
-                    raise ConfigError(f"attack {attack} on {d}: {exc}") from None
+                    raise ConfigError(f"{scenario} attack {attack} on {d}: {exc}") from None
 
 
 def prepare(spec: JobSpec, *, out: str | Path | None = None, data_dir: str | Path | None = None,

@@ -30,7 +30,7 @@ from typing import Any, Literal, Mapping
 
 import yaml
 
-from grb_dist.attacks import ATTACKS, build_attack
+from grb_dist.attacks import SCENARIOS, attack_class, attack_registry, build_attack
 from grb_dist.checks import (
     MAX_REPEATS, check_budgets, check_dataset_ref, check_int, check_model_bounds, check_plan_size,
     check_positive_number, check_seed, document_size, is_name, read_job_text,
@@ -111,13 +111,19 @@ class TrainSection:
                 raise ConfigError(f"train.{key} must be >= 1, got {getattr(self, key)}")
 
 
+#: Keys of a job's ``modification:`` section.
+MODIFICATION_KEYS = ("attack", "budgets", "attacks")
+
+
 @dataclass(frozen=True)
 class JobSpec:
-    """A sweep job (one dataset, injection scenario). See ``grb_dist/jobs/csbm.yaml`` for the layout.
+    """A sweep job (one dataset; the injection scenario, the modification scenario or all).
+    See ``grb_dist/jobs/csbm.yaml`` for the layout.
 
-    Mapping sections (``models``, ``attack``, ``budgets``, ``attacks``,
-    ``adversarial_training``) are checked for shape here and for content by the registries
-    in :func:`validate_spec`.
+    The injection scenario's attacks are the top-level ``attack`` (shared settings),
+    ``budgets`` (per difficulty) and ``attacks`` (per attack) sections; the modification
+    scenario's are the same three keys inside ``modification:``. Mapping sections are
+    checked for shape here and for content by the registries in :func:`validate_spec`.
     """
 
     dataset: str
@@ -152,9 +158,7 @@ class JobSpec:
         for d in self.difficulties:
             if d not in DIFFICULTIES:
                 raise ConfigError(f"unknown difficulty {d!r}; choose from: {', '.join(DIFFICULTIES)}")
-        if not self.attacks:
-            raise ConfigError("job attacks must name at least one attack")
-        for key in ("models", "attack", "budgets", "attacks", "adversarial_training"):
+        for key in ("models", "attack", "budgets", "attacks", "adversarial_training", "modification"):
             section = getattr(self, key)
             if not isinstance(section, Mapping):
                 raise ConfigError(f"job {key}: expected a mapping, got {type(section).__name__}")
@@ -171,6 +175,20 @@ class JobSpec:
         object.__setattr__(self, "budgets", {k: dict(v or {}) for k, v in self.budgets.items()})
         object.__setattr__(self, "attack", dict(self.attack))
         object.__setattr__(self, "adversarial_training", dict(self.adversarial_training))
+        object.__setattr__(self, "modification", _modification_section(self.modification))
+        for scenario in self.scenarios:
+            if not self.scenario_attacks(scenario):
+                where = "attacks" if scenario == "injection" else "modification.attacks"
+                raise ConfigError(f"job {where} must name at least one attack for the {scenario} scenario")
+
+    @property
+    def scenarios(self) -> tuple[str, ...]:
+        """The scenarios this job sweeps."""
+        return SCENARIOS if self.scenario == "all" else (self.scenario,)
+
+    def scenario_attacks(self, scenario: str) -> Mapping[str, Mapping[str, Any]]:
+        """Attack name -> its own parameters, for ``scenario``."""
+        return self.attacks if scenario == "injection" else self.modification["attacks"]
 
     def to_dict(self) -> dict[str, Any]:
         return json.loads(canonical_json(to_dict(self)))
@@ -180,12 +198,41 @@ class JobSpec:
         """Hash of the whole job: a run directory belongs to exactly one."""
         return content_hash(self.to_dict())
 
-    def attack_params(self, attack: str, difficulty: str, seed: int) -> dict[str, Any]:
-        """Parameters of ``build_attack``: ``attack:`` <- ``budgets[difficulty]`` <- ``attacks[name]`` <- seed."""
-        return {**self.attack, **self.budgets.get(difficulty, {}), **self.attacks[attack], "seed": seed}
+    def attack_params(self, attack: str, difficulty: str, seed: int, scenario: str = "injection") -> dict[str, Any]:
+        """Parameters of ``build_attack``: ``attack:`` <- ``budgets[difficulty]`` <- ``attacks[name]`` <- seed
+        (of the top level for injection, of ``modification:`` for modification)."""
+        if scenario == "injection":
+            shared, budgets, own = self.attack, self.budgets, self.attacks
+        else:
+            m = self.modification
+            shared, budgets, own = m["attack"], m["budgets"], m["attacks"]
+        return {**shared, **budgets.get(difficulty, {}), **own[attack], "seed": seed}
 
     def attack_seed(self, repeat: int) -> int:
         return self.seed + ATTACK_SEED_STRIDE * (repeat + 1)
+
+
+def _modification_section(section: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``modification:`` section in canonical form (every key present, names normalised)."""
+    unknown = [k for k in section if k not in MODIFICATION_KEYS]
+    if unknown:
+        raise ConfigError(f"job modification: unknown key {unknown[0]!r}; valid keys: {', '.join(MODIFICATION_KEYS)}")
+    out: dict[str, Any] = {}
+    for key in MODIFICATION_KEYS:
+        value = section.get(key) or {}
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"job modification.{key}: expected a mapping, got {type(value).__name__}")
+        if key != "attack":
+            for name, entry in value.items():
+                if entry is not None and not isinstance(entry, Mapping):
+                    raise ConfigError(f"job modification.{key}.{name}: expected a mapping of options, got {entry!r}")
+        out[key] = dict(value)
+    for d in out["budgets"]:
+        if d not in DIFFICULTIES:
+            raise ConfigError(f"job modification.budgets: unknown difficulty {d!r}; choose from: {', '.join(DIFFICULTIES)}")
+    out["attacks"] = {normalize_name(k): dict(v or {}) for k, v in out["attacks"].items()}
+    out["budgets"] = {k: dict(v or {}) for k, v in out["budgets"].items()}
+    return out
 
 
 def parse_job(data: Any, *, where: str = "job") -> JobSpec:
@@ -235,6 +282,7 @@ def apply_overrides(
     spec: JobSpec,
     *,
     dataset: str | None = None,
+    scenario: str | None = None,
     attacks: str | tuple[str, ...] | None = None,
     defenses: str | tuple[str, ...] | None = None,
     surrogates: str | tuple[str, ...] | None = None,
@@ -244,20 +292,28 @@ def apply_overrides(
     n_inject: int | None = None,
     edges_per_node: int | None = None,
     steps: int | None = None,
+    ratio_edge_mod: float | None = None,
 ) -> JobSpec:
     """Narrow or override a job (the CLI flags). Lists may be comma-separated strings.
 
-    ``--attacks`` keeps the job's per-attack parameters of the named attacks (attacks the
-    job does not list run with defaults); ``n_inject`` / ``edges_per_node`` / ``steps``
-    replace the value in ``attack:`` and in every ``budgets`` and ``attacks`` entry.
+    ``scenario`` picks ``injection``, ``modification`` or ``all``. ``--attacks`` keeps, in
+    every scenario swept, the named attacks that scenario knows, with the job's parameters
+    (attacks the job does not list run with defaults; ``pgd`` names both scenarios' PGD); a
+    name no swept scenario knows is an error. ``n_inject`` / ``edges_per_node`` / ``steps``
+    replace the value in the shared attack section and in every ``budgets`` and ``attacks``
+    entry (``steps`` in both scenarios); ``ratio_edge_mod`` likewise in ``modification:``.
     """
     data = spec.to_dict()
     if dataset is not None:
         data["dataset"] = str(dataset)
+    if scenario is not None:
+        data["scenario"] = scenario
+        if scenario not in (*SCENARIOS, "all"):
+            raise ConfigError(f"unknown scenario {scenario!r}; choose one of: {', '.join((*SCENARIOS, 'all'))}")
     if isinstance(attacks, str):
         attacks = _split(attacks)
     if attacks is not None:
-        data["attacks"] = {normalize_name(a): spec.attacks.get(normalize_name(a), {}) for a in attacks}
+        _select_attacks(spec, data, tuple(normalize_name(a) for a in attacks))
     for key, value in (("defenses", defenses), ("surrogates", surrogates), ("difficulties", difficulties)):
         if isinstance(value, str):
             value = _split(value)
@@ -267,15 +323,39 @@ def apply_overrides(
         data["repeats"] = repeats
     if seed is not None:
         data["seed"] = seed
-    for key, value in (("n_inject", n_inject), ("edges_per_node", edges_per_node), ("steps", steps)):
+    mod = data.setdefault("modification", {})
+    for key, value, sections in (("n_inject", n_inject, (data,)), ("edges_per_node", edges_per_node, (data,)),
+                                 ("steps", steps, (data, mod)), ("ratio_edge_mod", ratio_edge_mod, (mod,))):
         if value is None:
             continue
-        data["attack"][key] = value
-        for section in ("budgets", "attacks"):
-            for entry in data[section].values():
-                if key in entry:
-                    entry[key] = value
+        for sec in sections:
+            sec.setdefault("attack", {})[key] = value
+            for name in ("budgets", "attacks"):
+                for entry in sec.get(name, {}).values():
+                    if key in entry:
+                        entry[key] = value
     return parse_job(data, where="job")
+
+
+def _select_attacks(spec: JobSpec, data: dict[str, Any], names: tuple[str, ...]) -> None:
+    """Narrow every swept scenario's attacks to ``names`` (see :func:`apply_overrides`)."""
+    scenarios = SCENARIOS if data.get("scenario") == "all" else (data.get("scenario", spec.scenario),)
+    known = set()
+    for scenario in scenarios:
+        registry = attack_registry(scenario)
+        mine = [n for n in names if n in registry]
+        known.update(mine)
+        own = spec.scenario_attacks(scenario)
+        chosen = {registry.canonical(n): dict(own.get(registry.canonical(n), {})) for n in mine}
+        if scenario == "injection":
+            data["attacks"] = chosen
+        else:
+            data.setdefault("modification", {})["attacks"] = chosen
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        attack_class(unknown[0], scenarios[0])  # the other scenario's attack, or an unknown name
+        for scenario in scenarios[1:]:
+            attack_class(unknown[0], scenario)
 
 
 # --------------------------------------------------------------------------- planning
@@ -311,6 +391,7 @@ class AttackCell:
     params: Mapping[str, Any]
     surrogate_model: str  # file stem of the surrogate
     perturbation_id: str
+    scenario: str = "injection"
 
 
 @dataclass(frozen=True)
@@ -326,6 +407,7 @@ class ScoreCell:
     seed: int
     defense_model: str  # file stem of the defense
     perturbation_id: str | None
+    scenario: str = "injection"
 
 
 @dataclass(frozen=True)
@@ -371,25 +453,29 @@ def plan(spec: JobSpec, fingerprint: str) -> Plan:
     targets = tuple(_model_task(spec, fingerprint, "target", d, spec.seed) for d in spec.defenses)
     surrogates = tuple(_model_task(spec, fingerprint, "surrogate", s, spec.seed + SURROGATE_SEED_OFFSET)
                        for s in spec.surrogates)
-    base = {"dataset": fingerprint, "scenario": spec.scenario, "normalize": spec.normalize, "data_seed": spec.seed}
     attacks: list[AttackCell] = []
     scores: list[ScoreCell] = []
-    for difficulty in spec.difficulties:
-        for t in targets:
-            ident = {**base, "attack": CLEAN, "difficulty": difficulty, "defense": t.model_id}
-            scores.append(ScoreCell(content_hash(ident), CLEAN, CLEAN, t.name, difficulty, 0, spec.seed, t.file_stem, None))
-    for attack in spec.attacks:
-        for s in surrogates:
-            for difficulty in spec.difficulties:
-                for repeat in range(spec.repeats):
-                    seed = spec.attack_seed(repeat)
-                    params = spec.attack_params(attack, difficulty, seed)
-                    pid = content_hash({**base, "attack": attack, "params": params, "surrogate": s.model_id,
-                                        "difficulty": difficulty, "repeat": repeat})
-                    attacks.append(AttackCell(attack, s.name, difficulty, repeat, seed, params, s.file_stem, pid))
-                    for t in targets:
-                        cid = content_hash({"perturbation": pid, "defense": t.model_id})
-                        scores.append(ScoreCell(cid, attack, s.name, t.name, difficulty, repeat, seed, t.file_stem, pid))
+    for scenario in spec.scenarios:
+        base = {"dataset": fingerprint, "scenario": scenario, "normalize": spec.normalize, "data_seed": spec.seed}
+        for difficulty in spec.difficulties:
+            for t in targets:
+                ident = {**base, "attack": CLEAN, "difficulty": difficulty, "defense": t.model_id}
+                scores.append(ScoreCell(content_hash(ident), CLEAN, CLEAN, t.name, difficulty, 0, spec.seed,
+                                        t.file_stem, None, scenario))
+        for attack in spec.scenario_attacks(scenario):
+            for s in surrogates:
+                for difficulty in spec.difficulties:
+                    for repeat in range(spec.repeats):
+                        seed = spec.attack_seed(repeat)
+                        params = spec.attack_params(attack, difficulty, seed, scenario)
+                        pid = content_hash({**base, "attack": attack, "params": params, "surrogate": s.model_id,
+                                            "difficulty": difficulty, "repeat": repeat})
+                        attacks.append(AttackCell(attack, s.name, difficulty, repeat, seed, params, s.file_stem, pid,
+                                                  scenario))
+                        for t in targets:
+                            cid = content_hash({"perturbation": pid, "defense": t.model_id})
+                            scores.append(ScoreCell(cid, attack, s.name, t.name, difficulty, repeat, seed, t.file_stem,
+                                                    pid, scenario))
     return Plan(spec, spec.config_hash, targets, surrogates, tuple(attacks), tuple(scores))
 
 
@@ -401,7 +487,8 @@ def run_components(p: Plan) -> dict[str, dict[str, Any]]:
 
     ``job``: the job seed (it seeds models and attacks); ``models``: per file stem the
     model's id, parameters and training settings; ``attacks``: per ``<attack>/<difficulty>``
-    the attack parameters (without the per-repeat seed).
+    (``modification/<attack>/<difficulty>`` for modification attacks) the attack parameters
+    (without the per-repeat seed).
     """
     spec = p.spec
     models = {t.file_stem: {"role": t.role, "name": t.name, "model_id": t.model_id, "params": dict(t.params),
@@ -409,7 +496,8 @@ def run_components(p: Plan) -> dict[str, dict[str, Any]]:
               for t in p.models}
     attacks = {}
     for a in p.attacks:
-        attacks[f"{a.attack}/{a.difficulty}"] = {k: v for k, v in a.params.items() if k != "seed"}
+        key = f"{a.attack}/{a.difficulty}" if a.scenario == "injection" else f"{a.scenario}/{a.attack}/{a.difficulty}"
+        attacks[key] = {k: v for k, v in a.params.items() if k != "seed"}
     return json.loads(canonical_json({"job": {"seed": {"seed": spec.seed}}, "models": models, "attacks": attacks}))
 
 
@@ -440,15 +528,38 @@ def validate_spec(spec: JobSpec) -> None:
         resolve_params(name, spec.models)
     if any(MODELS.get(n).adversarial for n in (*spec.defenses, *spec.surrogates)):
         at_config(spec.adversarial_training)
-    for attack in spec.attacks:
-        ATTACKS.get(attack)
-        for difficulty in spec.difficulties:
-            try:
-                build_attack(attack, spec.attack_params(attack, difficulty, spec.attack_seed(0)))
-            except GrbDistError:
-                raise
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(f"attack {attack} ({difficulty}): {exc}") from None
+    for scenario in spec.scenarios:
+        for attack in spec.scenario_attacks(scenario):
+            attack_class(attack, scenario)
+            for difficulty in spec.difficulties:
+                try:
+                    built = build_attack(attack, spec.attack_params(attack, difficulty, spec.attack_seed(0), scenario),
+                                         scenario)
+                except GrbDistError:
+                    raise
+                except (TypeError, ValueError) as exc:
+                    raise ConfigError(f"{scenario} attack {attack} ({difficulty}): {exc}") from None
+            if getattr(built, "edge_gradients", False):
+                for s in spec.surrogates:
+                    check_weighted_surrogate(attack, s, resolve_params(s, spec.models)[0])
+
+
+def check_weighted_surrogate(attack: str, surrogate: str, params: Mapping[str, Any]) -> None:
+    """Gradient modification attacks differentiate the surrogate in edge weights: its class
+    must declare its program without attention. Checked on a two-node graph, before any work."""
+    import torch
+
+    from grb_dist.attacks.modification.weighted import WEIGHTED_MODELS, WeightedSurrogate
+    from grb_dist.models.registry import build_model
+
+    try:
+        model = build_model(surrogate, 3, 2, {k: v for k, v in params.items() if k != "lp"}).eval()
+        WeightedSurrogate(model, torch.zeros(2, 3), torch.tensor([[0, 1], [1, 0]])).check()
+    except (ConfigError, TypeError, ValueError, RuntimeError, NotImplementedError):
+        raise ConfigError(
+            f"modification attack {attack} differentiates its surrogate in edge weights, which surrogate "
+            f"{surrogate} does not support; use a surrogate among: {WEIGHTED_MODELS}"
+        ) from None
 
 
 def _validate_sections(spec: JobSpec) -> None:
@@ -469,15 +580,18 @@ def _validate_sections(spec: JobSpec) -> None:
             check_model_bounds(name, model_config(name, {k: v for k, v in params.items() if k != "lp"}))
     if spec.adversarial_training:
         at_config(spec.adversarial_training)
-    for attack in spec.attacks:
-        for difficulty in spec.budgets:
-            if difficulty not in spec.difficulties:
+    for scenario in SCENARIOS:  # both scenarios' sections, also of a scenario this run does not sweep
+        budgets = spec.budgets if scenario == "injection" else spec.modification["budgets"]
+        for attack in spec.scenario_attacks(scenario):
+            attack_class(attack, scenario)
+            for difficulty in (*spec.difficulties, *budgets):
                 try:
-                    build_attack(attack, spec.attack_params(attack, difficulty, spec.attack_seed(0)))
+                    build_attack(attack, spec.attack_params(attack, difficulty, spec.attack_seed(0), scenario), scenario)
                 except (TypeError, ValueError) as exc:
-                    raise ConfigError(f"attack {attack} (budgets.{difficulty}): {exc}") from None
+                    raise ConfigError(f"{scenario} attack {attack} ({difficulty}): {exc}") from None
     d, t, s = len(spec.difficulties), len(spec.defenses), len(spec.surrogates)
-    check_plan_size(d * t + len(spec.attacks) * s * d * spec.repeats * t)
+    n_attacks = sum(len(spec.scenario_attacks(sc)) for sc in spec.scenarios)
+    check_plan_size(len(spec.scenarios) * d * t + n_attacks * s * d * spec.repeats * t)
 
 
 def with_spec(spec: JobSpec, **changes: Any) -> JobSpec:

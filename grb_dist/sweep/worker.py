@@ -20,7 +20,7 @@ import torch
 from grb_dist.attacks import SurrogateCache, build_attack
 from grb_dist.defenses import build_defense, train_defense
 from grb_dist.evaluation import difficulty_accuracy, predict_tensors
-from grb_dist.graph import Graph, Injection, inject_tensors
+from grb_dist.graph import Graph, Injection, Modification, perturb_tensors
 from grb_dist.models.train import TrainConfig
 from grb_dist.sweep.spec import AttackCell, ModelTask
 
@@ -71,25 +71,30 @@ def load_model(graph: Graph, name: str, params: Mapping[str, Any], state_dict: M
 
 @dataclass
 class AttackResult:
-    """A perturbation and how long it took to generate."""
+    """A perturbation (an injection or a modification) and how long it took to generate."""
 
     perturbation_id: str
-    injection: Injection
+    perturbation: Injection | Modification
     seconds: float
 
 
 def attack_task(graph: Graph, cell: AttackCell, surrogate: torch.nn.Module, *, device: str = "cpu",
                 cache: SurrogateCache | None = None) -> AttackResult:
-    """Run ``cell``'s attack on ``surrogate`` against the difficulty's targets (audited).
+    """Run ``cell``'s attack (of its scenario) on ``surrogate`` against the difficulty's
+    targets (audited).
 
-    ``cache`` shares the surrogate's clean pass between cells on the same surrogate and
-    difficulty (see :func:`attack_batch`)."""
+    ``cache`` shares an injection surrogate's clean pass between cells on the same surrogate
+    and difficulty (see :func:`attack_batch`)."""
     torch.manual_seed(cell.seed)
-    attack = build_attack(cell.attack, dict(cell.params))
+    attack = build_attack(cell.attack, dict(cell.params), cell.scenario)
     start = time.perf_counter()
-    injection = attack.attack(graph, surrogate, graph.targets(cell.difficulty), device=device, cache=cache)
+    targets = graph.targets(cell.difficulty)
+    if cell.scenario == "injection":
+        perturbation = attack.attack(graph, surrogate, targets, device=device, cache=cache)
+    else:
+        perturbation = attack.attack(graph, surrogate, targets, device=device)
     seconds = time.perf_counter() - start
-    return AttackResult(cell.perturbation_id, injection, seconds)
+    return AttackResult(cell.perturbation_id, perturbation, seconds)
 
 
 def attack_batch(graph: Graph, cells: list[AttackCell], surrogate: torch.nn.Module, *,
@@ -124,12 +129,15 @@ class Scorer:
     def names(self) -> list[str]:
         return sorted(self.models)
 
-    def score(self, injection: Injection | None, difficulty: str, defenses: list[str]) -> list[dict[str, Any]]:
+    def score(self, perturbation: Injection | Modification | None, difficulty: str,
+              defenses: list[str]) -> list[dict[str, Any]]:
         """One result per requested held defense: accuracy, n_targets, score_seconds.
 
-        The perturbed graph is assembled once and shared by every defense.
+        The perturbed graph is assembled once and shared by every defense; defenses that
+        pre-process the graph (GNN-SVD, GNNGuard, R-GCN) do so on the perturbed graph, as
+        a deployed model would.
         """
-        tensors = inject_tensors(self.clean, injection)
+        tensors = perturb_tensors(self.clean, perturbation)
         n = int(self.graph.targets(difficulty).size)
         out = []
         for name in defenses:
@@ -142,7 +150,14 @@ class Scorer:
         return out
 
 
-def injection_sizes(injection: Injection | None) -> tuple[int, int]:
-    if injection is None:
-        return 0, 0
-    return injection.n_inject, int(np.asarray(injection.edges).shape[1])
+def perturbation_sizes(perturbation: Injection | Modification | None) -> dict[str, int]:
+    """The size columns of a score row: injected nodes and edges, added and removed edges,
+    nodes with modified features."""
+    sizes = dict.fromkeys(("n_injected", "n_injected_edges", "n_edges_added", "n_edges_removed", "n_nodes_modified"), 0)
+    if isinstance(perturbation, Modification):
+        sizes.update(n_edges_added=int(perturbation.added.shape[1]), n_edges_removed=int(perturbation.removed.shape[1]),
+                     n_nodes_modified=perturbation.n_nodes_modified)
+    elif perturbation is not None:
+        edges = int(np.asarray(perturbation.edges).shape[1])
+        sizes.update(n_injected=perturbation.n_inject, n_injected_edges=edges, n_edges_added=edges)
+    return sizes
