@@ -52,7 +52,7 @@ def rows(n: int, seed: int = 0):
     base = {
         "config_hash": "0123456789abcdef", "dataset": "csbm", "dataset_fingerprint": "f" * 64,
         "scenario": "injection", "attack": "fgsm", "surrogate": "gcn", "seed": 1000, "defense_seed": 0,
-        "n_targets": 200, "n_injected": 20, "n_injected_edges": 200, "attack_seconds": 1.5, "score_seconds": 0.01,
+        "n_targets": 200, "n_injected": 20, "n_injected_edges": 200, "n_edges_added": 200, "n_edges_removed": 0, "n_nodes_modified": 0, "attack_seconds": 1.5, "score_seconds": 0.01,
         "defense_train_seconds": 3.0, "version": "0.1.0", "created_at": now,
     }
     chunk = []

@@ -312,7 +312,7 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
             f"{len(p.surrogates)} surrogates x {len(p.targets)} defenses x {len(spec.difficulties)} difficulties x "
             f"{spec.repeats} repeats = {len(p.scores)} cells, {len(missing)} to compute -> {prepared.run_dir}"
             + (" (resuming or growing the run)" if prepared.resume else ""),
-            highlight=False,
+            highlight=False, soft_wrap=True,
         )
         console.print(f"Ray: {ctx.cpus:g} CPUs, {ctx.gpus:g} GPUs; dashboard: "
                       + (ctx.dashboard_url or "not running"), highlight=False)

@@ -36,7 +36,7 @@ def row(cell_id: str, accuracy: float = 0.5, **kw) -> dict:
         "cell_id": cell_id, "config_hash": "h", "perturbation_id": None, "dataset": "d", "dataset_fingerprint": FP,
         "scenario": "injection", "difficulty": "full", "attack": "none", "surrogate": "none", "defense": "gcn",
         "repeat": 0, "seed": 0, "defense_seed": 0, "accuracy": accuracy, "n_targets": 10, "n_injected": 0,
-        "n_injected_edges": 0, "attack_seconds": 0.0, "score_seconds": 0.1, "defense_train_seconds": 1.0,
+        "n_injected_edges": 0, "n_edges_added": 0, "n_edges_removed": 0, "n_nodes_modified": 0, "attack_seconds": 0.0, "score_seconds": 0.1, "defense_train_seconds": 1.0,
         "version": "0", "created_at": dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
     }
     r.update(kw)
