@@ -55,3 +55,92 @@ def test_bad_input_is_one_line_and_nonzero(tmp_path):
         assert r.exit_code == 2, (args, r.output)
         lines = [l for l in r.output.strip().splitlines() if l.strip()]
         assert len(lines) == 1 and lines[0].startswith("error:"), (args, r.output)
+
+
+def test_version_and_short_help():
+    import grb_dist
+
+    r = runner.invoke(app, ["--version"])
+    assert r.exit_code == 0 and r.output.strip() == f"grb-dist {grb_dist.__version__}", r.output
+    for args in (["-h"], ["datasets", "-h"], ["train", "-h"], ["sweep", "-h"], ["leaderboard", "-h"]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 0 and "Usage:" in r.output, (args, r.output)
+    r = runner.invoke(app, ["train", "-h"])
+    assert "--split-seed" in r.output and "--threads" in r.output
+
+
+def test_verbose_before_or_after_the_command(monkeypatch):
+    import logging
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "level", root.level)  # restored after the test
+    for args, level in ((["datasets"], logging.WARNING), (["-v", "datasets"], logging.INFO),
+                        (["datasets", "-v"], logging.INFO), (["datasets", "--verbose"], logging.INFO)):
+        root.setLevel(logging.WARNING)
+        r = runner.invoke(app, args)
+        assert r.exit_code == 0, (args, r.output)
+        assert root.level == level, args
+    # a -v that is the value of an option stays that value
+    root.setLevel(logging.WARNING)
+    r = runner.invoke(app, ["datasets", "--data-dir", "-v"])
+    assert r.exit_code == 0 and root.level == logging.WARNING
+
+
+def test_threads_out_of_range_is_one_line():
+    for args in (["train", "--threads", "0"], ["train", "--threads", "1025"], ["sweep", "--threads", "0"]):
+        r = runner.invoke(app, args)
+        lines = [l for l in r.output.strip().splitlines() if l.strip()]
+        assert r.exit_code == 2 and len(lines) == 1 and "--threads must be in 1..1024" in lines[0], (args, r.output)
+
+
+def test_ray_settings_threads_reach_the_workers(monkeypatch):
+    import pytest
+    import torch
+
+    from grb_dist.errors import ConfigError
+    from grb_dist.sweep import runner as ray_runner
+
+    with pytest.raises(ConfigError, match="1..1024"):
+        ray_runner.RaySettings(threads=0)
+    assert ray_runner._thread_options(ray_runner.RaySettings()) == {}
+    opts = ray_runner._thread_options(ray_runner.RaySettings(threads=3))
+    assert opts == {"runtime_env": {"env_vars": {ray_runner.THREADS_ENV: "3"}}}
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.setenv(ray_runner.THREADS_ENV, "1")
+        ray_runner._set_threads()  # what every task and Scorer does first
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_train_seed_is_the_model_seed_and_progress_is_shown(monkeypatch):
+    """--seed changes the model only; the graph and split follow --split-seed (default: the
+    job's seed). Progress lines are printed while training (no terminal here)."""
+    import grb_dist.datasets
+    import grb_dist.defenses
+
+    seen: list[tuple[int, int]] = []
+    load, train_defense = grb_dist.datasets.load_dataset, grb_dist.defenses.train_defense
+
+    def recording_load(*args, **kwargs):
+        seen.append(("split", kwargs["seed"]))
+        return load(*args, **kwargs)
+
+    def recording_train(name, graph, params, config, **kwargs):
+        seen.append(("model", config.seed))
+        return train_defense(name, graph, params, config, **kwargs)
+
+    monkeypatch.setattr(grb_dist.datasets, "load_dataset", recording_load)
+    monkeypatch.setattr(grb_dist.defenses, "train_defense", recording_train)
+    for args, expected in ((["--seed", "5"], [("split", 0), ("model", 5)]),
+                           (["--seed", "5", "--split-seed", "3"], [("split", 3), ("model", 5)]),
+                           ([], [("split", 0), ("model", 0)])):
+        seen.clear()
+        r = runner.invoke(app, ["train", "--epochs", "12", "--hidden", "8", *args])
+        assert r.exit_code == 0, r.output
+        assert seen == expected, (args, seen)
+    assert "training gcn on csbm: epoch 1/12, val acc" in r.output
+    assert "epoch 10/12" in r.output and "epoch 2/12" not in r.output
+    r = runner.invoke(app, ["train", "--split-seed", "-1"])
+    assert r.exit_code == 2 and "--split-seed" in r.output

@@ -3,16 +3,20 @@
 The model trains on the subgraph induced by the training nodes and is validated on the
 subgraph induced by training + validation nodes; test nodes are never seen during training.
 Early stopping keeps the state_dict of the epoch with the lowest validation loss. Training
-is seeded: the same seed gives the same weights on the same device.
+is seeded: the same seed gives the same weights on the same device. Progress can be watched
+with an ``on_epoch`` callback (an argument of :func:`train_model`, or installed with
+:func:`report_epochs` for callers that train through other functions).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -87,6 +91,25 @@ def induced(graph: Graph, nodes: np.ndarray, loss_nodes: np.ndarray, device) -> 
 #: the training view, return perturbed ``(x, edge_index)``; original nodes keep their ids.
 Augment = Callable[[GraphModel, InductiveView, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
 
+#: Progress hook, called after every epoch with that epoch's history row (``epoch`` counted
+#: from 0, ``train_loss``, ``val_loss``, ``val_accuracy``) plus ``epochs`` (the maximum),
+#: ``best_epoch`` and ``best_val_accuracy`` so far. It must be cheap: it runs in the loop.
+OnEpoch = Callable[[Mapping[str, float]], None]
+
+_ON_EPOCH: contextvars.ContextVar[OnEpoch | None] = contextvars.ContextVar("grb_dist_on_epoch", default=None)
+
+
+@contextlib.contextmanager
+def report_epochs(callback: OnEpoch | None) -> Iterator[None]:
+    """Within the block, :func:`train_model` calls ``callback`` after every epoch when it is
+    not given an ``on_epoch`` of its own (for training that goes through other functions,
+    such as :func:`grb_dist.defenses.train_defense`)."""
+    token = _ON_EPOCH.set(callback)
+    try:
+        yield
+    finally:
+        _ON_EPOCH.reset(token)
+
 
 def train_model(
     model: GraphModel,
@@ -95,8 +118,14 @@ def train_model(
     *,
     device: str | torch.device = "cpu",
     augment: Augment | None = None,
+    on_epoch: OnEpoch | None = None,
 ) -> TrainResult:
-    """Train ``model`` inductively on ``graph`` (which must carry a GRB split)."""
+    """Train ``model`` inductively on ``graph`` (which must carry a GRB split).
+
+    ``on_epoch`` (default: the callback of an enclosing :func:`report_epochs`, else none) is
+    called after every epoch, see :data:`OnEpoch`.
+    """
+    on_epoch = on_epoch if on_epoch is not None else _ON_EPOCH.get()
     split = graph.split
     for key in ("train", "val"):
         if key not in split or split[key].size == 0:
@@ -133,10 +162,13 @@ def train_model(
             val_loss = float(torch.nn.functional.cross_entropy(logits, yv))
             val_acc = float((logits.argmax(1) == yv).float().mean())
         history.append({"epoch": epoch, "train_loss": loss.item(), "val_loss": val_loss, "val_accuracy": val_acc})
-        if val_loss < best[0]:
+        improved = val_loss < best[0]
+        if improved:
             best = (val_loss, val_acc, epoch)
             best_state = copy.deepcopy(model.state_dict())
-        elif epoch - best[2] >= config.patience:
+        if on_epoch is not None:
+            on_epoch({**history[-1], "epochs": config.epochs, "best_epoch": best[2], "best_val_accuracy": best[1]})
+        if not improved and epoch - best[2] >= config.patience:
             break
     if best_state is not None:
         model.load_state_dict(best_state)
