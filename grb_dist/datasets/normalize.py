@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from grb_dist.errors import ConfigError
+from grb_dist.registry import unknown_name_message
 
 NORMALIZATIONS = ("arctan", "tanh", "standardize", "none")
 
@@ -30,5 +31,5 @@ def normalize_features(features: np.ndarray, method: str = "arctan") -> np.ndarr
         std = x.std(axis=0)
         out = (x - x.mean(axis=0)) / np.where(std > 0, std, 1.0)
     else:
-        raise ConfigError(f"unknown feature normalisation {method!r}; choose one of: {', '.join(NORMALIZATIONS)}")
+        raise ConfigError(unknown_name_message("feature normalisation", method, NORMALIZATIONS))
     return np.ascontiguousarray(out, dtype=np.float32)
