@@ -384,6 +384,15 @@ class Modification:
                             np.ascontiguousarray(np.asarray(features, dtype=np.float32)[order]), int(num_original))
 
 
+def undirected_keys(graph: Graph) -> np.ndarray:
+    """Sorted keys ``u * N + v`` (u < v) of the graph's undirected edges (loaded graphs keep
+    their edges sorted, so this is usually a filter without a sort)."""
+    ei, n = graph.edge_index, graph.num_nodes
+    up = ei[0] < ei[1]
+    keys = ei[0][up] * n + ei[1][up]
+    return keys if keys.size < 2 or bool((keys[1:] > keys[:-1]).all()) else np.sort(keys)
+
+
 def canonical_pairs(pairs: np.ndarray, num_nodes: int) -> np.ndarray:
     """Node pairs (2 x M) with the smaller id first, sorted; duplicates are kept (the audit
     reports them)."""

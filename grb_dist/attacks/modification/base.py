@@ -36,7 +36,7 @@ from grb_dist.attacks.base import resolve_feature_limits
 from grb_dist.attacks.injection.common import surrogate_mode
 from grb_dist.attacks.modification.weighted import WeightedSurrogate
 from grb_dist.errors import ConfigError
-from grb_dist.graph import Graph, Modification, canonical_pairs
+from grb_dist.graph import Graph, Modification, canonical_pairs, undirected_keys
 from grb_dist.precision import check_precision
 
 log = logging.getLogger(__name__)
@@ -226,9 +226,7 @@ class ModContext:
     @cached_property
     def edge_keys(self) -> np.ndarray:
         """Sorted keys ``u * N + v`` (u < v) of the clean graph's undirected edges."""
-        ei = self.graph.edge_index
-        m = ei[0] < ei[1]
-        return np.sort(ei[0][m] * self.n + ei[1][m])
+        return undirected_keys(self.graph)
 
     def exists(self, pairs: np.ndarray) -> np.ndarray:
         """Whether each canonical pair (2 x M, u < v) is an edge of the clean graph."""

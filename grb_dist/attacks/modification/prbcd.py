@@ -93,7 +93,7 @@ class Block:
         p = self.p.detach().requires_grad_(True)
         loss = self.loss(p, kind, x)
         (grad,) = torch.autograd.grad(loss, p)
-        return float(loss), grad
+        return float(loss.detach()), grad
 
     def discrete(self, gen: torch.Generator, budget: int, n_samples: int, kind: str,
                  x: torch.Tensor | None = None) -> np.ndarray:
