@@ -41,7 +41,7 @@ from grb_dist.precision import check_precision
 
 log = logging.getLogger(__name__)
 
-LOSSES = ("ce", "margin", "tanh_margin")
+LOSSES = ("ce", "margin", "tanh_margin", "prob_margin")
 
 
 @dataclass(frozen=True)
@@ -309,16 +309,17 @@ class ModContext:
 
 
 def attack_loss(logits: torch.Tensor, labels: torch.Tensor, kind: str) -> torch.Tensor:
-    """``ce``: mean cross-entropy; ``margin``: mean of (best other logit - own logit) of the
-    log-probabilities; ``tanh_margin``: the mean of tanh of that margin (Geisler et al. 2021,
-    which focuses on nodes near the decision boundary)."""
+    """``ce``: mean cross-entropy; ``margin``: mean of (best other - own) log-probability;
+    ``tanh_margin``: the mean of tanh of that margin; ``prob_margin``: the mean of (best
+    other - own) probability (the last two from Geisler et al. 2021: bounded, so nodes
+    already misclassified stop pulling the gradient)."""
     if kind == "ce":
         return F.cross_entropy(logits, labels)
-    logp = F.log_softmax(logits, dim=1)
+    logp = F.log_softmax(logits, dim=1) if kind != "prob_margin" else F.softmax(logits, dim=1)
     own = logp.gather(1, labels[:, None]).squeeze(1)
     other = logp.scatter(1, labels[:, None], float("-inf")).max(1).values
     margin = other - own
-    return margin.mean() if kind == "margin" else torch.tanh(margin).mean()
+    return torch.tanh(margin).mean() if kind == "tanh_margin" else margin.mean()
 
 
 def project_budget(p: torch.Tensor, budget: float, eps: float = 1e-7, iters: int = 60) -> torch.Tensor:

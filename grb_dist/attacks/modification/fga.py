@@ -33,7 +33,7 @@ class FGAConfig(ModificationConfig):
         steps: greedy rounds (at most the budget; ``budget / steps`` flips each).
         n_candidate_pairs: random absent pairs added to the candidates; ``None`` = 20 x
             budget (at least 10,000).
-        loss: ``ce`` (default, as the original), ``margin`` or ``tanh_margin``.
+        loss: ``ce`` (default, as the original), ``margin``, ``tanh_margin`` or ``prob_margin``.
     """
 
     steps: int = 100

@@ -33,12 +33,12 @@ class GRBCDConfig(ModificationConfig):
         steps: greedy rounds (the budget is spread evenly over them; at most the budget).
         block_size: candidate pairs drawn per round; ``None`` = max(20 x budget, 100,000),
             at most the number of candidate pairs.
-        loss: ``tanh_margin`` (default), ``margin`` or ``ce``.
+        loss: ``margin`` (default), ``tanh_margin``, ``prob_margin`` or ``ce``.
     """
 
     steps: int = 20
     block_size: int | None = None
-    loss: str = "tanh_margin"
+    loss: str = "margin"
 
     def __post_init__(self) -> None:
         super().__post_init__()

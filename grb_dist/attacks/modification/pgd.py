@@ -39,7 +39,7 @@ class PGDConfig(ModificationConfig):
             (at least 10,000).
         lr: step-size factor of the edge weights (see the module docstring).
         feat_step_size: sign step of the modified features.
-        loss: ``ce`` (default, as Xu et al.), ``margin`` or ``tanh_margin``.
+        loss: ``ce`` (default, as Xu et al.), ``margin``, ``tanh_margin`` or ``prob_margin``.
         n_samples: Bernoulli samples drawn from the final weights.
     """
 

@@ -43,7 +43,8 @@ class PRBCDConfig(ModificationConfig):
         lr: step-size factor; the step is ``lr * budget / N`` times the gradient, decayed by
             ``1 / sqrt(t + 1)`` after the resampling phase (Geisler et al.).
         resample_fraction: share of the steps during which zero-weight entries are resampled.
-        loss: ``tanh_margin`` (default, Geisler et al.), ``margin`` or ``ce``.
+        loss: ``margin`` (default: the strongest on cora-legacy in ``bench/bench_modification.py``),
+            ``tanh_margin``, ``prob_margin`` (Geisler et al.) or ``ce``.
         n_samples: Bernoulli samples drawn from the final weights.
     """
 
@@ -51,7 +52,7 @@ class PRBCDConfig(ModificationConfig):
     block_size: int | None = None
     lr: float = 1000.0
     resample_fraction: float = 0.8
-    loss: str = "tanh_margin"
+    loss: str = "margin"
     n_samples: int = 20
 
     def __post_init__(self) -> None:
