@@ -1,4 +1,29 @@
-"""grb-dist: the Graph Robustness Benchmark as a Ray-distributed sweeper."""
+"""grb-dist: the Graph Robustness Benchmark as a Ray-distributed sweeper.
+
+Bring your own defense, model or attack (``docs/extending.md``): :func:`benchmark`,
+:func:`register_defense`, :func:`register_model`, :func:`register_attack`. They are loaded
+on first use, so ``import grb_dist`` stays light (no torch).
+"""
+
+from typing import Any
 
 #: The package version (pyproject.toml reads it from here); ``grb-dist --version`` prints it.
 __version__ = "0.1.0"
+
+#: Names re-exported from :mod:`grb_dist.extensions`, imported when first used.
+_EXTENSIONS = ("benchmark", "register_attack", "register_defense", "register_model")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXTENSIONS:
+        from grb_dist import extensions
+
+        return getattr(extensions, name)
+    raise AttributeError(f"module 'grb_dist' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXTENSIONS])
+
+
+__all__ = ["__version__", *_EXTENSIONS]

@@ -14,6 +14,7 @@ from grb_dist.attacks.injection.rnd import RND, RNDConfig
 from grb_dist.attacks.injection.speit import SPEIT, SPEITConfig
 from grb_dist.attacks.injection.tdgia import TDGIA, TDGIAConfig
 from grb_dist.attacks.modification import MODIFICATION_ATTACKS, ModificationAttack, ModificationConfig
+from grb_dist import extensions
 from grb_dist.config import from_dict
 from grb_dist.errors import ConfigError
 from grb_dist.registry import Registry
@@ -27,6 +28,10 @@ ATTACKS: Registry[type[InjectionAttack]] = Registry(
 #: The scenarios of the benchmark and their attack registries.
 SCENARIOS = ("injection", "modification")
 REGISTRIES = {"injection": ATTACKS, "modification": MODIFICATION_ATTACKS}
+# Names that are not registered (user attacks are added with grb_dist.register_attack):
+# entry points of installed packages (group grb_dist.attacks) and module:Class specs.
+for _scenario, _registry in REGISTRIES.items():
+    _registry.set_resolver(extensions.attack_resolver(_scenario), lambda: extensions.available("attacks"))
 #: Where a job lists the attacks of each scenario.
 JOB_SECTION = {"injection": "attacks", "modification": "modification.attacks"}
 

@@ -4,6 +4,11 @@
 - :func:`build_defense`: the untrained module with its full structure (so that a saved
   state_dict loads into it);
 - :func:`train_defense`: seeded inductive training, adversarial for ``*_at`` names.
+
+Names are resolved by :func:`grb_dist.models.registry.check_name`: the built-ins, user
+models and defenses registered with :mod:`grb_dist.extensions`, entry points of installed
+packages and ``module:Class`` specs. A user defense is trained by the same inductive trainer
+unless its module declares ``trainable = False`` (nothing to train: it is used as built).
 """
 
 from __future__ import annotations
@@ -113,7 +118,7 @@ def build_defense(name: str, graph: Graph, params: Mapping[str, Any] | None = No
                 f"model {name}: rank k={config.k} must be smaller than the number of training "
                 f"nodes ({n_train}) of {graph.name!r}; lower k"
             )
-    model = spec.cls(graph.num_features, graph.num_classes, config)
+    model = spec.build(graph.num_features, graph.num_classes, config)
     if spec.label_propagation:
         idx, labels = _train_labels(graph)
         return LabelPropagationOn(model, idx, labels, graph.num_classes, lp)
@@ -149,6 +154,8 @@ def train_defense(
     if spec.cls is LabelPropagation:
         return _evaluate_lp(module, graph, device)
     inner = module.model if isinstance(module, LabelPropagationOn) else module
+    if getattr(inner, "trainable", True) is False:  # a user defense with nothing to train
+        return _evaluate_untrained(module, graph, device)
     result = train_model(inner, graph, train_config, device=device, augment=augment)
     module = module.to(device).eval()
     return dataclasses.replace(result, model=module)
@@ -174,4 +181,18 @@ def _evaluate_lp(module: LabelPropagation, graph: Graph, device) -> TrainResult:
         loss = float(torch.nn.functional.nll_loss(out, y))
         acc = float((out.argmax(1) == y).float().mean())
     module = module.to(device).eval()
+    return TrainResult(module, 0, loss, acc, 0, time.perf_counter() - start, [])
+
+
+def _evaluate_untrained(module: nn.Module, graph: Graph, device) -> TrainResult:
+    """The validation loss and accuracy of a module used as built (0 epochs)."""
+    start = time.perf_counter()
+    split = graph.split
+    view = induced(graph, np.concatenate([split["train"], split["val"]]), split["val"], device)
+    module = module.to(device).eval()
+    with torch.no_grad():
+        out = module(view.x, view.edge_index)[view.mask_idx]
+        y = view.y[view.mask_idx]
+        loss = float(torch.nn.functional.cross_entropy(out, y))
+        acc = float((out.argmax(1) == y).float().mean())
     return TrainResult(module, 0, loss, acc, 0, time.perf_counter() - start, [])

@@ -220,7 +220,11 @@ def _thread_options(settings: RaySettings) -> dict[str, Any]:
 
 
 def _set_threads() -> None:
-    """torch's intra-op threads of this worker from :data:`THREADS_ENV`, when set."""
+    """torch's intra-op threads of this worker from :data:`THREADS_ENV`, when set; and the
+    driver's user registrations (:func:`grb_dist.extensions.install_published`)."""
+    from grb_dist.extensions import install_published
+
+    install_published()
     threads = os.environ.get(THREADS_ENV)
     if threads:
         import torch
@@ -376,6 +380,9 @@ def run_sweep(
     }
 
     graph_ref = ray.put(graph)
+    from grb_dist.extensions import publish
+
+    publish()  # user models, defenses and attacks, for the workers (grb_dist.extensions)
     in_flight: dict[Any, tuple] = {}
     state_refs: dict[str, Any] = {}  # file stem -> ref of the stored state_dict
     train_secs: dict[str, float] = {}

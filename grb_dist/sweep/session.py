@@ -142,6 +142,45 @@ def open_store(prepared: Prepared, lock: RunLock) -> RunStore:
                          config=prepared.spec.to_dict(), config_hash=prepared.spec.config_hash, lock=lock)
 
 
+@dataclass
+class Outcome:
+    """What :func:`execute` did: the run's store, the sweep's summary (``None`` when no cell
+    was missing and Ray was not started), and the run's scores and leaderboards."""
+
+    store: RunStore
+    summary: Any
+    scores: pd.DataFrame
+    boards: dict[str, pd.DataFrame]
+
+
+def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None, on_progress=None,
+            flush_rows: int = 4096, flush_seconds: float = 10.0, on_warning=None) -> Outcome:
+    """Compute the missing cells of a locked run and reduce it (the sweep after
+    :func:`lock_run`, without output): joins the cluster of ``settings``
+    (:class:`grb_dist.sweep.runner.RaySettings`) or starts an embedded local Ray, stopped
+    afterwards when this call started it; no Ray when nothing is missing.
+    ``on_connect(context, store)`` is called once Ray is up and the run directory is open;
+    ``on_progress`` as in :func:`grb_dist.sweep.runner.run_sweep`."""
+    from grb_dist.sweep.runner import connect, disconnect, run_sweep
+
+    summary = None
+    if missing_cells(prepared):
+        ctx = connect(settings)
+        try:
+            store = open_store(prepared, lock)
+            if on_connect is not None:
+                on_connect(ctx, store)
+            summary = run_sweep(prepared.plan, prepared.graph, store, settings, on_progress=on_progress,
+                                flush_rows=flush_rows, flush_seconds=flush_seconds)
+        finally:
+            disconnect(ctx)
+        boards = reduce_run(store, on_warning=on_warning)
+    else:
+        store = RunStore.existing(prepared.run_dir)
+        boards = reduce_run(store, save=False, on_warning=on_warning)
+    return Outcome(store, summary, store.read_scores(on_warning=on_warning), boards)
+
+
 def reduce_run(store: RunStore, difficulties: list[str] | None = None, *, save: bool = True,
                on_warning=None, scenarios: list[str] | None = None) -> dict[str, pd.DataFrame]:
     """Leaderboards of every cell of a (finished, partial or grown) run, per scenario and
@@ -164,5 +203,6 @@ def reduce_run(store: RunStore, difficulties: list[str] | None = None, *, save: 
     return boards
 
 
-__all__ = ["Prepared", "RESULTS_DIR", "dataset_identity", "default_run_dir", "lock_run", "missing_cells", "open_store",
+__all__ = ["Outcome", "Prepared", "RESULTS_DIR", "dataset_identity", "default_run_dir", "execute", "lock_run",
+           "missing_cells", "open_store",
            "prepare", "reduce_run", "render", "resolve_job"]
