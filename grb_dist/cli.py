@@ -284,10 +284,9 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
     """The part of ``sweep`` that runs while holding the run directory's lock."""
     import time
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from grb_dist.leaderboard import render
     from grb_dist.store import RunStore
+    from grb_dist.sweep.progress import PlainProgress, RichProgress
     from grb_dist.sweep.runner import connect, disconnect, run_sweep
     from grb_dist.sweep.session import missing_cells, open_store, reduce_run
 
@@ -301,7 +300,7 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
         console.print(f"nothing to do: all {len(p.scores)} cells of this job are already in {prepared.run_dir}",
                       highlight=False)
         return
-    ctx = connect(settings)
+    ctx = connect(settings, job_name=f"grb-dist sweep {spec.dataset} -> {prepared.run_dir}")
     try:
         if settings.resolved_address():  # a joined cluster: its memory is known only now
             _check_cluster_memory(prepared)
@@ -314,22 +313,24 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
             + (" (resuming or growing the run)" if prepared.resume else ""),
             highlight=False, soft_wrap=True,
         )
-        console.print(f"Ray: {ctx.cpus:g} CPUs, {ctx.gpus:g} GPUs; dashboard: "
-                      + (ctx.dashboard_url or "not running"), highlight=False)
-        columns = [TextColumn("{task.description:<7}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("cells, {task.fields[failures]} failed"), TimeElapsedColumn()]
+        dashboard = ctx.dashboard_url or "not running"
+        if ctx.dashboard_url and ctx.dashboard_token:
+            dashboard += (f" (asks for Ray's token once per browser: paste the output of `ray get-auth-token`, "
+                          f"or the contents of {ctx.dashboard_token})")
+        console.print(f"Ray: {ctx.cpus:g} CPUs, {ctx.gpus:g} GPUs; dashboard: {dashboard}", highlight=False,
+                      soft_wrap=True)
         start = time.perf_counter()
-        with Progress(*columns, console=console, transient=False) as bar:
-            task = bar.add_task("plan", total=len(p.scores), failures=0)
-
-            def on_progress(pr) -> None:
-                bar.update(task, completed=pr.done, total=pr.total, description=pr.phase, failures=pr.failures)
-
+        # three live rows on a terminal; timestamped lines otherwise (CI, nohup, tee)
+        if console.is_terminal:
+            display = RichProgress(console)
+        else:
+            display = PlainProgress(lambda line: console.print(line, highlight=False, markup=False, soft_wrap=True))
+        with display:
             try:
-                summary = run_sweep(p, prepared.graph, store, settings, on_progress=on_progress,
+                summary = run_sweep(p, prepared.graph, store, settings, on_progress=display,
                                     flush_rows=flush_rows, flush_seconds=flush_seconds)
             except KeyboardInterrupt:
-                bar.stop()
+                display.stop()
                 err_console.print("interrupted: finished cells are kept; run the same command again to resume")
                 raise typer.Exit(130) from None
         elapsed = time.perf_counter() - start

@@ -4,12 +4,13 @@ Shape of a run (see ``docs/sweep.md``)::
 
     ray.put(graph) once
     train   : one task per missing (model, seed)        -> driver writes models/<name>-<seed>.pt
-    hold    : Scorer actors load the target state_dicts once (fractional GPU when present),
-              as soon as every needed defense is stored
-    attack  : one task per missing perturbation, as soon as its surrogate is stored (surrogates
-              train first, so attacks overlap the defenses' training)
+    attack  : one task per batch of missing perturbations, as soon as its surrogate is stored
+              (surrogates train first; training and attack tasks then alternate, so every
+              stage moves from the start)
                                                          -> driver writes perturbations/.../<id>.parquet
-    score   : every perturbation -> every Scorer (each holds a share of the defenses)
+    score   : every perturbation -> the Scorer actor holding each defense (fractional GPU when
+              present), as soon as both the perturbation and the defense are stored; a Scorer
+              loads a defense's state_dict on its first call for it and keeps it
                                                          -> driver buffers the rows and writes them in
                                                             batches: scores/scenario=/dataset=/difficulty=/part-*.parquet
 
@@ -21,17 +22,25 @@ buffered and written every ``flush_rows`` rows or ``flush_seconds`` seconds, whi
 first, and on every exit path (Ctrl-C included); a SIGKILL loses only the buffered rows,
 whose cells the next run recomputes. Fault tolerance: tasks have ``max_retries``; Scorer
 actors ``max_restarts`` and ``max_task_retries``, and a scoring call that still fails with
-the actor gone is resubmitted (up to ``resubmits`` times) to the restarted actor.
+the actor gone is resubmitted (up to ``resubmits`` times) to the restarted actor. Scorer
+constructors take no object refs (Ray cannot promise to restore those on a restart,
+ray-project/ray#53727): every scoring call carries the refs it needs, nested in a list, and a
+restarted Scorer loads again from them.
+
+Tasks and actors are named after their work (``train:gcn/s0``,
+``attack:injection/fgsm/gcn/full/r0+3``, ``scorer:0``), so the dashboard and
+``ray list tasks`` show which cell runs where; a local Ray's job is named after the run.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import socket
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 from urllib.parse import urlparse
 
@@ -43,6 +52,7 @@ from grb_dist.errors import ConfigError, GrbDistError
 from grb_dist.graph import Graph
 from grb_dist.store import RunStore, ScoreWriter
 from grb_dist.sweep import worker
+from grb_dist.sweep.progress import Stage
 from grb_dist.sweep.spec import CLEAN, AttackCell, Plan, ScoreCell
 
 log = logging.getLogger(__name__)
@@ -117,13 +127,26 @@ class RaySettings:
 
 @dataclass
 class RayContext:
-    """What :func:`connect` did: whether it started Ray here, and the dashboard URL."""
+    """What :func:`connect` did: whether it started Ray here, and the dashboard URL.
+
+    ``dashboard_token`` says where the dashboard's token is when Ray's token
+    authentication is on (``None`` when it is off): the dashboard asks for it once per
+    browser.
+    """
 
     started: bool
     dashboard_url: str | None
     cpus: float
     gpus: float
     reaper: Any = None  # grb_dist.reaper.Reaper of a local Ray started here
+    dashboard_token: str | None = None
+
+
+#: Ray's switch of token authentication (``token`` or ``disabled``), read by ``ray.init``.
+AUTH_MODE_ENV = "RAY_AUTH_MODE"
+
+#: The namespace of a local Ray started by :func:`connect`.
+NAMESPACE = "grb-dist"
 
 
 def _check_reachable(address: str) -> None:
@@ -139,18 +162,32 @@ def _check_reachable(address: str) -> None:
         raise ConfigError(f"cannot reach Ray at {address}: {exc.strerror or exc}") from None
 
 
-def connect(settings: RaySettings) -> RayContext:
-    """Join the cluster of ``settings`` or start a local Ray; raise ConfigError when unreachable."""
+def connect(settings: RaySettings, job_name: str | None = None) -> RayContext:
+    """Join the cluster of ``settings`` or start a local Ray; raise ConfigError when unreachable.
+
+    A local Ray runs in the namespace :data:`NAMESPACE` with token authentication on, set
+    explicitly (``RAY_AUTH_MODE=token`` unless the environment says otherwise), so that Ray
+    does not warn that it turned it on by default; its token is Ray's usual one
+    (``ray get-auth-token`` prints it). A joined cluster's authentication is left as it is.
+    ``job_name`` names the Ray job (its ``job_name`` metadata, shown by the dashboard and
+    ``ray list jobs``).
+    """
     address = settings.resolved_address()
     if address:
         _check_reachable(address)
     if ray.is_initialized():
-        return RayContext(False, _dashboard_url(None), *_cluster_size())
+        return RayContext(False, _dashboard_url(None), *_cluster_size(), dashboard_token=_token_hint())
     kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
+    if job_name:
+        from ray.job_config import JobConfig
+
+        kwargs["job_config"] = JobConfig(metadata={"job_name": job_name})
     if address:
         kwargs["address"] = address
     else:
         kwargs["address"] = "local"
+        kwargs["namespace"] = NAMESPACE
+        _explicit_token_auth()
         if settings.num_cpus is not None:
             kwargs["num_cpus"] = settings.num_cpus
         if settings.include_dashboard is not None:
@@ -165,7 +202,45 @@ def connect(settings: RaySettings) -> RayContext:
         from grb_dist import reaper as reaper_mod
 
         reaper = reaper_mod.start()
-    return RayContext(True, _dashboard_url(ctx), *_cluster_size(), reaper=reaper)
+    return RayContext(True, _dashboard_url(ctx), *_cluster_size(), reaper=reaper, dashboard_token=_token_hint())
+
+
+def _explicit_token_auth() -> None:
+    """Turn on token authentication of the local Ray about to start, explicitly, unless
+    ``RAY_AUTH_MODE`` is set already (``disabled`` then stays disabled).
+
+    Ray >= 2.52 turns it on by default for a new local cluster when the mode is unset, and
+    warns on every start that it did; with the mode set it does the same without the
+    warning. Like Ray at that point, the mode is put in this process's environment (the
+    local Ray's processes inherit it) and Ray's cached configuration of this process is
+    read again. An older Ray without token authentication is left as it is.
+    """
+    if AUTH_MODE_ENV in os.environ:
+        return
+    try:
+        from ray._private.authentication.authentication_token_setup import enable_token_auth_by_default  # noqa: F401
+        from ray._raylet import Config
+    except ImportError:
+        return
+    os.environ[AUTH_MODE_ENV] = "token"
+    Config.initialize("")
+
+
+def _token_hint() -> str | None:
+    """Where the token of this Ray session is, when token authentication is on: the
+    variable or file Ray reads it from (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH``,
+    ``~/.ray/auth_token``); ``None`` when it is off."""
+    try:
+        from ray._raylet import AuthenticationMode, get_authentication_mode
+
+        enabled = get_authentication_mode() == AuthenticationMode.TOKEN
+    except Exception:  # an older Ray without token authentication, or its API moved
+        enabled = os.environ.get(AUTH_MODE_ENV, "").lower() == "token"
+    if not enabled:
+        return None
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return "$RAY_AUTH_TOKEN"
+    return os.environ.get("RAY_AUTH_TOKEN_PATH") or "~/.ray/auth_token"
 
 
 def _dashboard_url(ctx: Any) -> str | None:
@@ -251,24 +326,72 @@ def _attack_remote(graph: Graph, cells: list[AttackCell], name: str, params: dic
     return results[0] if len(results) == 1 else tuple(results)
 
 
-class _ScorerActor:
-    """Ray wrapper of :class:`worker.Scorer`; state_dicts arrive as refs (nested in a list,
-    so a restarted actor fetches them again from the object store)."""
+def train_task_name(task: Any) -> str:
+    """The Ray name of a training task: ``train:<model>/s<seed>``."""
+    return f"train:{task.name}/s{task.seed}"
 
-    def __init__(self, graph_ref: list, models: list[tuple[str, dict, list, float]]):
+
+def attack_task_name(cells: list[AttackCell]) -> str:
+    """The Ray name of an attack task: its first cell,
+    ``attack:<scenario>/<attack>/<surrogate>/<difficulty>/r<repeat>``, plus ``+k`` for the
+    ``k`` other cells of its batch."""
+    a = cells[0]
+    more = f"+{len(cells) - 1}" if len(cells) > 1 else ""
+    return f"attack:{a.scenario}/{a.attack}/{a.surrogate}/{a.difficulty}/r{a.repeat}{more}"
+
+
+def scorer_name(index: int) -> str:
+    """The Ray name of Scorer actor ``index``: ``scorer:<index>``."""
+    return f"scorer:{index}"
+
+
+#: What a scoring call carries so that any Scorer, fresh or restarted, can load what it
+#: needs: ``[graph_ref, [(defense, params, state_dict_ref, train_seconds), ...]]``; refs
+#: nested in a list, which Ray passes unresolved.
+ScorerSetup = list
+
+
+class _ScorerActor:
+    """Ray wrapper of :class:`worker.Scorer`.
+
+    The constructor takes no object refs: Ray warns (and cannot promise to restore them on
+    a restart, ray-project/ray#53727) when an actor with ``max_restarts > 0`` has
+    constructor arguments in the object store. Instead every :meth:`score` call carries a
+    :data:`ScorerSetup`; the actor loads the graph and each defense on the first call that
+    needs it and keeps them, so a restarted actor loads them again from the refs of the
+    call Ray retries (the driver holds those refs for the whole sweep).
+    """
+
+    def __init__(self, index: int):
         _set_threads()
-        graph = ray.get(graph_ref[0])
-        loaded = {name: (params, ray.get(ref[0]), secs) for name, params, ref, secs in models}
-        self.scorer = worker.Scorer(graph, loaded, _device())
+        self.index = index
+        self.scorer: worker.Scorer | None = None
+
+    def __repr__(self) -> str:  # the actor's name in Ray's logs and dashboard
+        return scorer_name(self.index)
+
+    def _hold(self, setup: ScorerSetup) -> worker.Scorer:
+        graph_ref, models = setup
+        if self.scorer is None:
+            self.scorer = worker.Scorer(ray.get(graph_ref), {}, _device())
+        scorer = self.scorer
+        for name, params, ref, secs in models:
+            if name not in scorer.models:
+                scorer.models[name] = worker.load_model(scorer.graph, name, params, ray.get(ref), scorer.device)
+                scorer.train_seconds[name] = float(secs)
+        return scorer
 
     def pid(self) -> int:
         return os.getpid()
 
     def names(self) -> list[str]:
-        return self.scorer.names()
+        """The defenses loaded so far."""
+        return self.scorer.names() if self.scorer is not None else []
 
-    def score(self, attack: worker.AttackResult | None, difficulty: str, defenses: list[str]) -> list[dict]:
-        return self.scorer.score(attack.perturbation if attack is not None else None, difficulty, defenses)
+    def score(self, setup: ScorerSetup, attack: worker.AttackResult | None, difficulty: str,
+              defenses: list[str]) -> list[dict]:
+        scorer = self._hold(setup)
+        return scorer.score(attack.perturbation if attack is not None else None, difficulty, defenses)
 
 
 ScorerActor = ray.remote(_ScorerActor)
@@ -279,7 +402,14 @@ ScorerActor = ray.remote(_ScorerActor)
 
 @dataclass
 class SweepProgress:
-    """Reported after every finished score cell (and at start): cells done / total, failures."""
+    """Reported at the start, after every trained model, generated perturbation and scored
+    cell, and every few seconds while nothing ends.
+
+    ``done`` / ``total`` / ``failures`` count score cells (``score`` has the same counts);
+    ``train``, ``attack`` and ``score`` are the stages' counts (models, perturbations,
+    cells; see :class:`grb_dist.sweep.progress.Stage`); ``phase`` is the first stage not
+    finished (``plan``, ``train``, ``attack``, ``score``).
+    """
 
     done: int
     total: int
@@ -288,6 +418,9 @@ class SweepProgress:
     phase: str
     computed: int = 0  # cells written by this invocation
     scorers: tuple = ()  # Scorer actor handles (tests kill them to check fault tolerance)
+    train: Stage = field(default_factory=Stage)
+    attack: Stage = field(default_factory=Stage)
+    score: Stage = field(default_factory=Stage)
 
 
 @dataclass
@@ -306,6 +439,22 @@ def _partition(names: list[str], n: int) -> list[list[str]]:
     return [p for p in parts if p]
 
 
+#: Without news from Ray, the driver reports progress at least this often (seconds).
+HEARTBEAT = 2.0
+
+
+def _start_scorer(index: int, options: dict[str, Any]) -> Any:
+    """Scorer actor ``index``, named :func:`scorer_name`; when that name is still taken (a
+    Scorer of an earlier sweep of this driver that Ray has not finished killing), with a
+    suffix."""
+    try:
+        return ScorerActor.options(name=scorer_name(index), **options).remote(index)
+    except ValueError:
+        import uuid
+
+        return ScorerActor.options(name=f"{scorer_name(index)}-{uuid.uuid4().hex[:6]}", **options).remote(index)
+
+
 def run_sweep(
     plan: Plan,
     graph: Graph,
@@ -319,10 +468,12 @@ def run_sweep(
     """Compute every score cell of ``plan`` that ``store`` does not hold yet.
 
     Ray must be connected (:func:`connect`) and ``store`` opened for writing (under the
-    run's lock). ``on_progress`` is called after each computed cell; an exception it raises
-    (e.g. ``KeyboardInterrupt``) stops the sweep after writing the buffered rows and
-    cancelling in-flight work, leaving only complete cells behind. Score rows are written
-    every ``flush_rows`` rows or ``flush_seconds`` seconds, whichever comes first.
+    run's lock). ``on_progress`` is called at the start, after each trained model,
+    generated perturbation and computed cell, and every :data:`HEARTBEAT` seconds while
+    nothing ends; an exception it raises (e.g. ``KeyboardInterrupt``) stops the sweep
+    after writing the buffered rows and cancelling in-flight work, leaving only complete
+    cells behind. Score rows are written every ``flush_rows`` rows or ``flush_seconds``
+    seconds, whichever comes first.
     """
     start = time.perf_counter()
     spec = plan.spec
@@ -333,17 +484,33 @@ def run_sweep(
     todo = [c for c in plan.scores if c.cell_id not in done_ids]
     total = len(plan.scores)
     skipped = total - len(todo)
-    state = {"done": skipped, "computed": 0, "failures": 0}
+    # progress of the three stages; scored cells are the summary's counts
+    trained, attacked, scored = Stage(), Stage(), Stage(skipped, total, 0, skipped)
+    stages = {"train": trained, "attack": attacked, "score": scored}
+    computed = 0
     errors: list[str] = []
     scorers: list = []
 
-    def report(phase: str) -> None:
-        if on_progress is not None:
-            on_progress(SweepProgress(state["done"], total, state["failures"], time.perf_counter() - start,
-                                      phase, state["computed"], tuple(scorers)))
+    def elapsed() -> float:
+        return time.perf_counter() - start
 
-    report("plan")
+    def begin(stage: Stage) -> None:
+        if stage.started is None:
+            stage.started = elapsed()
+
+    def report(phase: str | None = None) -> None:
+        now = elapsed()
+        for stage in stages.values():
+            if stage.complete and stage.finished is None and stage.started is not None:
+                stage.finished = now
+        if phase is None:
+            phase = next((name for name, stage in stages.items() if not stage.complete), "score")
+        if on_progress is not None:
+            on_progress(SweepProgress(scored.done, total, scored.failed, now, phase, computed, tuple(scorers),
+                                      replace(trained), replace(attacked), replace(scored)))
+
     if not todo:
+        report("plan")
         return SweepSummary(total, skipped, 0, skipped, 0, time.perf_counter() - start)
 
     cpus, gpus = _cluster_size()
@@ -365,11 +532,15 @@ def run_sweep(
     tasks = [s for s in plan.surrogates if s.file_stem in surrogate_stems] + [
         t for t in plan.targets if t.name in target_names
     ]
+    trained.total, attacked.total = len(tasks), len(attacks_needed)
+    report("plan")
     params_of = {t.file_stem: dict(t.params) for t in plan.models}
     name_of = {t.file_stem: t.name for t in plan.models}
     seed_of = {t.name: t.seed for t in plan.targets}
     target_stem = {t.name: t.file_stem for t in plan.targets}
-    needed_targets = {target_stem[n] for n in target_names}
+    defenses_of: dict[str, list[str]] = {}  # file stem -> the defenses it is
+    for n in target_names:
+        defenses_of.setdefault(target_stem[n], []).append(n)
     n_scorers = settings.num_scorers or max(1, int(gpus) if use_gpu else int(cpus) // 2)
     scorer_opts = {
         "num_cpus": settings.scorer_num_cpus,
@@ -384,12 +555,16 @@ def run_sweep(
 
     publish()  # user models, defenses and attacks, for the workers (grb_dist.extensions)
     in_flight: dict[Any, tuple] = {}
+    running = {"train": 0, "attack": 0}  # training and attack tasks in flight
+    batch_left: dict[int, int] = {}  # attack batch -> its cells still in flight
+    batch_ids = itertools.count()
     state_refs: dict[str, Any] = {}  # file stem -> ref of the stored state_dict
     train_secs: dict[str, float] = {}
     holder: dict[str, int] = {}  # defense -> index of the Scorer holding it
     # perturbation id -> (attack seconds, size columns of its score rows)
     pert_info: dict[str | None, tuple[float, dict]] = {None: (0.0, worker.perturbation_sizes(None))}
-    pending: list[tuple[Any, str | None]] = []  # perturbations waiting for the Scorers
+    # defense -> scoring work waiting for its model: (perturbation ref, id, difficulty, cell)
+    waiting: dict[str, list[tuple[Any, str | None, str, ScoreCell]]] = {}
     limits: dict[str, tuple[float, float]] = {}  # resolved feature limits by attack parameters
 
     def feature_limits(a: AttackCell) -> tuple[float, float]:
@@ -407,44 +582,48 @@ def run_sweep(
             limits[key] = (float(lo), float(hi))
         return limits[key]
 
+    def submit_score(i: int, pert_ref: Any, difficulty: str, group: list[ScoreCell], attempt: int) -> None:
+        models = [(c.defense, params_of[target_stem[c.defense]], state_refs[target_stem[c.defense]],
+                   train_secs[target_stem[c.defense]]) for c in group]
+        ref = scorers[i].score.remote([graph_ref, models], pert_ref, difficulty, [c.defense for c in group])
+        in_flight[ref] = ("score", (i, pert_ref, difficulty, group, attempt))
+        begin(scored)
+
+    def submit_scores(pert_ref: Any, pid: str | None) -> None:
+        """Score a stored perturbation against every defense already stored; the other
+        defenses' cells wait for their model (:func:`model_ready`)."""
+        for difficulty, cells in todo_by_pert[pid].items():
+            by_scorer: dict[int, list[ScoreCell]] = {}
+            for c in cells:
+                if target_stem[c.defense] in state_refs:
+                    by_scorer.setdefault(holder[c.defense], []).append(c)
+                else:
+                    waiting.setdefault(c.defense, []).append((pert_ref, pid, difficulty, c))
+            for i, group in by_scorer.items():
+                submit_score(i, pert_ref, difficulty, group, 0)
+
     def model_ready(stem: str) -> None:
         # what the Scorers hold is exactly what is stored
         state_refs[stem] = ray.put(store.read_state_dict(stem))
         train_secs[stem] = float(store.read_model_meta(stem)["train_seconds"])
-
-    def submit_score(i: int, pert_ref: Any, difficulty: str, group: list[ScoreCell], attempt: int) -> None:
-        ref = scorers[i].score.remote(pert_ref, difficulty, [c.defense for c in group])
-        in_flight[ref] = ("score", (i, pert_ref, difficulty, group, attempt))
-
-    def submit_scores(pert_ref: Any, pid: str | None) -> None:
-        if not scorers:
-            pending.append((pert_ref, pid))
-            return
-        for difficulty, cells in todo_by_pert[pid].items():
-            by_scorer: dict[int, list[ScoreCell]] = {}
-            for c in cells:
-                by_scorer.setdefault(holder[c.defense], []).append(c)
-            for i, group in by_scorer.items():
-                submit_score(i, pert_ref, difficulty, group, 0)
-
-    def start_scorers_when_ready() -> None:
-        """Hold: once every needed defense is stored, Scorers load a share each."""
-        if scorers or not needed_targets <= set(state_refs):
-            return
-        for i, part in enumerate(_partition(target_names, min(n_scorers, len(target_names)))):
-            models = [(n, params_of[target_stem[n]], [state_refs[target_stem[n]]], train_secs[target_stem[n]])
-                      for n in part]
-            scorers.append(ScorerActor.options(**scorer_opts).remote([graph_ref], models))
-            holder.update({n: i for n in part})
-        for item in pending:
-            submit_scores(*item)
-        pending.clear()
+        for defense in defenses_of.get(stem, []):  # its waiting cells, one call per perturbation
+            groups: dict[tuple[str | None, str], tuple[Any, list[ScoreCell]]] = {}
+            for pert_ref, pid, difficulty, c in waiting.pop(defense, []):
+                groups.setdefault((pid, difficulty), (pert_ref, []))[1].append(c)
+            for (_, difficulty), (pert_ref, group) in groups.items():
+                submit_score(holder[defense], pert_ref, difficulty, group, 0)
 
     try:
+        # Scorers start at once: they load each defense on its first scoring call
+        for i, part in enumerate(_partition(target_names, min(n_scorers, len(target_names)))):
+            scorers.append(_start_scorer(i, scorer_opts))
+            holder.update({n: i for n in part})
         train_queue = []
         for t in tasks:
             if store.has_model(t.file_stem, t.model_id):
                 model_ready(t.file_stem)
+                trained.done += 1
+                trained.skipped += 1
             else:
                 train_queue.append(t)
         if None in todo_by_pert:
@@ -460,71 +639,88 @@ def run_sweep(
                     log.warning("%s", exc)
                     attack_queue.append(a)
                     if a.surrogate_model not in state_refs and all(t.file_stem != a.surrogate_model for t in train_queue):
-                        train_queue[:0] = [s for s in plan.surrogates if s.file_stem == a.surrogate_model]
+                        added = [s for s in plan.surrogates if s.file_stem == a.surrogate_model]
+                        train_queue[:0] = added
+                        trained.total += len(added)
                     continue
+                attacked.done += 1
+                attacked.skipped += 1
                 pert_info[a.perturbation_id] = (secs, worker.perturbation_sizes(inj))
                 submit_scores(ray.put(worker.AttackResult(a.perturbation_id, inj, secs)), a.perturbation_id)
-        start_scorers_when_ready()
 
         def next_work() -> tuple[str, Any] | None:
-            if train_queue:
+            """Training and attack tasks alternate once an attack can run (its surrogate is
+            stored), so that defenses, perturbations and scores all progress early."""
+            ready = next((a for a in attack_queue if a.surrogate_model in state_refs), None)
+            if train_queue and (ready is None or running["train"] <= running["attack"]):
                 return "train", train_queue.pop(0)
-            for k, a in enumerate(attack_queue):
-                if a.surrogate_model in state_refs:
-                    # cells on the same surrogate and difficulty share its clean pass; batch
-                    # them, but keep enough batches to occupy every CPU
-                    same = [b for b in attack_queue if (b.surrogate_model, b.difficulty) == (a.surrogate_model, a.difficulty)]
-                    size = max(1, min(ATTACK_BATCH, len(same) // max(1, int(cpus))))
-                    batch = same[:size]
-                    for b in batch:
-                        attack_queue.remove(b)
-                    return "attack", batch
+            if ready is not None:
+                # cells on the same surrogate and difficulty share its clean pass; batch
+                # them, but keep enough batches to occupy every CPU
+                same = [b for b in attack_queue if (b.surrogate_model, b.difficulty) == (ready.surrogate_model, ready.difficulty)]
+                size = max(1, min(ATTACK_BATCH, len(same) // max(1, int(cpus))))
+                batch = same[:size]
+                for b in batch:
+                    attack_queue.remove(b)
+                return "attack", batch
             return None
 
-        report("train" if train_queue else "attack")
-        while train_queue or attack_queue or in_flight or pending:
+        report()
+        while train_queue or attack_queue or in_flight or waiting:
             while len(in_flight) < max_in_flight:
                 work = next_work()
                 if work is None:
                     break
                 kind, item = work
+                running[kind] += 1
                 if kind == "train":
-                    ref = _train_remote.options(**train_opts).remote(graph_ref, item)
+                    ref = _train_remote.options(**train_opts, name=train_task_name(item)).remote(graph_ref, item)
+                    in_flight[ref] = (kind, item)
+                    begin(trained)
                 else:
                     stem = item[0].surrogate_model
-                    refs = _attack_remote.options(**attack_opts, num_returns=len(item)).remote(
+                    refs = _attack_remote.options(**attack_opts, num_returns=len(item), name=attack_task_name(item)).remote(
                         graph_ref, item, name_of[stem], params_of[stem], [state_refs[stem]])
+                    batch_id = next(batch_ids)
+                    batch_left[batch_id] = len(item)
                     for r, a in zip(refs if len(item) > 1 else [refs], item):
-                        in_flight[r] = (kind, a)
-                    continue
-                in_flight[ref] = (kind, item)
+                        in_flight[r] = (kind, (a, batch_id))
+                    begin(attacked)
             if not in_flight:
                 raise SweepError("the sweep stalled: work is left but nothing can run (a bug; please report it)")
-            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=writer.seconds_until_due())
+            due = writer.seconds_until_due()
+            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=HEARTBEAT if due is None else min(due, HEARTBEAT))
             if writer.due():
                 writer.flush()
+            if not ready:
+                report()
             for ref in ready:
                 kind, info = in_flight.pop(ref)
                 if kind == "train":
                     t = info
+                    running["train"] -= 1
                     try:
-                        trained = ray.get(ref)
+                        result_model = ray.get(ref)
                     except ray.exceptions.RayError as exc:
                         raise SweepError(f"training {t.name} (seed {t.seed}) failed: {_cause(exc)}") from None
-                    store.write_model(t.file_stem, trained.state_dict, trained.meta)
+                    store.write_model(t.file_stem, result_model.state_dict, result_model.meta)
                     model_ready(t.file_stem)
-                    start_scorers_when_ready()
-                    report("train" if train_queue or any(v[0] == "train" for v in in_flight.values()) else "attack")
+                    trained.done += 1
+                    report()
                 elif kind == "attack":
-                    a: AttackCell = info
+                    a, batch_id = info
+                    batch_left[batch_id] -= 1
+                    if not batch_left[batch_id]:
+                        del batch_left[batch_id]
+                        running["attack"] -= 1
                     try:
                         result: worker.AttackResult = ray.get(ref)
                     except ray.exceptions.RayError as exc:
-                        n = sum(len(v) for v in todo_by_pert[a.perturbation_id].values())
-                        state["failures"] += n
+                        scored.failed += sum(len(v) for v in todo_by_pert[a.perturbation_id].values())
+                        attacked.failed += 1
                         errors.append(f"{a.attack} on {a.surrogate} ({a.difficulty}, repeat {a.repeat}): {_cause(exc)}")
                         log.error("attack failed: %s", errors[-1])
-                        report("attack")
+                        report()
                         continue
                     lo, hi = feature_limits(a)
                     store.write_perturbation(a.perturbation_id, result.perturbation, {
@@ -536,6 +732,8 @@ def run_sweep(
                     })
                     pert_info[a.perturbation_id] = (result.seconds, worker.perturbation_sizes(result.perturbation))
                     submit_scores(ref, a.perturbation_id)  # the attack's own ref: no copy through the driver
+                    attacked.done += 1
+                    report()
                 else:
                     i, pert_ref, difficulty, group, attempt = info
                     try:
@@ -545,23 +743,23 @@ def run_sweep(
                             log.warning("scorer %d died (%s); resubmitting", i, type(exc).__name__)
                             submit_score(i, pert_ref, difficulty, group, attempt + 1)
                         else:
-                            state["failures"] += len(group)
+                            scored.failed += len(group)
                             errors.append(f"scoring on scorer {i} failed: {_cause(exc)}")
-                            report("score")
+                            report()
                         continue
                     except ray.exceptions.RayError as exc:
-                        state["failures"] += len(group)
+                        scored.failed += len(group)
                         errors.append(f"scoring {group[0].attack} ({difficulty}): {_cause(exc)}")
-                        report("score")
+                        report()
                         continue
                     by_def = {r["defense"]: r for r in results}
                     rows = [_row(plan, c, by_def[c.defense], seed_of[c.defense], pert_info[c.perturbation_id],
                                  label, fingerprint) for c in group]
                     writer.add(rows)
                     for _ in rows:
-                        state["done"] += 1
-                        state["computed"] += 1
-                        report("score" if not (train_queue or attack_queue) else "attack")
+                        scored.done += 1
+                        computed += 1
+                        report()
     finally:
         _flush_on_exit(writer, propagating=sys.exc_info()[0] is not None)
         for ref in list(in_flight):
@@ -571,8 +769,7 @@ def run_sweep(
                 pass
         for s in scorers:
             ray.kill(s, no_restart=True)
-    return SweepSummary(total, state["done"], state["computed"], skipped, state["failures"],
-                        time.perf_counter() - start, errors)
+    return SweepSummary(total, scored.done, computed, skipped, scored.failed, time.perf_counter() - start, errors)
 
 
 def _json(obj: Any) -> str:

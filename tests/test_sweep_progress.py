@@ -1,0 +1,168 @@
+"""Per-stage progress of a sweep (models trained, perturbations generated, cells scored):
+the counts a real sweep reports, the plain lines written when stdout is not a terminal, and
+the names of the Ray tasks and actors."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from grb_dist.sweep.progress import PlainProgress, Stage, clock_text, progress_line, stage_detail
+from grb_dist.sweep.spec import AttackCell, parse_job, validate_spec
+
+#: A plain progress line: time, then the three stages with their counts.
+LINE = re.compile(r"^\d\d:\d\d:\d\d train \d+/\d+ models \(.*\), attack \d+/\d+ perturbations \(.*\), "
+                  r"score \d+/\d+ cells \(.*\)$")
+
+JOB = {
+    "dataset": "csbm", "seed": 0, "repeats": 1, "difficulties": ["easy", "full"],
+    "train": {"epochs": 20, "patience": 10},
+    "models": {"gcn": {"hidden_sizes": [16]}, "mlp": {"hidden_sizes": [16]}},
+    "defenses": ["gcn", "mlp"], "surrogates": ["gcn"],
+    "attack": {"n_inject": 5, "edges_per_node": 3, "steps": 3},
+    "attacks": {"rnd": {}, "fgsm": {}},
+}
+
+
+class _Progress:
+    """A stand-in for ``SweepProgress`` with the fields the displays read."""
+
+    def __init__(self, elapsed: float, train: Stage, attack: Stage, score: Stage):
+        self.elapsed, self.train, self.attack, self.score = elapsed, train, attack, score
+
+
+def test_stage_rate_eta_and_text():
+    s = Stage(done=13, total=40, skipped=3, started=2.0)
+    assert s.rate(7.0) == pytest.approx(2.0)  # (13 - 3 stored) / (7 - 2) s
+    assert s.eta(7.0) == pytest.approx(13.5)
+    assert stage_detail(s, 7.0) == "2.0/s, eta 0:14"
+    assert stage_detail(Stage(total=8), 1.0) == "waiting"
+    assert stage_detail(Stage(total=8, started=1.0), 2.0) == "running"
+    assert stage_detail(Stage(done=8, total=8, skipped=8), 2.0) == "stored"
+    assert stage_detail(Stage(done=7, total=8, failed=1, started=1.0, finished=43.0), 50.0) == "done in 0:42, 1 failed"
+    assert stage_detail(Stage(done=1, total=1000, started=0.0), 100.0).startswith("0.6/min, eta ")
+    assert clock_text(59.6) == "1:00" and clock_text(3725) == "1:02:05"
+
+
+def test_plain_progress_one_line_per_stage_change_else_every_few_seconds():
+    import datetime as dt
+
+    now = [0.0]
+    lines: list[str] = []
+    plain = PlainProgress(lines.append, every=5.0, clock=lambda: now[0])
+    train, attack, score = Stage(total=3), Stage(total=4), Stage(total=20)
+
+    def step(t: float) -> None:
+        now[0] = t
+        plain(_Progress(t, Stage(**vars(train)), Stage(**vars(attack)), Stage(**vars(score))))
+
+    step(0.0)  # first report: a line
+    train.started = 0.1
+    step(0.1)  # train starts: a line
+    step(1.0)  # nothing changed: no line
+    train.done = 1
+    step(2.0)  # counts changed, status did not, 2 s after the last line: no line
+    step(5.2)  # 5 s since the last line: a line
+    attack.started = score.started = 5.3
+    step(5.3)  # attack and score start: a line
+    attack.done, score.done = 4, 9
+    step(6.0)  # attack done: a line
+    score.done = 10
+    step(6.5)  # no line yet ...
+    assert len(lines) == 5 and all(LINE.match(line) for line in lines), lines
+    plain.close()  # ... the last state when the sweep ends
+    assert len(lines) == 6 and "score 10/20 cells" in lines[-1]
+    plain.close()
+    assert len(lines) == 6
+    line = progress_line(_Progress(10.0, Stage(3, 8, started=0.0), Stage(10, 40, started=5.0), Stage(0, 528)),
+                         now=dt.datetime(2026, 1, 1, 12, 1, 5))
+    assert line == ("12:01:05 train 3/8 models (0.3/s, eta 0:17), attack 10/40 perturbations (2.0/s, eta 0:15), "
+                    "score 0/528 cells (waiting)")
+
+
+def test_task_and_actor_names():
+    from grb_dist.sweep.runner import attack_task_name, scorer_name, train_task_name
+    from grb_dist.sweep.spec import ModelTask
+
+    t = ModelTask("target", "gcn_ln", 0, {}, {}, None, "0" * 16)
+    assert train_task_name(t) == "train:gcn_ln/s0"
+    cells = [AttackCell("fgsm", "gcn", "hard", r, 1000 * (r + 1), {}, "gcn-1", f"p{r}", "injection") for r in range(3)]
+    assert attack_task_name(cells[:1]) == "attack:injection/fgsm/gcn/hard/r0"
+    assert attack_task_name(cells) == "attack:injection/fgsm/gcn/hard/r0+2"
+    assert scorer_name(2) == "scorer:2"
+
+
+class _Recorder:
+    """Wraps a Ray remote function and records the names it is submitted with."""
+
+    def __init__(self, fn, names: list[str]):
+        self.fn, self.names = fn, names
+
+    def options(self, **kwargs):
+        self.names.append(kwargs.get("name"))
+        return self.fn.options(**kwargs)
+
+
+def test_sweep_reports_consistent_stage_counts_and_names_its_work(ray_local, tmp_path, monkeypatch, capfd):
+    from grb_dist.datasets import load_dataset
+    from grb_dist.store import RunLock, RunStore, graph_fingerprint
+    from grb_dist.sweep import runner
+    from grb_dist.sweep.session import dataset_identity
+    from grb_dist.sweep.spec import plan, run_components
+
+    spec = parse_job(JOB)
+    validate_spec(spec)
+    graph = load_dataset(spec.dataset, normalize=spec.normalize, seed=spec.seed)
+    p = plan(spec, graph_fingerprint(graph, spec.normalize))
+    names: list[str] = []
+    monkeypatch.setattr(runner, "_train_remote", _Recorder(runner._train_remote, names))
+    monkeypatch.setattr(runner, "_attack_remote", _Recorder(runner._attack_remote, names))
+    seen, actors = [], []
+
+    def on_progress(pr) -> None:
+        seen.append(pr)
+        if pr.scorers and not actors:  # the Scorer is a named actor
+            actors.append(ray_local.get_actor(runner.scorer_name(0))._actor_id == pr.scorers[0]._actor_id)
+
+    with RunLock(tmp_path / "run") as lock:
+        store = RunStore.open(tmp_path / "run", dataset=dataset_identity(spec, graph), components=run_components(p),
+                              config=spec.to_dict(), config_hash=spec.config_hash, lock=lock)
+        summary = runner.run_sweep(p, graph, store, runner.RaySettings(), on_progress=on_progress)
+    assert summary.failures == 0 and summary.computed == len(p.scores)
+    for pr in seen:
+        for stage in (pr.train, pr.attack, pr.score):
+            assert 0 <= stage.skipped <= stage.done and stage.done + stage.failed <= stage.total
+        assert (pr.done, pr.total, pr.failures) == (pr.score.done, pr.score.total, pr.score.failed)
+    for attr in ("train", "attack", "score"):  # counts never go back
+        counts = [getattr(pr, attr).done for pr in seen]
+        assert counts == sorted(counts), attr
+    last = seen[-1]
+    assert (last.train.done, last.train.total) == (len(p.surrogates) + len(p.targets),) * 2
+    assert (last.attack.done, last.attack.total) == (len(p.attacks),) * 2
+    assert (last.score.done, last.score.total) == (len(p.scores),) * 2
+    assert all(s.finished is not None and s.started is not None for s in (last.train, last.attack, last.score))
+    assert {n for n in names if n.startswith("train:")} == {"train:gcn/s1", "train:gcn/s0", "train:mlp/s0"}
+    attack_names = [n for n in names if n.startswith("attack:")]
+    assert attack_names and all(re.fullmatch(r"attack:injection/(rnd|fgsm)/gcn/(easy|full)/r0(\+\d)?", n)
+                                for n in attack_names), attack_names
+    assert actors == [True]
+    # the Scorer's constructor takes no object refs: Ray has nothing to warn about
+    assert "constructor arguments in the object store" not in capfd.readouterr().err
+
+
+def test_cli_without_terminal_prints_timestamped_stage_lines(ray_local, tmp_path, monkeypatch):
+    from grb_dist.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    r = CliRunner().invoke(app, ["sweep", "--attacks", "rnd", "--defenses", "gcn,mlp", "--difficulties", "easy,full",
+                                 "--repeats", "1", "--steps", "3", "--n-inject", "5", "--edges-per-node", "3",
+                                 "--out", "run"])
+    assert r.exit_code == 0, r.output
+    lines = [line for line in r.output.splitlines() if LINE.match(line)]
+    assert len(lines) >= 2, r.output
+    assert "train 3/3 models (done" in lines[-1] and "attack 2/2 perturbations (done" in lines[-1]
+    assert "score 8/8 cells (done" in lines[-1]
+    assert "8/8 cells (8 computed" in r.output
