@@ -274,3 +274,34 @@ def test_store_round_trips_a_modification(tmp_path, graph, surrogate):
     for field in ("removed", "added", "nodes", "features"):
         assert np.array_equal(getattr(back, field), getattr(mod, field)), field
     assert back.num_original == graph.num_nodes
+
+
+# ------------------------------------------------------------------ flip-based adversarial training
+
+
+def test_flip_based_at_flips_its_budget_around_training_nodes(graph):
+    from grb_dist.defenses import ATConfig, ModificationAT
+    from grb_dist.models.train import induced
+
+    view = induced(graph, graph.split["train"], graph.split["train"], "cpu")
+    n = view.x.shape[0]
+    for name in ("gcn", "gat"):  # gradient flips, and DICE flips for attention
+        torch.manual_seed(0)
+        model = build_model(name, graph.num_features, graph.num_classes, {"hidden_sizes": [8]})
+        at = ModificationAT(ATConfig(n_inject=1, edges_per_node=1, scenario="modification", warmup_epochs=0,
+                                     ratio_edge_mod=0.1))
+        x, ei = at(model, view, torch.Generator().manual_seed(0))
+        assert x is view.x and model.training and all(p.grad is None for p in model.parameters())
+        before, after = edge_set(view.edge_index), edge_set(ei)
+        flipped = {tuple(sorted(e)) for e in before ^ after}
+        assert 0 < len(flipped) <= round(0.1 * len(before) / 2)
+        assert after == {(b, a) for a, b in after}  # still undirected
+        train_local = set(view.mask_idx.tolist())
+        assert all(a in train_local or b in train_local for a, b in flipped)
+        assert max(max(e) for e in after) < n
+        x2, ei2 = ModificationAT(at.config)(model, view, torch.Generator().manual_seed(0))
+        assert edge_set(ei2) == after, name
+    with pytest.raises(ConfigError, match="scenario must be injection or modification"):
+        ATConfig(n_inject=1, edges_per_node=1, scenario="poison")
+    validate_spec(parse_job(small(defenses=["gcn_at"], adversarial_training={
+        "n_inject": 2, "edges_per_node": 2, "scenario": "modification", "ratio_edge_mod": 0.02})))

@@ -5,7 +5,7 @@ Names come from :data:`grb_dist.models.MODELS` (``gcn``, ``gcn_ln``, ``gcn_at``,
 :mod:`grb_dist.defenses.at` holds injection adversarial training.
 """
 
-from grb_dist.defenses.at import ATConfig, InjectionAT, at_config
+from grb_dist.defenses.at import ATConfig, InjectionAT, ModificationAT, at_config, training_attack
 from grb_dist.defenses.build import build_defense, resolve_params, train_defense
 
-__all__ = ["ATConfig", "InjectionAT", "at_config", "build_defense", "resolve_params", "train_defense"]
+__all__ = ["ATConfig", "InjectionAT", "ModificationAT", "at_config", "training_attack", "build_defense", "resolve_params", "train_defense"]

@@ -1,4 +1,5 @@
-"""Adversarial training with injection (GRB "AT", seed 001 appendix A.4.3, Table 5).
+"""Adversarial training (GRB "AT", seed 001 appendix A.4.3, Table 5): with injection (the
+default) or with modification (``scenario: modification``, flip-based AT).
 
 Each training epoch (after ``warmup_epochs`` clean epochs), an FGSM injection attack runs
 for ``steps`` sign steps against the *current* model on the training graph: ``n_inject``
@@ -7,6 +8,14 @@ features starting at 0 and pushed up the cross-entropy of the training nodes' tr
 within ``[feat_min, feat_max]``. The model then takes its training step on the injected
 graph, with the loss on the original training nodes only (the injected nodes have no
 labels). Every epoch's attack is independent of the previous ones (seed 001 A.5.1).
+
+Flip-based AT (:class:`ModificationAT`) instead flips ``ratio_edge_mod`` of the training
+view's edges each epoch, every flip touching a training node: one greedy round of GR-BCD
+(the gradient of the training loss w.r.t. the flip weights of a random block of pairs, the
+largest positive entries flipped) for models differentiable in edge weights
+(:class:`~grb_dist.attacks.modification.weighted.WeightedSurrogate`), and DICE on the true
+training labels (remove same-label edges, connect different labels) for the others (GAT,
+R-GCN), which say so in the log once.
 
 Only training nodes are ever targeted: the hook receives the training view (the subgraph
 induced by the training nodes, see :func:`grb_dist.models.train.induced`), so validation
@@ -53,8 +62,14 @@ class ATConfig:
     feat_min: float | None = None
     feat_max: float | None = None
     warmup_epochs: int = 10
+    scenario: str = "injection"
+    ratio_edge_mod: float = 0.05
 
     def __post_init__(self) -> None:
+        if self.scenario not in ("injection", "modification"):
+            raise ConfigError(f"adversarial_training.scenario must be injection or modification, got {self.scenario!r}")
+        if not 0 < self.ratio_edge_mod <= 1:
+            raise ConfigError(f"adversarial_training.ratio_edge_mod must be in (0, 1], got {self.ratio_edge_mod}")
         if self.n_inject < 1 or self.edges_per_node < 1 or self.steps < 1 or self.step_size <= 0:
             raise ConfigError(
                 "adversarial_training needs n_inject >= 1, edges_per_node >= 1, steps >= 1 and "
@@ -107,3 +122,95 @@ class InjectionAT:
         finally:
             model.train(was_training)
         return apply_injection(view.x, view.edge_index, feats.detach(), edges)
+
+
+def training_attack(config: ATConfig) -> "InjectionAT | ModificationAT":
+    """The training-time attack of ``config``'s scenario (one instance per training run)."""
+    return ModificationAT(config) if config.scenario == "modification" else InjectionAT(config)
+
+
+class ModificationAT:
+    """The :data:`grb_dist.models.train.Augment` hook of flip-based adversarial training
+    (see the module docstring). Returns ``(x, edge_index')`` of the training view with
+    ``ratio_edge_mod`` of its edges flipped."""
+
+    #: Candidate pairs drawn per epoch, as a multiple of the flips.
+    BLOCK_FACTOR = 10
+
+    def __init__(self, config: ATConfig):
+        self.config = config
+        self.epoch = 0
+        self._warned = False
+
+    def __call__(self, model: torch.nn.Module, view: InductiveView, generator: torch.Generator):
+        epoch, self.epoch = self.epoch, self.epoch + 1
+        if epoch < self.config.warmup_epochs:
+            return view.x, view.edge_index
+        n = view.x.shape[0]
+        ei = view.edge_index
+        budget = max(1, round(self.config.ratio_edge_mod * ei.shape[1] / 2))
+        pairs, exists = self._block(view, budget, generator)
+        if pairs.shape[1] == 0:
+            return view.x, ei
+        was_training = model.training
+        model.eval()
+        try:
+            chosen = self._gradient_flips(model, view, pairs, exists, budget)
+        finally:
+            model.train(was_training)
+        if chosen is None:
+            chosen = self._dice_flips(view, pairs, exists, budget, generator)
+        flip, ex = pairs[:, chosen], exists[chosen]
+        keys = ei[0] * n + ei[1]
+        rem = flip[:, ex]
+        keep = ~torch.isin(keys, torch.cat([rem[0] * n + rem[1], rem[1] * n + rem[0]]))
+        add = flip[:, ~ex]
+        return view.x, torch.cat([ei[:, keep], add, add.flip(0)], dim=1)
+
+    @staticmethod
+    def _block(view: InductiveView, budget: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Distinct random pairs (a training node, any node of the view), smaller id first,
+        and whether each is an edge."""
+        n, dev = view.x.shape[0], view.x.device
+        k = ModificationAT.BLOCK_FACTOR * budget
+        a = view.mask_idx[torch.randint(0, view.mask_idx.numel(), (k,), generator=generator).to(dev)]
+        b = torch.randint(0, n, (k,), generator=generator).to(dev)
+        keep = a != b
+        lo, hi = torch.minimum(a[keep], b[keep]), torch.maximum(a[keep], b[keep])
+        keys = torch.unique(lo * n + hi)
+        edge_keys = view.edge_index[0] * n + view.edge_index[1]
+        return torch.stack([keys // n, keys % n]), torch.isin(keys, edge_keys)
+
+    def _gradient_flips(self, model, view, pairs, exists, budget) -> torch.Tensor | None:
+        """Indices of the pairs with the largest positive gradient of the training loss, or
+        ``None`` when the model is not differentiable in edge weights."""
+        import torch.nn.functional as F
+
+        from grb_dist.attacks.injection.incremental import frozen_parameters
+        from grb_dist.attacks.modification.weighted import WeightedSurrogate
+        from grb_dist.errors import ConfigError
+
+        with frozen_parameters(model):
+            try:
+                ws = WeightedSurrogate(model, view.x, view.edge_index)
+                p = torch.zeros(pairs.shape[1], dtype=view.x.dtype, device=view.x.device, requires_grad=True)
+                sign = 1.0 - 2.0 * exists.to(view.x.dtype)
+                logits = ws.logits(pairs, sign * p)
+            except ConfigError:
+                if not self._warned:
+                    log.info("flip-based AT: %s is not differentiable in edge weights; DICE flips instead",
+                             type(model).__name__)
+                    self._warned = True
+                return None
+            loss = F.cross_entropy(logits[view.mask_idx], view.y[view.mask_idx])
+            (grad,) = torch.autograd.grad(loss, p)
+        k = min(budget, int((grad > 0).sum()))
+        return torch.topk(grad, k).indices
+
+    @staticmethod
+    def _dice_flips(view, pairs, exists, budget, generator) -> torch.Tensor:
+        """DICE on the true labels: same-label edges removed, different-label pairs added."""
+        same = view.y[pairs[0]] == view.y[pairs[1]]
+        useful = torch.nonzero((exists & same) | (~exists & ~same)).flatten()
+        order = torch.randperm(useful.numel(), generator=generator).to(useful.device)
+        return useful[order[:budget]]

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from grb_dist.config import from_dict
-from grb_dist.defenses.at import InjectionAT, at_config
+from grb_dist.defenses.at import at_config, training_attack
 from grb_dist.errors import ConfigError
 from grb_dist.graph import Graph
 from grb_dist.models.lp import LabelPropagation, LabelPropagationOn, LPConfig
@@ -136,7 +136,8 @@ def train_defense(
 ) -> TrainResult:
     """Build model/defense ``name`` (seeded by ``train_config.seed``) and train it inductively.
 
-    ``*_at`` names train with injection adversarial training using ``at_config`` (a job's
+    ``*_at`` names train with adversarial training (injection, or edge flips with
+    ``scenario: modification``) using ``at_config`` (a job's
     ``adversarial_training:`` section; required for them, ignored otherwise). ``*_lp`` names
     train the underlying model, then wrap it with label propagation (the result's
     validation figures are the underlying model's). ``lp`` alone has nothing to train: the
@@ -148,7 +149,7 @@ def train_defense(
     """
     spec = check_name(name)
     _configs(name, spec, params or {})
-    augment = InjectionAT(at_config_or_error(name, at_config)) if spec.adversarial else None
+    augment = training_attack(at_config_or_error(name, at_config)) if spec.adversarial else None
     seed_everything(train_config.seed)
     module = build_defense(name, graph, params)
     if spec.cls is LabelPropagation:
