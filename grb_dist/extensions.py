@@ -42,8 +42,8 @@ training task, attack task and Scorer actor installs them when it starts
 class of an importable module by reference (the worker imports that module; on a cluster it
 must be installed on every node), a class defined in ``__main__`` or inside a function by
 value. Nothing of them is ever written to the run directory (models are stored as
-state_dicts and loaded with ``torch.load(weights_only=True)``). Entry points and
-``module:Class`` specs are found again by the workers on their own. Resuming or growing a
+state_dicts and loaded with ``torch.load(weights_only=True)``). Entry points are also found by
+the workers on their own. Resuming or growing a
 run needs the same registrations: a re-run of the same command registers them again.
 Stored cells are keyed by name and parameters, not by code: after changing a registered
 class, use a new run directory.

@@ -5,6 +5,7 @@ subprocess), and ``grb_dist.benchmark`` on a torch module defined here."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -245,10 +246,13 @@ def test_cli_spec_import_failure_is_one_line(tmp_path):
 
 def test_example_package_entry_point_in_a_sweep(tmp_path):
     """The example package, installed into a temporary --target directory (no change to the
-    test venv), is found by name through its entry point in ``grb-dist sweep``."""
-    target = tmp_path / "site"
+    test venv), is found by name through its entry point in ``grb-dist sweep``, and as a
+    ``module:Class`` spec; the Ray workers find both."""
+    target, source = tmp_path / "site", tmp_path / "src"
+    # built from a copy: setuptools writes build/ and *.egg-info next to the sources
+    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--quiet",
-                    "--target", str(target), str(EXAMPLE)], check=True, capture_output=True, timeout=300, cwd=tmp_path)
+                    "--target", str(target), str(source)], check=True, capture_output=True, timeout=300, cwd=tmp_path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
            "RAY_AUTH_MODE": "disabled"}
     job = tmp_path / "job.yaml"
@@ -265,7 +269,9 @@ def test_example_package_entry_point_in_a_sweep(tmp_path):
         attacks: {rnd: {}, fgsm: {}}
     """))
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "grb_dist.cli", "sweep", "--job", str(job), "--defenses", "example_mean_gcn,gcn",
+    # the same class twice: by its entry point's name, and as a module:Class spec
+    cmd = [sys.executable, "-m", "grb_dist.cli", "sweep", "--job", str(job), "--defenses",
+           "example_mean_gcn,grb_dist_example_defense:MeanGCN,gcn",
            "--attacks", "rnd", "--difficulties", "easy", "--repeats", "1", "--steps", "2", "--num-cpus", "1",
            "--no-dashboard", "--out", str(run)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=540, cwd=tmp_path)
@@ -274,7 +280,8 @@ def test_example_package_entry_point_in_a_sweep(tmp_path):
     mine = scores[scores["defense"] == "example_mean_gcn"]
     assert set(mine["attack"]) == {"none", "rnd"} and len(mine) == 2
     assert mine["accuracy"].between(0, 1).all()
-    assert set(scores["defense"]) == {"example_mean_gcn", "gcn"}
+    assert set(scores["defense"]) == {"example_mean_gcn", "grb_dist_example_defense.meangcn", "gcn"}
+    assert len(scores) == 6
     # without the package on the path the name is unknown, listed with the valid ones
     env.pop("PYTHONPATH")
     proc = subprocess.run(cmd[:6] + ["--defenses", "example_mean_gcn", "--out", str(tmp_path / "other")],
