@@ -50,9 +50,9 @@ def attack_class(name: str, scenario: str = "injection") -> type:
     if name not in registry:
         for other, reg in REGISTRIES.items():
             if other != scenario and name in reg:
+                a_other, a_scenario = ("an" if s == "injection" else "a" for s in (other, scenario))
                 raise ConfigError(
-                    f"{name} is a {other} attack, not an {scenario} attack; list it under " if scenario == "injection" else
-                    f"{name} is an {other} attack, not a {scenario} attack; list it under "
+                    f"{name} is {a_other} {other} attack, not {a_scenario} {scenario} attack; list it under "
                     f"{JOB_SECTION[other]} in the job (and run --scenario {other} or all)"
                 )
     return registry.get(name)
