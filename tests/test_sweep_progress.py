@@ -123,8 +123,10 @@ def test_sweep_reports_consistent_stage_counts_and_names_its_work(ray_local, tmp
 
     def on_progress(pr) -> None:
         seen.append(pr)
-        if pr.scorers and not actors:  # the Scorer is a named actor
-            actors.append(ray_local.get_actor(runner.scorer_name(0))._actor_id == pr.scorers[0]._actor_id)
+        if pr.scorers and not actors:  # the Scorer is a named actor (with a suffix while an
+            # earlier sweep's Scorer of this driver still holds the name)
+            named = [n for n in ray_local.util.list_named_actors() if re.fullmatch(r"scorer:0(-[0-9a-f]{6})?", n)]
+            actors.append(any(ray_local.get_actor(n)._actor_id == pr.scorers[0]._actor_id for n in named))
 
     with RunLock(tmp_path / "run") as lock:
         store = RunStore.open(tmp_path / "run", dataset=dataset_identity(spec, graph), components=run_components(p),
@@ -166,3 +168,21 @@ def test_cli_without_terminal_prints_timestamped_stage_lines(ray_local, tmp_path
     assert "train 3/3 models (done" in lines[-1] and "attack 2/2 perturbations (done" in lines[-1]
     assert "score 8/8 cells (done" in lines[-1]
     assert "8/8 cells (8 computed" in r.output
+
+
+def test_rich_progress_three_rows_on_a_terminal():
+    import io
+
+    from rich.console import Console
+
+    from grb_dist.sweep.progress import RichProgress
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120, color_system=None)
+    with RichProgress(console) as rows:
+        rows(_Progress(1.0, Stage(0, 3), Stage(0, 4), Stage(0, 20)))
+        rows(_Progress(9.0, Stage(3, 3, started=0.0, finished=8.0), Stage(2, 4, started=4.0), Stage(5, 20, started=5.0)))
+    text = " ".join(out.getvalue().split())  # MofN pads its counts
+    assert "3/3 models" in text and "done in 0:08" in text
+    assert "2/4 perturbations" in text and "0.4/s, eta 0:05" in text
+    assert "5/20 cells" in text and "1.2/s, eta 0:12" in text

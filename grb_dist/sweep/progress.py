@@ -183,10 +183,10 @@ class RichProgress:
     rate and ETA; a context manager around :class:`rich.progress.Progress`."""
 
     def __init__(self, console: Any):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         columns = [TextColumn("{task.description:<6}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[unit]:<13} {task.fields[detail]}"), TimeElapsedColumn()]
+                   TextColumn("{task.fields[unit]:<13} {task.fields[detail]}")]
         self.bar = Progress(*columns, console=console, transient=False)
         self.tasks = {attr: self.bar.add_task(label, total=0, start=False, unit=unit, detail="waiting")
                       for attr, label, unit in STAGES}

@@ -169,8 +169,8 @@ def connect(settings: RaySettings, job_name: str | None = None) -> RayContext:
     explicitly (``RAY_AUTH_MODE=token`` unless the environment says otherwise), so that Ray
     does not warn that it turned it on by default; its token is Ray's usual one
     (``ray get-auth-token`` prints it). A joined cluster's authentication is left as it is.
-    ``job_name`` names the Ray job (its ``job_name`` metadata, shown by the dashboard and
-    ``ray list jobs``).
+    ``job_name`` names the Ray job (its ``job_name`` metadata, the column Name of the
+    dashboard's Jobs page).
     """
     address = settings.resolved_address()
     if address:
