@@ -64,7 +64,7 @@ import tempfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from grb_dist.errors import ConfigError, GrbDistError
 from grb_dist.registry import normalize_name, spec_of
@@ -76,9 +76,6 @@ if TYPE_CHECKING:  # pragma: no cover
 GROUPS = {"defenses": "grb_dist.defenses", "models": "grb_dist.models", "attacks": "grb_dist.attacks"}
 #: A name given to ``register_*`` (lower-cased): no dots, no path separators.
 _PLAIN = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
-
-Kind = Literal["model", "defense", "injection", "modification"]
-
 
 class ExtensionTypeError(ConfigError, TypeError):
     """An object of the wrong kind was registered (not a GraphModel, Module or attack class)."""
@@ -529,7 +526,6 @@ def benchmark(
     Raises:
         GrbDistError: invalid input (before anything runs), or cells that failed.
     """
-    from grb_dist.errors import GrbDistError
     from grb_dist.sweep.session import execute, lock_run, prepare, resolve_job
     from grb_dist.sweep.spec import with_spec
 
@@ -610,25 +606,19 @@ def _listed(value: str | Iterable[str] | None) -> str | tuple[str, ...] | None:
 
 def _benchmark_name(model: Any, name: str | None) -> str:
     """Register ``model`` for :func:`benchmark` (or check the name it names); its name."""
-    from grb_dist.models.registry import check_name
+    from grb_dist.models.registry import MODELS, check_name
 
     if isinstance(model, str):
         if name is not None:
             raise ConfigError("benchmark(): name= applies to a model object, not to a model name")
-        from grb_dist.registry import normalize_name as norm
-
-        key = norm(model)
+        key = normalize_name(model)
         check_name(key)  # unknown names raise, listing the valid ones
         return key
     if name is None:
         raw = getattr(model, "__name__", "") or type(model).__name__
         name = normalize_name(raw) if _PLAIN.fullmatch(normalize_name(raw)) else "model"
-        from grb_dist.models.registry import MODELS
-
         if MODELS.is_builtin(name):  # a user class called GCN is not the built-in gcn
             name = f"{name}_user"
-    from grb_dist.models.registry import MODELS
-
     r = _defense_registration(_plain_name(name, "defense"), model, None, "benchmark")
     # benchmark() registers what it is given: the same name given a new object replaces the
     # old registration, never a built-in
