@@ -73,17 +73,22 @@ class _Structure:
     """The clean graph as CSR (rows sorted), with the permutation that maps entry (i, j)
     to entry (j, i)."""
 
-    def __init__(self, edge_index: torch.Tensor, num_nodes: int):
+    def __init__(self, edge_index: torch.Tensor, num_nodes: int, mirrored: bool = False):
         n = num_nodes
         key = edge_index[0] * n + edge_index[1]
         order = torch.argsort(key)
         self.order = order
         self.row, self.col = edge_index[0][order].contiguous(), edge_index[1][order].contiguous()
-        key = key[order]
         self.n = n
         self.crow = torch.zeros(n + 1, dtype=torch.long, device=edge_index.device)
         self.crow[1:] = torch.cumsum(torch.bincount(self.row, minlength=n), 0)
-        self.perm = torch.searchsorted(key, self.col * n + self.row)
+        if mirrored:  # edge_index = [pairs, pairs flipped]: entry i's transpose is entry i +- m
+            m = edge_index.shape[1] // 2
+            position = torch.empty_like(order)
+            position[order] = torch.arange(order.numel(), device=order.device)
+            self.perm = position[(order + m) % (2 * m)]
+        else:
+            self.perm = torch.searchsorted(key[order], self.col * n + self.row)
         self.degree = torch.bincount(self.row, minlength=n)
 
     def csr(self, values: torch.Tensor) -> torch.Tensor:
@@ -205,7 +210,7 @@ class WeightedSurrogate:
         cached = self._block
         if cached is not None and cached[0] is pairs and cached[1] == pairs._version:
             return cached[2]
-        structure = _Structure(torch.cat([pairs, pairs.flip(0)], dim=1), self.x.shape[0])
+        structure = _Structure(torch.cat([pairs, pairs.flip(0)], dim=1), self.x.shape[0], mirrored=True)
         self._block = (pairs, pairs._version, structure)
         return structure
 
