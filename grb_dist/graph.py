@@ -31,9 +31,9 @@ def difficulty_key(difficulty: str) -> str:
     if d.startswith("test_"):
         d = d[5:]
     if d not in DIFFICULTIES:
-        raise DatasetError(
-            f"unknown difficulty {difficulty!r}; choose one of: {', '.join(DIFFICULTIES)}"
-        )
+        from grb_dist.registry import unknown_name_message
+
+        raise DatasetError(unknown_name_message("difficulty", difficulty, DIFFICULTIES))
     return f"test_{d}"
 
 

@@ -122,15 +122,15 @@ def test_leaderboards_match_metric_functions(full_run):
     store, _ = full_run
     boards = reduce_run(store)
     expected = leaderboards(store.read_scores())
-    assert set(boards) == {f"{k}-{d}" for k in ("attacks", "defenses") for d in ("easy", "full")}
+    assert set(boards) == {f"injection/{k}-{d}" for k in ("attacks", "defenses") for d in ("easy", "full")}
     for name, board in boards.items():
         pd.testing.assert_frame_equal(board, expected[name])
         saved = pd.read_parquet(store.root / "leaderboard" / f"{name}.parquet")
         pd.testing.assert_frame_equal(saved, board, check_dtype=False)
         assert (store.root / "leaderboard" / f"{name}.md").read_text().startswith("###")
-    a = boards["attacks-full"]
+    a = boards["injection/attacks-full"]
     assert a["n_defenses"].eq(2).all() and a["n_repeats"].eq(2).all()
-    d = boards["defenses-full"]
+    d = boards["injection/defenses-full"]
     assert d["n_attacks"].eq(len(TEST_ATTACKS) + 1).all()
 
 

@@ -41,7 +41,7 @@ from grb_dist.defenses import at_config, resolve_params
 from grb_dist.errors import ConfigError, GrbDistError
 from grb_dist.graph import DIFFICULTIES
 from grb_dist.models import MODELS
-from grb_dist.registry import normalize_name
+from grb_dist.registry import normalize_name, unknown_name_message
 
 #: Seed offset of the attacker's surrogates relative to the defenders' seed.
 SURROGATE_SEED_OFFSET = 1
@@ -157,7 +157,7 @@ class JobSpec:
             object.__setattr__(self, key, canon)
         for d in self.difficulties:
             if d not in DIFFICULTIES:
-                raise ConfigError(f"unknown difficulty {d!r}; choose from: {', '.join(DIFFICULTIES)}")
+                raise ConfigError(unknown_name_message("difficulty", d, DIFFICULTIES))
         for key in ("models", "attack", "budgets", "attacks", "adversarial_training", "modification"):
             section = getattr(self, key)
             if not isinstance(section, Mapping):
@@ -168,7 +168,7 @@ class JobSpec:
                     raise ConfigError(f"job {key}.{name}: expected a mapping of options, got {value!r}")
         for d in self.budgets:
             if d not in DIFFICULTIES:
-                raise ConfigError(f"job budgets: unknown difficulty {d!r}; choose from: {', '.join(DIFFICULTIES)}")
+                raise ConfigError("job budgets: " + unknown_name_message("difficulty", d, DIFFICULTIES))
         # normalise names and freeze mapping sections into plain sorted dicts
         object.__setattr__(self, "attacks", {normalize_name(k): dict(v or {}) for k, v in self.attacks.items()})
         object.__setattr__(self, "models", {normalize_name(k): dict(v or {}) for k, v in self.models.items()})
@@ -229,7 +229,7 @@ def _modification_section(section: Mapping[str, Any]) -> dict[str, Any]:
         out[key] = dict(value)
     for d in out["budgets"]:
         if d not in DIFFICULTIES:
-            raise ConfigError(f"job modification.budgets: unknown difficulty {d!r}; choose from: {', '.join(DIFFICULTIES)}")
+            raise ConfigError("job modification.budgets: " + unknown_name_message("difficulty", d, DIFFICULTIES))
     out["attacks"] = {normalize_name(k): dict(v or {}) for k, v in out["attacks"].items()}
     out["budgets"] = {k: dict(v or {}) for k, v in out["budgets"].items()}
     return out
