@@ -281,30 +281,21 @@ def sweep(
 
 
 def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: float) -> None:
-    """The part of ``sweep`` that runs while holding the run directory's lock."""
+    """The part of ``sweep`` that runs while holding the run directory's lock: the session's
+    :func:`~grb_dist.sweep.session.execute` with the CLI's output around it."""
     import time
 
     from grb_dist.leaderboard import render
-    from grb_dist.store import RunStore
     from grb_dist.sweep.progress import PlainProgress, RichProgress
-    from grb_dist.sweep.runner import connect, disconnect, run_sweep
-    from grb_dist.sweep.session import missing_cells, open_store, reduce_run
+    from grb_dist.sweep.session import execute, missing_cells
 
     spec, p = prepared.spec, prepared.plan
     show = [d for d in ("full",) if d in spec.difficulties] or list(spec.difficulties[-1:])
     missing = missing_cells(prepared)
-    if not missing:  # nothing to compute: no Ray, no writes
-        boards = reduce_run(RunStore.existing(prepared.run_dir), save=False, on_warning=_warn)
-        console.print(render({k: v for k, v in boards.items() if k.split("-", 1)[1] in show}, "md"),
-                      highlight=False, markup=False)
-        console.print(f"nothing to do: all {len(p.scores)} cells of this job are already in {prepared.run_dir}",
-                      highlight=False)
-        return
-    ctx = connect(settings, job_name=f"grb-dist sweep {spec.dataset} -> {prepared.run_dir}")
-    try:
+
+    def on_connect(ctx, store) -> None:
         if settings.resolved_address():  # a joined cluster: its memory is known only now
             _check_cluster_memory(prepared)
-        store = open_store(prepared, lock)
         console.print(
             f"[bold]sweep[/] {spec.dataset} ({prepared.graph.num_nodes:,} nodes, {' + '.join(spec.scenarios)}): "
             f"{sum(len(spec.scenario_attacks(s)) for s in spec.scenarios)} attacks x "
@@ -319,25 +310,36 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
                           f"or the contents of {ctx.dashboard_token})")
         console.print(f"Ray: {ctx.cpus:g} CPUs, {ctx.gpus:g} GPUs; dashboard: {dashboard}", highlight=False,
                       soft_wrap=True)
-        start = time.perf_counter()
-        # three live rows on a terminal; timestamped lines otherwise (CI, nohup, tee)
-        if console.is_terminal:
-            display = RichProgress(console)
+
+    # three live rows on a terminal; timestamped lines otherwise (CI, nohup, tee)
+    if not missing:
+        display = None
+    elif console.is_terminal:
+        display = RichProgress(console)
+    else:
+        display = PlainProgress(lambda line: console.print(line, highlight=False, markup=False, soft_wrap=True))
+    start = time.perf_counter()
+    try:
+        if display is None:  # nothing to compute: no Ray, no writes
+            outcome = execute(prepared, settings, lock, on_warning=_warn)
         else:
-            display = PlainProgress(lambda line: console.print(line, highlight=False, markup=False, soft_wrap=True))
-        with display:
-            try:
-                summary = run_sweep(p, prepared.graph, store, settings, on_progress=display,
-                                    flush_rows=flush_rows, flush_seconds=flush_seconds)
-            except KeyboardInterrupt:
-                display.stop()
-                err_console.print("interrupted: finished cells are kept; run the same command again to resume")
-                raise typer.Exit(130) from None
-        elapsed = time.perf_counter() - start
-    finally:
-        disconnect(ctx)
-    boards = reduce_run(store, on_warning=_warn)
-    console.print(render({k: v for k, v in boards.items() if k.split("-", 1)[1] in show}, "md"), highlight=False, markup=False)
+            with display:
+                outcome = execute(prepared, settings, lock, on_connect=on_connect, on_progress=display,
+                                  flush_rows=flush_rows, flush_seconds=flush_seconds, on_warning=_warn,
+                                  job_name=f"grb-dist sweep {spec.dataset} -> {prepared.run_dir}")
+    except KeyboardInterrupt:
+        if display is not None:
+            display.stop()
+        err_console.print("interrupted: finished cells are kept; run the same command again to resume")
+        raise typer.Exit(130) from None
+    elapsed = time.perf_counter() - start
+    boards = {k: v for k, v in outcome.boards.items() if k.split("-", 1)[1] in show}
+    console.print(render(boards, "md"), highlight=False, markup=False)
+    summary = outcome.summary
+    if summary is None:
+        console.print(f"nothing to do: all {len(p.scores)} cells of this job are already in {prepared.run_dir}",
+                      highlight=False)
+        return
     console.print(
         f"{summary.done}/{summary.total} cells ({summary.computed} computed, {summary.skipped} already done, "
         f"{summary.failures} failed) in {elapsed:.1f}s; results in {prepared.run_dir}", highlight=False,
@@ -485,6 +487,92 @@ def compact(
         lock.release()
     console.print(f"compacted {run_dir}: {stats['files_before']} score files -> {stats['files_after']} "
                   f"({stats['partitions']} partitions merged, {stats['rows']} rows rewritten unchanged)", highlight=False)
+
+
+def _csv(value: Optional[str]) -> Optional[list[str]]:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+@app.command()
+@handle_errors
+def study(
+    job: Optional[Path] = typer.Option(None, "--job", help="Study job file (YAML; default: the shipped grb_dist/jobs/over-robustness-csbm.yaml)."),
+    out: Path = typer.Option(Path("results"), "--out", help="Output directory; the study writes OUT/<study>/ (nodes/ Parquet per unit, reduced tables, plots/)."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: a local Ray started here)."),
+    num_cpus: Optional[int] = typer.Option(None, "--num-cpus", help="CPUs of the local Ray (default: all)."),
+    graphs: Optional[int] = typer.Option(None, "--graphs", help="Graphs per K (or splits of a real graph)."),
+    nodes: Optional[int] = typer.Option(None, "--nodes", help="New (test) nodes attacked per graph."),
+    k: Optional[str] = typer.Option(None, "--k", help="K values, comma-separated (CSBM)."),
+    models: Optional[str] = typer.Option(None, "--models", help="Models, comma-separated (hyper-parameters from the job where it has them)."),
+    attacks: Optional[str] = typer.Option(None, "--attacks", help="Attacks, comma-separated: l2-weak, l2-strong, dice, l2-weak-class, grbcd."),
+    budgets: Optional[str] = typer.Option(None, "--budgets", help="Local budgets, comma-separated: integers >= 1, deg, deg+N, inf."),
+    dataset: Optional[Path] = typer.Option(None, "--dataset", help="The .npz file of a real-graph study (graph kind npz)."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most edges an attack adds to a node (cap of the inf budget)."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="Maximum training epochs."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Base seed of graphs, splits, nodes and models."),
+    ray_on: bool = typer.Option(True, "--ray/--no-ray", help="Run the units as Ray tasks (default) or one after another in this process."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write the PNG figures after the run."),
+) -> None:
+    """Semantics-aware robustness study (seed 002): R, R_adv, R_over, F1-rob, Tables 1-2, figures.
+
+    One unit per (K, graph seed, model, attack); each unit's per-node rows are written
+    atomically to OUT/<study>/nodes/<unit id>.parquet and a re-run only does missing units.
+    """
+    import importlib.resources
+
+    from grb_dist.checks import check_ray_address, check_writable_dir
+    from grb_dist.errors import ConfigError
+    from grb_dist.semantics.study import load_spec, run_study
+
+    if job is None:
+        job = Path(str(importlib.resources.files("grb_dist") / "jobs" / "over-robustness-csbm.yaml"))
+    overrides: dict = {"graphs": graphs, "nodes": nodes, "max_steps": max_steps, "seed": seed,
+                       "attacks": _csv(attacks), "budgets": _csv(budgets)}
+    if k is not None:
+        try:
+            overrides["K"] = [float(v) for v in _csv(k) or []]
+        except ValueError:
+            raise ConfigError(f"--k must be comma-separated numbers, got {k!r}") from None
+    if num_cpus is not None and num_cpus < 1:
+        raise ConfigError(f"--num-cpus must be >= 1, got {num_cpus}")
+    spec = load_spec(job)
+    if models is not None:
+        names = _csv(models) or []
+        overrides["models"] = {m: dict(spec.models.get(m, {})) for m in names}
+    if dataset is not None:
+        overrides["graph"] = {**dict(spec.graph), "path": str(dataset)}
+    if epochs is not None:
+        overrides["train"] = {**dict(spec.train), "epochs": epochs}
+    spec = load_spec(job, **overrides)
+    check_ray_address(address)
+    check_writable_dir(out, "output directory", "--out")
+    directory = run_study(spec, out, address=address, num_cpus=num_cpus, use_ray=ray_on,
+                          progress=lambda msg: err_console.print(msg, highlight=False))
+    written = [directory / name for name in ("metrics.csv", "table1.csv", "table2.csv") if (directory / name).exists()]
+    if plots:
+        from grb_dist.semantics.plots import write_plots
+
+        written += write_plots(directory)
+    console.print(f"study {spec.study}: {directory}", highlight=False)
+    for path in written:
+        console.print(f"  {path}", highlight=False)
+
+
+@app.command("study-plot")
+@handle_errors
+def study_plot(
+    study_dir: Path = typer.Argument(..., help="A study directory (OUT/<study>) with nodes/*.parquet."),
+) -> None:
+    """Re-reduce a study's rows into its tables and write its figures (PNG) under plots/."""
+    from grb_dist.errors import ConfigError
+    from grb_dist.semantics.plots import write_plots
+    from grb_dist.semantics.study import DEFAULT_BUDGETS, write_tables
+
+    if not (study_dir / "nodes").is_dir():
+        raise ConfigError(f"{study_dir} is not a study directory (no nodes/ inside)")
+    written = list(write_tables(study_dir, DEFAULT_BUDGETS).values()) + write_plots(study_dir)
+    for path in written:
+        console.print(str(path), highlight=False)
 
 
 def main() -> None:

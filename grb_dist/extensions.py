@@ -557,7 +557,7 @@ def benchmark(
         if outcome.summary is not None and outcome.summary.failures:
             first = outcome.summary.errors[0] if outcome.summary.errors else "see the log"
             raise GrbDistError(f"{outcome.summary.failures} of {outcome.summary.total} cells failed; first: {first}")
-        return benchmark_rows(outcome.scores, outcome.boards, list(spec.defenses))
+        return benchmark_rows(outcome.store.read_scores(), outcome.boards, list(spec.defenses))
 
 
 def benchmark_rows(scores: pd.DataFrame, boards: Mapping[str, pd.DataFrame], defenses: list[str]) -> pd.DataFrame:

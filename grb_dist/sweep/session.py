@@ -145,27 +145,28 @@ def open_store(prepared: Prepared, lock: RunLock) -> RunStore:
 @dataclass
 class Outcome:
     """What :func:`execute` did: the run's store, the sweep's summary (``None`` when no cell
-    was missing and Ray was not started), and the run's scores and leaderboards."""
+    was missing and Ray was not started), and the run's leaderboards."""
 
     store: RunStore
     summary: Any
-    scores: pd.DataFrame
     boards: dict[str, pd.DataFrame]
 
 
 def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None, on_progress=None,
-            flush_rows: int = 4096, flush_seconds: float = 10.0, on_warning=None) -> Outcome:
+            flush_rows: int = 4096, flush_seconds: float = 10.0, on_warning=None,
+            job_name: str | None = None) -> Outcome:
     """Compute the missing cells of a locked run and reduce it (the sweep after
     :func:`lock_run`, without output): joins the cluster of ``settings``
     (:class:`grb_dist.sweep.runner.RaySettings`) or starts an embedded local Ray, stopped
     afterwards when this call started it; no Ray when nothing is missing.
     ``on_connect(context, store)`` is called once Ray is up and the run directory is open;
-    ``on_progress`` as in :func:`grb_dist.sweep.runner.run_sweep`."""
+    ``on_progress`` as in :func:`grb_dist.sweep.runner.run_sweep`; ``job_name`` names the Ray
+    job of a local Ray started here (default: after the run directory)."""
     from grb_dist.sweep.runner import connect, disconnect, run_sweep
 
     summary = None
     if missing_cells(prepared):
-        ctx = connect(settings)
+        ctx = connect(settings, job_name=job_name or f"grb-dist {prepared.spec.dataset} -> {prepared.run_dir}")
         try:
             store = open_store(prepared, lock)
             if on_connect is not None:
@@ -178,7 +179,7 @@ def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None
     else:
         store = RunStore.existing(prepared.run_dir)
         boards = reduce_run(store, save=False, on_warning=on_warning)
-    return Outcome(store, summary, store.read_scores(on_warning=on_warning), boards)
+    return Outcome(store, summary, boards)
 
 
 def reduce_run(store: RunStore, difficulties: list[str] | None = None, *, save: bool = True,
