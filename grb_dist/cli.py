@@ -535,7 +535,7 @@ def study(
             raise ConfigError(f"--k must be comma-separated numbers, got {k!r}") from None
     if num_cpus is not None and num_cpus < 1:
         raise ConfigError(f"--num-cpus must be >= 1, got {num_cpus}")
-    spec = load_spec(job)
+    spec = load_spec(job, check=False)
     if models is not None:
         names = _csv(models) or []
         overrides["models"] = {m: dict(spec.models.get(m, {})) for m in names}

@@ -1,0 +1,204 @@
+"""Local-budget structure attacks on an inductively added node (seed 002, section 5, appendix H).
+
+Every attack here only *adds* edges between the attacked node v and nodes of the known
+graph, and returns the *order* in which it adds them: row i of the result lists the base
+nodes that node i connects to, first edge first, padded with -1. Robustness is then the
+first prefix length at which a classifier's decision changes (see
+:mod:`grb_dist.semantics.metrics`); a local budget Delta is a prefix of length Delta, so
+one order serves every budget.
+
+- ``l2-weak``: the closest different-class nodes in feature space (L2), closest first;
+- ``l2-strong``: the most distant different-class nodes, most distant first;
+- ``dice``: different-class nodes in random order (DICE with d = 0 removals, b = Delta);
+- ``l2-weak-class``: ``l2-weak`` restricted to one class c != y_v given per node (the
+  real-graph variant of section 5.2.1: all inserted edges go to the same class);
+- ``grbcd``: greedy gradient attack adaptive to the attacked model (GR-BCD restricted to
+  additions at v): at each step the non-neighbour whose edge weight most lowers f's
+  margin at v is added; for models differentiable in edge weights only.
+
+"Different class" means different from v's true label. Nodes already adjacent to v are
+never chosen. The distance-based orders are computed by chunks of attacked nodes against
+all base nodes (a chunk x N block at a time, never N x N).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from grb_dist.errors import ConfigError
+
+#: Attacks whose order depends on the data only (not on the attacked model).
+DATA_ATTACKS = ("l2-weak", "l2-strong", "dice", "l2-weak-class")
+#: Attacks that differentiate the attacked model.
+ADAPTIVE_ATTACKS = ("grbcd",)
+ATTACKS = DATA_ATTACKS + ADAPTIVE_ATTACKS
+#: Model names (base architectures) whose logits are differentiable in edge weights.
+WEIGHTED_BASES = ("gcn", "sgc", "appnp", "sage", "mlp")
+
+#: Entries of a chunk x N score block kept in memory at once.
+_CHUNK_ENTRIES = 1 << 23
+
+
+def check_attack(attack: str, model: str | None = None) -> None:
+    """Raise :class:`ConfigError` for an unknown attack, or an adaptive attack on a model
+    that is not differentiable in edge weights (label propagation, attention)."""
+    if attack not in ATTACKS:
+        from grb_dist.registry import unknown_name_message
+
+        raise ConfigError(unknown_name_message("semantics attack", attack, ATTACKS))
+    if model is not None and attack in ADAPTIVE_ATTACKS:
+        name = model.lower()
+        if name not in WEIGHTED_BASES:
+            raise ConfigError(
+                f"attack {attack} needs a model differentiable in edge weights ({', '.join(WEIGHTED_BASES)}); "
+                f"{model} is not (label propagation and attention are not)"
+            )
+
+
+def attack_order(
+    attack: str,
+    base_features: np.ndarray,
+    base_labels: np.ndarray,
+    x_new: np.ndarray,
+    y_new: np.ndarray,
+    nb_node: np.ndarray,
+    nb_base: np.ndarray,
+    steps: int,
+    *,
+    seed: int = 0,
+    target_class: np.ndarray | None = None,
+) -> np.ndarray:
+    """The order in which a data-driven attack connects each new node to base nodes.
+
+    Args:
+        attack: one of :data:`DATA_ATTACKS`.
+        base_features: N x D features of the known graph.
+        base_labels: its N labels.
+        x_new: T x D features of the attacked (new) nodes.
+        y_new: their T true labels.
+        nb_node, nb_base: the clean edges of the new nodes, as pairs (new node index in
+            [0, T), base node id); these are never chosen again.
+        steps: the length of each order (the largest budget needed).
+        seed: seed of ``dice``.
+        target_class: T classes for ``l2-weak-class`` (each must differ from ``y_new``).
+
+    Returns:
+        T x steps int64 base node ids, -1 where fewer candidates exist.
+    """
+    check_attack(attack)
+    if attack in ADAPTIVE_ATTACKS:
+        raise ConfigError(f"attack {attack} depends on the model: use grbcd_order")
+    if steps < 0:
+        raise ConfigError(f"attack steps must be >= 0, got {steps}")
+    n = base_labels.shape[0]
+    t = y_new.shape[0]
+    out = np.full((t, steps), -1, dtype=np.int64)
+    if steps == 0 or t == 0 or n == 0:
+        return out
+    if attack == "l2-weak-class":
+        if target_class is None:
+            raise ConfigError("attack l2-weak-class needs a target class per node")
+        target_class = np.asarray(target_class, dtype=np.int64)
+        if np.any(target_class == y_new):
+            raise ConfigError("attack l2-weak-class: each target class must differ from the node's label")
+    rng = np.random.default_rng(seed)
+    xb = np.asarray(base_features, dtype=np.float64)
+    sq_b = (xb * xb).sum(1)
+    chunk = max(1, min(t, _CHUNK_ENTRIES // max(n, 1)))
+    nb_node = np.asarray(nb_node, dtype=np.int64)
+    nb_base = np.asarray(nb_base, dtype=np.int64)
+    k = min(steps, n)
+    for start in range(0, t, chunk):
+        stop = min(t, start + chunk)
+        xs = np.asarray(x_new[start:stop], dtype=np.float64)
+        if attack == "dice":
+            score = rng.random((stop - start, n))
+        else:
+            score = (xs * xs).sum(1)[:, None] - 2.0 * xs @ xb.T + sq_b[None, :]
+            if attack == "l2-strong":
+                score = -score  # most distant first
+        if attack == "l2-weak-class":
+            allowed = base_labels[None, :] == target_class[start:stop, None]
+        else:
+            allowed = base_labels[None, :] != y_new[start:stop, None]
+        sel = (nb_node >= start) & (nb_node < stop)
+        allowed[nb_node[sel] - start, nb_base[sel]] = False
+        score = np.where(allowed, score, np.inf)
+        part = np.argpartition(score, k - 1, axis=1)[:, :k] if k < n else np.tile(np.arange(n), (stop - start, 1))
+        part_scores = np.take_along_axis(score, part, 1)
+        order = np.argsort(part_scores, axis=1, kind="stable")
+        picked = np.take_along_axis(part, order, 1)
+        picked_scores = np.take_along_axis(part_scores, order, 1)
+        out[start:stop, :k] = np.where(np.isfinite(picked_scores), picked, -1)
+    return out
+
+
+def margin(logits: torch.Tensor, node: int, cls: int) -> torch.Tensor:
+    """``logits[node, cls] - max_{c != cls} logits[node, c]`` (negative: f changed its mind)."""
+    row = logits[node]
+    other = torch.cat([row[:cls], row[cls + 1 :]])
+    return row[cls] - other.max()
+
+
+def grbcd_order(
+    model: torch.nn.Module,
+    x: torch.Tensor,
+    edge_index: torch.Tensor,
+    node: int,
+    candidates: np.ndarray,
+    steps: int,
+) -> np.ndarray:
+    """Greedy gradient additions at ``node`` adaptive to ``model`` (GR-BCD, additions only).
+
+    ``x``/``edge_index`` are the graph with ``node`` and its clean edges (both directions);
+    ``candidates`` the base nodes that may be connected (not already adjacent). At each step
+    the edge weights of all candidate pairs are relaxed, the gradient of f's margin at
+    ``node`` (for its clean decision) is taken, and the unchosen candidate with the most
+    negative gradient is added. Returns ``steps`` base ids (-1 padded).
+    """
+    from grb_dist.attacks.modification.weighted import WeightedSurrogate
+
+    out = np.full(steps, -1, dtype=np.int64)
+    candidates = np.asarray(candidates, dtype=np.int64)
+    if steps == 0 or candidates.size == 0:
+        return out
+    surrogate = WeightedSurrogate(model, x, edge_index)
+    pairs = torch.stack([torch.full((candidates.size,), node, dtype=torch.long), torch.as_tensor(candidates)])
+    weights = torch.zeros(candidates.size, dtype=x.dtype)
+    chosen = torch.zeros(candidates.size, dtype=torch.bool)
+    with torch.no_grad():
+        cls = int(surrogate.logits(pairs, weights)[node].argmax())
+    for step in range(min(steps, candidates.size)):
+        w = weights.clone().requires_grad_(True)
+        loss = margin(surrogate.logits(pairs, w), node, cls)
+        (grad,) = torch.autograd.grad(loss, w)
+        grad = grad.masked_fill(chosen, float("inf"))
+        best = int(grad.argmin())
+        chosen[best] = True
+        weights[best] = 1.0
+        out[step] = candidates[best]
+    return out
+
+
+def adjacent_counts(order: np.ndarray, labels: np.ndarray, num_classes: int) -> np.ndarray:
+    """T x steps x C: one-hot of the class of each added neighbour (zeros for padding)."""
+    valid = order >= 0
+    cls = np.where(valid, labels[np.where(valid, order, 0)], 0)
+    onehot = np.eye(num_classes)[cls]
+    return onehot * valid[..., None]
+
+
+__all__: Sequence[str] = [
+    "ADAPTIVE_ATTACKS",
+    "ATTACKS",
+    "DATA_ATTACKS",
+    "WEIGHTED_BASES",
+    "adjacent_counts",
+    "attack_order",
+    "check_attack",
+    "grbcd_order",
+    "margin",
+]

@@ -1,0 +1,154 @@
+"""Figures of a study, from its Parquet rows alone (matplotlib, Agg backend).
+
+- :func:`plot_over_robustness`: R_over against K per model, mean and standard error over
+  graphs (seed 002, Figure 3a; l2-weak at the local budget deg(v) by default);
+- :func:`plot_degree_robustness`: mean robustness by node degree per model, with the Bayes
+  classifier's robustness as the semantic boundary (Figure 1);
+- :func:`plot_degree_boxplot`: the distribution of robustness by degree on a real graph,
+  the largest over target classes per node (Figure 4 / Figure 34).
+
+Every figure is written atomically as PNG; :func:`write_plots` writes all that the rows
+allow and returns their paths.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from grb_dist.semantics.metrics import budget_values, node_robustness
+from grb_dist.semantics.study import metrics_table, read_nodes
+
+
+def _figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> Path:
+    from grb_dist.store.parquet import atomic_path
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=130, bbox_inches="tight")
+    return path
+
+
+def plot_over_robustness(nodes: pd.DataFrame, path: Path, attack: str = "l2-weak", budget: str = "deg") -> Path | None:
+    """R_over vs K per model (mean +- standard error over graph seeds)."""
+    sel = nodes[(nodes["attack"] == attack) & (nodes["g_clean"] >= 0)]
+    if sel.empty:
+        return None
+    per_graph = metrics_table(sel, [budget], keys=("model", "K", "graph_seed"))
+    agg = per_graph.groupby(["model", "K"])["R_over"].agg(["mean", "std", "count"]).reset_index()
+    plt = _figure()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for model, part in agg.groupby("model"):
+        se = (part["std"].fillna(0) / np.sqrt(part["count"].clip(lower=1))).to_numpy()
+        ax.errorbar(part["K"], part["mean"], yerr=se, marker="o", capsize=3, label=model)
+    ax.set_xlabel("K (distance of class means / sigma)")
+    ax.set_ylabel("R_over")
+    ax.set_title(f"Robustness beyond semantic change ({attack}, budget {budget})")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    out = _save(fig, path)
+    plt.close(fig)
+    return out
+
+
+def _rob_by_degree(nodes: pd.DataFrame, budget: str, column: str) -> pd.DataFrame:
+    cap = np.minimum(budget_values(budget, nodes["degree"].to_numpy()), nodes["steps"].to_numpy())
+    rob = node_robustness(nodes, cap)
+    return pd.DataFrame({"model": nodes["model"].to_numpy(), "degree": nodes["degree"].to_numpy(),
+                         "value": rob[column].to_numpy(), "node": nodes["node"].to_numpy(),
+                         "graph_seed": nodes["graph_seed"].to_numpy(),
+                         "target_class": nodes["target_class"].to_numpy()})
+
+
+def plot_degree_robustness(nodes: pd.DataFrame, path: Path, K: float | None = 1.5, attack: str = "l2-weak",
+                           budget: str = "inf", max_degree: int = 10) -> Path | None:
+    """Mean conventional robustness by degree per model, and the Bayes semantic boundary."""
+    sel = nodes[(nodes["attack"] == attack) & (nodes["g_clean"] >= 0)]
+    if sel.empty:
+        return None
+    ks = np.sort(sel["K"].unique())
+    k = ks[np.argmin(np.abs(ks - K))] if K is not None else ks[0]
+    sel = sel[(sel["K"] == k) & (sel["degree"] > 0) & (sel["degree"] <= max_degree)]
+    if sel.empty:
+        return None
+    plt = _figure()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    f = _rob_by_degree(sel, budget, "rob_f_y").groupby(["model", "degree"])["value"].mean().reset_index()
+    for model, part in f.groupby("model"):
+        ax.plot(part["degree"], part["value"], marker="o", label=model)
+    g = _rob_by_degree(sel.drop_duplicates(["graph_seed", "node"]), budget, "rob_g_y")
+    g = g.groupby("degree")["value"].mean().reset_index()
+    ax.plot(g["degree"], g["value"], color="black", linestyle="--", linewidth=2, label="semantic boundary (Bayes)")
+    ax.set_xlabel("node degree")
+    ax.set_ylabel("mean robustness (edges added)")
+    ax.set_title(f"Degree-dependent robustness, K = {k:g} ({attack})")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    out = _save(fig, path)
+    plt.close(fig)
+    return out
+
+
+def per_node_class_robustness(nodes: pd.DataFrame, budget: str = "inf", how: str = "max") -> pd.DataFrame:
+    """Per (model, graph seed, node): robustness over target classes (``max`` or ``min``)."""
+    r = _rob_by_degree(nodes, budget, "rob_f_y").dropna(subset=["value"])
+    return r.groupby(["model", "graph_seed", "node", "degree"])["value"].agg(how).reset_index()
+
+
+def plot_degree_boxplot(nodes: pd.DataFrame, path: Path, models: Sequence[str] | None = None,
+                        attack: str = "l2-weak-class", budget: str = "inf", max_degree: int = 8) -> Path | None:
+    """Box plot of robustness by degree (largest over target classes per node), per model."""
+    sel = nodes[nodes["attack"] == attack]
+    if sel.empty:
+        return None
+    r = per_node_class_robustness(sel, budget, "max")
+    r = r[(r["degree"] >= 1) & (r["degree"] <= max_degree)]
+    names = [m for m in (models or sorted(r["model"].unique())) if m in set(r["model"])]
+    if not names:
+        return None
+    plt = _figure()
+    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 4), squeeze=False, sharey=True)
+    for ax, model in zip(axes[0], names):
+        part = r[r["model"] == model]
+        degrees = list(range(1, max_degree + 1))
+        data = [part.loc[part["degree"] == d, "value"].to_numpy() for d in degrees]
+        ax.boxplot([d if d.size else [np.nan] for d in data], positions=degrees, widths=0.6)
+        ax.plot(degrees, degrees, color="grey", linestyle=":", label="degree")
+        ax.set_xlabel("node degree")
+        ax.set_title(model)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("structure perturbations until the prediction changes")
+    out = _save(fig, path)
+    plt.close(fig)
+    return out
+
+
+def write_plots(directory: str | Path) -> list[Path]:
+    """Every figure the rows of a study directory allow, under ``<dir>/plots/``."""
+    directory = Path(directory)
+    nodes = read_nodes(directory)
+    if nodes.empty:
+        return []
+    plots = directory / "plots"
+    out = [
+        plot_over_robustness(nodes, plots / "over_robustness_vs_K.png"),
+        plot_degree_robustness(nodes, plots / "degree_robustness.png"),
+        plot_degree_boxplot(nodes, plots / "degree_boxplot.png"),
+    ]
+    return [p for p in out if p is not None]
+
+
+__all__ = ["per_node_class_robustness", "plot_degree_boxplot", "plot_degree_robustness",
+           "plot_over_robustness", "write_plots"]

@@ -1,0 +1,704 @@
+"""The semantics-aware robustness study (seed 002): job files, work units, the Ray wrapper.
+
+A study samples graphs (CSBMs for each K and graph seed, or one real graph split
+inductively), trains each model inductively on 80% of the known nodes (validated on the
+other 20%, which are removed from the graph while training), then classifies new nodes
+added one at a time to the known graph and attacks each with local-budget structure
+attacks (:mod:`grb_dist.semantics.attacks`). On CSBMs the Bayes classifier is the
+reference g (:mod:`grb_dist.datasets.csbm`); on real graphs there is none.
+
+The work is split into units, one per (K, graph seed, model, attack). :func:`run_unit` is
+a plain function returning one row per (new node[, target class]) with its degree, label,
+f's clean decision and the flip count of f and of g along the attack's order
+(:mod:`grb_dist.semantics.metrics` turns these into robustness at every budget).
+:func:`run_study` runs the pending units as Ray tasks (a local Ray by default, a cluster
+with ``address``) and writes one Parquet file per unit atomically under
+``<out>/<study>/nodes/<unit id>.parquet``; unit ids hash the study's settings and the
+unit, so a re-run only does the missing units. :func:`write_tables` reduces the rows into
+``metrics.parquet`` / ``.csv``, ``table1.csv`` and ``table2.csv`` next to them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from grb_dist.errors import ConfigError
+from grb_dist.semantics.attacks import ADAPTIVE_ATTACKS, adjacent_counts, attack_order, check_attack, grbcd_order
+from grb_dist.semantics.metrics import budget_values
+
+#: Columns of a unit's rows (the Parquet schema of ``nodes/``).
+ROW_COLUMNS = (
+    "study", "K", "graph_seed", "model", "attack", "node", "target_class", "degree", "label",
+    "f_clean", "g_clean", "g_features", "f_flip", "g_flip", "steps", "val_accuracy",
+)
+#: Budgets reduced by default (the paper's local budgets and no bound).
+DEFAULT_BUDGETS = ("1", "2", "3", "4", "deg", "deg+2", "inf")
+GRAPH_KINDS = ("csbm", "npz")
+REFERENCES = ("bayes", "none")
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """A study's settings (a job file, see ``grb_dist/jobs/over-robustness-*.yaml``).
+
+    Attributes:
+        study: the study's name (its directory under the output; letters, digits, ``-_.``).
+        graph: ``kind: csbm`` with ``num_nodes``, ``num_classes``, ``num_features``,
+            ``sigma``, ``p``, ``q``; or ``kind: npz`` with ``path`` (a real graph).
+        K: the CSBM mean distances (ignored for real graphs).
+        graphs: graphs (seeds) per K; for a real graph, the number of splits.
+        nodes: new (test) nodes per graph.
+        seed: base seed of graphs, splits, new nodes, models and DICE.
+        reference: ``bayes`` (CSBM only) or ``none``.
+        models: model name -> hyper-parameters (as in a sweep job's ``models:``; ``train:``
+            inside an entry overrides the training settings).
+        attacks: attack names.
+        budgets: local budgets reduced into tables: integers, ``deg``, ``deg+N``, ``inf``.
+        max_steps: the most edges an attack adds (the cap of the ``inf`` budget).
+        train_fraction: share of the known nodes used for training (the rest validates).
+        test_fraction: real graphs: share of nodes held out as new nodes (``nodes`` of them
+            are attacked).
+        train: training settings (``epochs``, ``patience``, ``lr``, ``weight_decay``).
+    """
+
+    study: str = "over-robustness-csbm"
+    graph: Mapping[str, Any] = field(default_factory=lambda: {"kind": "csbm"})
+    K: tuple[float, ...] = (0.1, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0)
+    graphs: int = 10
+    nodes: int = 200
+    seed: int = 0
+    reference: str = "bayes"
+    models: Mapping[str, Any] = field(default_factory=lambda: {"gcn": {"hidden_sizes": [64]}})
+    attacks: tuple[str, ...] = ("l2-weak",)
+    budgets: tuple[str, ...] = DEFAULT_BUDGETS
+    max_steps: int = 64
+    train_fraction: float = 0.8
+    test_fraction: float = 0.1
+    train: Mapping[str, Any] = field(default_factory=lambda: {"epochs": 300, "patience": 50})
+
+    @property
+    def kind(self) -> str:
+        return str(self.graph.get("kind", "csbm"))
+
+    def core(self) -> dict[str, Any]:
+        """The settings a unit's rows depend on (hashed into unit ids)."""
+        d = asdict(self)
+        for key in ("K", "graphs", "attacks", "budgets"):
+            d.pop(key)
+        d["graph"] = dict(self.graph)
+        d["models"] = {k: v for k, v in self.models.items()}
+        return d
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One work unit: a graph (K, seed), a model and an attack."""
+
+    K: float
+    graph_seed: int
+    model: str
+    attack: str
+
+    def unit_id(self, spec: StudySpec) -> str:
+        """Content hash of the study's settings and this unit."""
+        payload = json.dumps({"spec": spec.core(), "unit": asdict(self)}, sort_keys=True, default=str)
+        return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+# ---------------------------------------------------------------------------------------
+# job files and checks
+
+
+def _name_ok(name: str) -> bool:
+    return bool(name) and all(ch.isalnum() or ch in "-_." for ch in name) and not name.startswith(".")
+
+
+def load_spec(path: str | Path | None = None, *, check: bool = True, **overrides: Any) -> StudySpec:
+    """The study of a YAML job file (``yaml.safe_load``; default: the CSBM study) with
+    ``overrides`` (values that are ``None`` are ignored), checked (:func:`check_spec`)
+    unless ``check`` is false."""
+    import yaml
+
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"job file {p} does not exist")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"job file {p} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"job file {p}: expected a mapping at the top level")
+    known = set(StudySpec.__dataclass_fields__)
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"job file: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    data = {**data, **{k: v for k, v in overrides.items() if v is not None}}
+    for key in ("K", "attacks", "budgets"):
+        if key in data:
+            value = data[key]
+            data[key] = tuple(value) if isinstance(value, (list, tuple)) else (value,)
+    if "K" in data:
+        try:
+            data["K"] = tuple(float(k) for k in data["K"])
+        except (TypeError, ValueError):
+            raise ConfigError(f"K must be numbers, got {data['K']!r}") from None
+    if "budgets" in data:
+        data["budgets"] = tuple(str(b) for b in data["budgets"])
+    if "attacks" in data:
+        data["attacks"] = tuple(str(a).lower() for a in data["attacks"])
+    for key in ("graph", "models", "train"):
+        if key in data and not isinstance(data[key], Mapping):
+            raise ConfigError(f"job file: {key} must be a mapping")
+    try:
+        spec = StudySpec(**data)
+    except TypeError as exc:
+        raise ConfigError(f"job file: {exc}") from None
+    if check:
+        check_spec(spec)
+    return spec
+
+
+def _check_budget(b: str) -> None:
+    text = b.strip().lower().replace(" ", "")
+    if text in ("inf", "unbounded", "none"):
+        return
+    try:
+        if text.startswith("deg"):
+            rest = text[3:]
+            if rest and (not rest.startswith("+") or int(rest[1:]) < 0):
+                raise ValueError
+            return
+        if int(text) <= 0:
+            raise ConfigError(f"budget {b!r} must be positive (local budgets are >= 1)")
+    except ValueError:
+        raise ConfigError(f"budget {b!r} is not a positive integer, deg, deg+N or inf") from None
+
+
+def check_spec(spec: StudySpec) -> None:
+    """Every check that can fail before work starts; raises :class:`ConfigError`."""
+    from grb_dist.defenses.build import resolve_params
+    from grb_dist.models.registry import check_name
+
+    if not _name_ok(spec.study):
+        raise ConfigError(f"study name {spec.study!r} must be letters, digits, '-', '_' or '.'")
+    if spec.kind not in GRAPH_KINDS:
+        raise ConfigError(f"graph kind {spec.kind!r} is not one of {', '.join(GRAPH_KINDS)}")
+    if spec.reference not in REFERENCES:
+        raise ConfigError(f"reference {spec.reference!r} is not one of {', '.join(REFERENCES)}")
+    if spec.reference == "bayes" and spec.kind != "csbm":
+        raise ConfigError("a reference classifier (bayes) needs a CSBM; a real graph has none: set reference: none")
+    if spec.graphs < 1 or spec.nodes < 1:
+        raise ConfigError(f"graphs and nodes must be >= 1, got {spec.graphs} and {spec.nodes}")
+    if spec.max_steps < 1:
+        raise ConfigError(f"max_steps must be >= 1, got {spec.max_steps}")
+    if not 0 < spec.train_fraction < 1 or not 0 < spec.test_fraction < 1:
+        raise ConfigError("train_fraction and test_fraction must be in (0, 1)")
+    if not spec.budgets:
+        raise ConfigError("at least one budget is needed")
+    for b in spec.budgets:
+        _check_budget(b)
+    if not spec.attacks or not spec.models:
+        raise ConfigError("at least one attack and one model are needed")
+    if spec.kind == "csbm":
+        if not spec.K:
+            raise ConfigError("at least one K is needed")
+        for k in spec.K:
+            if not math.isfinite(k) or k < 0:
+                raise ConfigError(f"K must be >= 0, got {k}")
+        csbm_config(spec, spec.K[0])  # n too small for the classes, p/q out of range
+    else:
+        path = spec.graph.get("path")
+        if not path:
+            raise ConfigError("graph kind npz needs a path to the .npz file (graph.path, or --dataset)")
+        if not Path(str(path)).is_file():
+            raise ConfigError(f"dataset file {path} does not exist")
+    for name in spec.models:
+        check_name(str(name))
+        resolve_params(str(name), spec.models)
+        for attack in spec.attacks:
+            check_attack(attack, str(name).lower())
+    for attack in spec.attacks:
+        check_attack(attack)
+        if attack == "l2-weak-class" and spec.kind == "csbm" and int(spec.graph.get("num_classes", 2)) < 2:
+            raise ConfigError("l2-weak-class needs at least 2 classes")
+    unknown = set(spec.train) - {"epochs", "patience", "lr", "weight_decay"}
+    if unknown:
+        raise ConfigError(f"train: unknown key(s) {', '.join(sorted(unknown))}")
+
+
+def csbm_config(spec: StudySpec, K: float):
+    """The :class:`CSBMConfig` of the study's graph section at mean distance ``K``.
+
+    ``p`` / ``q`` (edge probabilities, the paper's parametrisation) are converted to the
+    expected same- / different-class degrees of the config."""
+    from grb_dist.datasets.csbm import CSBMConfig
+
+    g = dict(spec.graph)
+    n = int(g.get("num_nodes", 1000))
+    c = int(g.get("num_classes", 2))
+    if n < 2 * c or c < 2:
+        raise ConfigError(f"CSBM num_nodes={n} is too small for {c} classes (need at least 2 per class)")
+    p, q = float(g.get("p", 0.0063)), float(g.get("q", 0.0015))
+    if not (0 <= p <= 1 and 0 <= q <= 1):
+        raise ConfigError(f"CSBM p and q must be probabilities, got p={p}, q={q}")
+    unknown = set(g) - {"kind", "num_nodes", "num_classes", "num_features", "sigma", "p", "q"}
+    if unknown:
+        raise ConfigError(f"graph: unknown key(s) {', '.join(sorted(unknown))}")
+    return CSBMConfig(
+        num_nodes=n, num_classes=c, num_features=int(g.get("num_features", 21)), K=float(K),
+        sigma=float(g.get("sigma", 1.0)), deg_same=p * (n / c - 1), deg_diff=q * (n - n / c),
+    )
+
+
+def units(spec: StudySpec) -> list[Unit]:
+    """Every unit of the study, in a stable order."""
+    ks = spec.K if spec.kind == "csbm" else (float("nan"),)
+    return [
+        Unit(float(k), spec.seed + g, str(m), a)
+        for k in ks for g in range(spec.graphs) for m in spec.models for a in spec.attacks
+    ]
+
+
+# ---------------------------------------------------------------------------------------
+# graphs and new nodes
+
+
+@dataclass
+class Prepared:
+    """A known graph (with its train/val split), the new nodes and the reference.
+
+    ``nb_node`` / ``nb_base``: the clean edges of the new nodes (new index, base id).
+    ``g_scores``: T x C clean log-posteriors of the Bayes classifier (``None``: no reference);
+    ``g_step``: C x C change of class c's log-posterior when an edge to a class-c' node is
+    added; ``g_features``: T features-only Bayes decisions.
+    """
+
+    graph: Any
+    x_new: np.ndarray
+    y_new: np.ndarray
+    nb_node: np.ndarray
+    nb_base: np.ndarray
+    g_scores: np.ndarray | None = None
+    g_step: np.ndarray | None = None
+    g_features: np.ndarray | None = None
+
+    @property
+    def degree(self) -> np.ndarray:
+        return np.bincount(self.nb_node, minlength=self.y_new.size)
+
+
+def _train_val_split(n: int, fraction: float, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    perm = rng.permutation(n)
+    cut = max(1, min(n - 1, int(round(fraction * n))))
+    return {"train": np.sort(perm[:cut]), "val": np.sort(perm[cut:])}
+
+
+def bayes_terms(config, means: np.ndarray, x_new: np.ndarray, nb_counts: np.ndarray,
+                class_sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bayes log-posteriors of new nodes with ``nb_counts`` (T x C) neighbours per class
+    among known nodes of ``class_sizes``; returns (T x C scores, C x C step, T x C feature
+    term). Equals :func:`grb_dist.datasets.csbm.bayes_log_posterior` on the known graph
+    plus the node."""
+    C = config.num_classes
+    x = np.asarray(x_new, dtype=np.float64)
+    feat = -((x[:, None, :] - means[None].astype(np.float64)) ** 2).sum(-1) / (2 * config.sigma**2)
+    lp, l1p = math.log(max(config.p, 1e-300)), math.log(max(1 - config.p, 1e-300))
+    lq, l1q = math.log(max(config.q, 1e-300)), math.log(max(1 - config.q, 1e-300))
+    same = np.eye(C)
+    edge = same * lp + (1 - same) * lq  # [c, c']: class-c hypothesis, a class-c' neighbour
+    non = same * l1p + (1 - same) * l1q
+    non_nb = class_sizes[None, :] - nb_counts
+    scores = feat + nb_counts @ edge.T + non_nb @ non.T
+    return scores, (edge - non), feat
+
+
+def prepare_csbm(spec: StudySpec, K: float, graph_seed: int) -> Prepared:
+    """Sample the known CSBM graph, its split and ``spec.nodes`` new nodes (each sampled
+    conditioned on the known graph only: edges among new nodes are dropped)."""
+    from grb_dist.datasets.csbm import sample_csbm, sample_inductive_nodes
+
+    config = csbm_config(spec, K)
+    graph, means = sample_csbm(config, seed=graph_seed, name=f"csbm-K{K:g}")
+    rng = np.random.default_rng([graph_seed, 1])
+    graph = graph.with_split(_train_val_split(graph.num_nodes, spec.train_fraction, rng))
+    n = graph.num_nodes
+    full = sample_inductive_nodes(graph, config, means, spec.nodes, seed=graph_seed + 7919)
+    ei = full.edge_index
+    keep = (ei[0] >= n) & (ei[1] < n)
+    nb_node, nb_base = ei[0][keep] - n, ei[1][keep]
+    x_new, y_new = full.features[n:], full.labels[n:]
+    prepared = Prepared(graph, x_new, y_new, nb_node, nb_base)
+    if spec.reference == "bayes":
+        counts = np.zeros((y_new.size, config.num_classes))
+        np.add.at(counts, (nb_node, graph.labels[nb_base]), 1.0)
+        sizes = np.bincount(graph.labels, minlength=config.num_classes).astype(np.float64)
+        scores, step, feat = bayes_terms(config, means, x_new, counts, sizes)
+        prepared.g_scores, prepared.g_step, prepared.g_features = scores, step, feat.argmax(1)
+    return prepared
+
+
+def prepare_npz(spec: StudySpec, graph_seed: int) -> Prepared:
+    """Split a real graph inductively: ``test_fraction`` of the nodes are held out (their
+    edges to known nodes kept, edges among them dropped), ``spec.nodes`` of them attacked;
+    the known nodes are split ``train_fraction`` / rest into train / validation."""
+    from grb_dist.datasets.npz import load_npz_graph
+    from grb_dist.graph import Graph
+
+    full, _ = load_npz_graph(Path(str(spec.graph["path"])))
+    n = full.num_nodes
+    rng = np.random.default_rng([graph_seed, 2])
+    perm = rng.permutation(n)
+    n_test = max(1, int(round(spec.test_fraction * n)))
+    test = np.sort(perm[:n_test])
+    known = np.sort(perm[n_test:])
+    pos = np.full(n, -1, dtype=np.int64)
+    pos[known] = np.arange(known.size)
+    ei = full.edge_index
+    inner = (pos[ei[0]] >= 0) & (pos[ei[1]] >= 0)
+    base_ei = np.stack([pos[ei[0][inner]], pos[ei[1][inner]]])
+    graph = Graph(features=full.features[known], edge_index=base_ei, labels=full.labels[known],
+                  name=full.name, num_classes=full.num_classes)
+    graph = graph.with_split(_train_val_split(known.size, spec.train_fraction, rng))
+    attacked = np.sort(rng.choice(test, size=min(spec.nodes, test.size), replace=False))
+    tpos = np.full(n, -1, dtype=np.int64)
+    tpos[attacked] = np.arange(attacked.size)
+    sel = (tpos[ei[0]] >= 0) & (pos[ei[1]] >= 0)
+    return Prepared(graph, full.features[attacked], full.labels[attacked], tpos[ei[0][sel]], pos[ei[1][sel]])
+
+
+_PREPARED: dict[str, Prepared] = {}
+
+
+def prepare(spec: StudySpec, K: float, graph_seed: int) -> Prepared:
+    """:func:`prepare_csbm` or :func:`prepare_npz`, cached per process (units of the same
+    graph share it)."""
+    key = json.dumps({"core": spec.core(), "K": K, "seed": graph_seed}, sort_keys=True, default=str)
+    if key not in _PREPARED:
+        if len(_PREPARED) > 8:
+            _PREPARED.clear()
+        _PREPARED[key] = prepare_csbm(spec, K, graph_seed) if spec.kind == "csbm" else prepare_npz(spec, graph_seed)
+    return _PREPARED[key]
+
+
+# ---------------------------------------------------------------------------------------
+# one unit
+
+
+def train_study_model(spec: StudySpec, prepared: Prepared, name: str, seed: int):
+    """The model ``name`` trained inductively on the known graph; returns (module, val acc)."""
+    from grb_dist.config import from_dict
+    from grb_dist.defenses.build import resolve_params, train_defense
+    from grb_dist.models.train import TrainConfig
+
+    params, overrides = resolve_params(name, spec.models)
+    train = {**dict(spec.train), **overrides, "seed": seed}
+    result = train_defense(name, prepared.graph, params, from_dict(TrainConfig, train, where="train"))
+    return result.model.eval(), float(result.best_val_accuracy)
+
+
+def g_flips(prepared: Prepared, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(clean Bayes decisions, first step at which they change along ``order``; inf if never)."""
+    t = order.shape[0]
+    if prepared.g_scores is None:
+        return np.full(t, -1, dtype=np.int64), np.full(t, np.inf)
+    labels = prepared.graph.labels
+    C = prepared.g_scores.shape[1]
+    onehot = adjacent_counts(order, labels, C)  # T x S x C'
+    delta = np.cumsum(onehot @ prepared.g_step.T, axis=1)  # T x S x C
+    g0 = prepared.g_scores.argmax(1)
+    scores = prepared.g_scores[:, None, :] + delta
+    changed = scores.argmax(2) != g0[:, None]
+    first = np.where(changed.any(1), changed.argmax(1) + 1.0, np.inf)
+    return g0, first
+
+
+def node_steps(spec: StudySpec, degree: np.ndarray) -> np.ndarray:
+    """Per node, the most edges any budget of the study allows (capped by ``max_steps``)."""
+    most = np.zeros(degree.shape)
+    for b in spec.budgets:
+        most = np.maximum(most, budget_values(b, degree))
+    return np.minimum(most, spec.max_steps).astype(np.int64)
+
+
+def f_flips(model, prepared: Prepared, order: np.ndarray, steps: np.ndarray,
+            adaptive: Callable[[int, Any, Any, np.ndarray], np.ndarray] | None = None
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """f's clean decision at each new node and the first prefix of its order (1-based) at
+    which it changes (inf when not within the node's ``steps``), adding one edge at a time.
+
+    Returns (f_clean, f_flip, order) — ``order`` is the adaptive attack's when given.
+    """
+    import torch
+
+    graph = prepared.graph
+    n = graph.num_nodes
+    xb = torch.as_tensor(graph.features)
+    base_ei = torch.as_tensor(graph.edge_index)
+    t = prepared.y_new.size
+    f0 = np.zeros(t, dtype=np.int64)
+    flips = np.full(t, np.inf)
+    uses_graph = getattr(getattr(model, "model", model), "uses_graph", True) or hasattr(model, "model")
+    starts = np.searchsorted(prepared.nb_node, np.arange(t + 1)) if np.all(np.diff(prepared.nb_node) >= 0) else None
+    order = order.copy()
+    with torch.no_grad():
+        for i in range(t):
+            nbs = prepared.nb_base[starts[i]:starts[i + 1]] if starts is not None else prepared.nb_base[prepared.nb_node == i]
+            x = torch.cat([xb, torch.as_tensor(prepared.x_new[i : i + 1])])
+
+            def edges(extra: np.ndarray) -> torch.Tensor:
+                others = torch.as_tensor(np.concatenate([nbs, extra]), dtype=torch.long)
+                v = torch.full_like(others, n)
+                return torch.cat([base_ei, torch.stack([v, others]), torch.stack([others, v])], 1)
+
+            clean = edges(np.empty(0, np.int64))
+            f0[i] = int(model(x, clean)[n].argmax())
+            if adaptive is not None:
+                with torch.enable_grad():
+                    order[i] = adaptive(i, x, clean, nbs)
+            if not uses_graph:
+                continue
+            for k in range(1, int(steps[i]) + 1):
+                if order[i, k - 1] < 0:
+                    break
+                if int(model(x, edges(order[i, :k]))[n].argmax()) != f0[i]:
+                    flips[i] = k
+                    break
+    return f0, flips, order
+
+
+def run_unit(spec: StudySpec, unit: Unit) -> pd.DataFrame:
+    """The rows of one unit (see :data:`ROW_COLUMNS`); a plain function (no Ray)."""
+    import torch
+
+    torch.set_num_threads(1)
+    prepared = prepare(spec, unit.K, unit.graph_seed)
+    model, val_acc = train_study_model(spec, prepared, unit.model, unit.graph_seed)
+    degree = prepared.degree
+    steps = node_steps(spec, degree)
+    S = int(steps.max()) if steps.size else 0
+    graph = prepared.graph
+    target_classes: list[np.ndarray | None] = [None]
+    if unit.attack == "l2-weak-class":
+        target_classes = [np.full(prepared.y_new.size, c) for c in range(graph.num_classes)]
+    frames = []
+    for target in target_classes:
+        rows_mask = np.ones(prepared.y_new.size, dtype=bool) if target is None else prepared.y_new != target
+        if unit.attack in ADAPTIVE_ATTACKS:
+            order = np.full((prepared.y_new.size, S), -1, dtype=np.int64)
+
+            def adaptive(i, x, clean, nbs):
+                cand = np.setdiff1d(np.arange(graph.num_nodes), nbs)
+                return grbcd_order(model, x, clean, graph.num_nodes, cand, S)
+        else:
+            # rows whose label is the target class are dropped below; give them another class
+            tc = None if target is None else np.where(rows_mask, target, (target + 1) % graph.num_classes)
+            order = attack_order(unit.attack, graph.features, graph.labels, prepared.x_new, prepared.y_new,
+                                 prepared.nb_node, prepared.nb_base, S, seed=unit.graph_seed, target_class=tc)
+            adaptive = None
+        f0, ff, order = f_flips(model, prepared, order, steps, adaptive)
+        g0, gf = g_flips(prepared, order)
+        valid = (order >= 0).sum(1)
+        frame = pd.DataFrame({
+            "study": spec.study, "K": float(unit.K), "graph_seed": int(unit.graph_seed), "model": unit.model,
+            "attack": unit.attack, "node": np.arange(prepared.y_new.size, dtype=np.int64),
+            "target_class": -1 if target is None else int(target[0]),
+            "degree": degree.astype(np.int64), "label": prepared.y_new.astype(np.int64),
+            "f_clean": f0, "g_clean": g0,
+            "g_features": prepared.g_features if prepared.g_features is not None else np.full(f0.size, -1),
+            "f_flip": ff, "g_flip": np.where(gf <= np.minimum(steps, valid), gf, np.inf),
+            "steps": np.minimum(steps, valid).astype(np.int64), "val_accuracy": val_acc,
+        })
+        frames.append(frame[rows_mask])
+    out = pd.concat(frames, ignore_index=True)
+    return out[list(ROW_COLUMNS)]
+
+
+# ---------------------------------------------------------------------------------------
+# the study on Ray, the store, the tables
+
+
+def study_dir(out: str | Path, spec: StudySpec) -> Path:
+    return Path(out) / spec.study
+
+
+def pending_units(spec: StudySpec, out: str | Path) -> list[tuple[Unit, Path]]:
+    """Units whose Parquet file is not written yet, with their target paths."""
+    nodes = study_dir(out, spec) / "nodes"
+    todo = []
+    for unit in units(spec):
+        path = nodes / f"{unit.unit_id(spec)}.parquet"
+        if not path.exists():
+            todo.append((unit, path))
+    return todo
+
+
+def _write_rows(frame: pd.DataFrame, path: Path) -> None:
+    import pyarrow as pa
+
+    from grb_dist.store.parquet import write_table
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+
+
+def _unit_task(spec_dict: dict, unit_dict: dict) -> pd.DataFrame:
+    spec = StudySpec(**spec_dict)
+    return run_unit(spec, Unit(**unit_dict))
+
+
+def run_study(
+    spec: StudySpec,
+    out: str | Path,
+    *,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    use_ray: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """Run the pending units (Ray tasks, or in this process with ``use_ray=False``), write
+    each unit's rows atomically, then the reduced tables; returns the study directory."""
+    check_spec(spec)
+    directory = study_dir(out, spec)
+    todo = pending_units(spec, out)
+    say = progress or (lambda _msg: None)
+    total = len(units(spec))
+    say(f"study {spec.study}: {total} units, {total - len(todo)} done, {len(todo)} to run")
+    directory.mkdir(parents=True, exist_ok=True)
+    _write_spec(spec, directory)
+    start = time.perf_counter()
+    if todo and not use_ray:
+        for i, (unit, path) in enumerate(todo, 1):
+            _write_rows(run_unit(spec, unit), path)
+            say(f"[{i}/{len(todo)}] K={unit.K:g} graph={unit.graph_seed} {unit.model} {unit.attack} "
+                f"({time.perf_counter() - start:.0f} s)")
+    elif todo:
+        import ray
+
+        from grb_dist.sweep.runner import RaySettings, connect, disconnect
+
+        context = connect(RaySettings(address=address, num_cpus=num_cpus, include_dashboard=False),
+                          job_name=f"grb-dist study {spec.study}")
+        try:
+            task = ray.remote(num_cpus=1, max_retries=2)(_unit_task)
+            spec_dict = asdict(spec)
+            refs = {task.options(name=f"study {u.model} {u.attack} K={u.K:g}").remote(spec_dict, asdict(u)): (u, p)
+                    for u, p in todo}
+            done = 0
+            while refs:
+                ready, _ = ray.wait(list(refs), num_returns=1)
+                unit, path = refs.pop(ready[0])
+                _write_rows(ray.get(ready[0]), path)
+                done += 1
+                say(f"[{done}/{len(todo)}] K={unit.K:g} graph={unit.graph_seed} {unit.model} {unit.attack} "
+                    f"({time.perf_counter() - start:.0f} s)")
+        finally:
+            disconnect(context)
+    write_tables(directory, spec.budgets)
+    return directory
+
+
+def _write_spec(spec: StudySpec, directory: Path) -> None:
+    from grb_dist.store.parquet import write_bytes
+
+    write_bytes(json.dumps(asdict(spec), indent=2, sort_keys=True, default=str).encode(), directory / "study.json")
+
+
+def read_nodes(directory: str | Path) -> pd.DataFrame:
+    """Every unit's rows of a study directory (empty frame with the columns when none)."""
+    files = sorted(p for p in (Path(directory) / "nodes").glob("*.parquet") if not p.name.startswith("."))
+    if not files:
+        return pd.DataFrame(columns=list(ROW_COLUMNS))
+    return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+
+
+def table1(nodes: pd.DataFrame) -> pd.DataFrame:
+    """Bayes accuracy per K with (X, A) and without (X) structure (one row per node)."""
+    sel = nodes[nodes["g_clean"] >= 0].drop_duplicates(["K", "graph_seed", "node"])
+    if sel.empty:
+        return pd.DataFrame(columns=["K", "bayes_x", "bayes_xa", "nodes"])
+    acc = sel.assign(bayes_x=sel["g_features"] == sel["label"], bayes_xa=sel["g_clean"] == sel["label"])
+    return acc.groupby("K").agg(bayes_x=("bayes_x", "mean"), bayes_xa=("bayes_xa", "mean"),
+                                nodes=("node", "size")).reset_index()
+
+
+def table2(nodes: pd.DataFrame, budgets: Sequence[str], attack: str = "l2-weak") -> pd.DataFrame:
+    """Share of new nodes whose Bayes decision changes within each budget (K x budget),
+    among nodes with degree > 0 that the Bayes classifier gets right on the clean graph
+    (the attack connects classes other than the true one, so a node g gets wrong is pushed
+    towards g's decision, not away from it)."""
+    sel = nodes[(nodes["attack"] == attack) & (nodes["g_clean"] == nodes["label"]) & (nodes["degree"] > 0)]
+    sel = sel.drop_duplicates(["K", "graph_seed", "node"])
+    rows = []
+    for b in budgets:
+        if str(b) in ("inf", "unbounded", "none"):
+            continue
+        lim = np.minimum(budget_values(b, sel["degree"].to_numpy()), sel["steps"].to_numpy())
+        hit = sel["g_flip"].to_numpy() <= lim
+        part = sel.assign(violated=hit).groupby("K")["violated"].mean()
+        rows.append(part.rename(str(b)))
+    return pd.DataFrame(rows) if rows else pd.DataFrame()
+
+
+def metrics_table(nodes: pd.DataFrame, budgets: Sequence[str],
+                  keys: Sequence[str] = ("model", "attack", "K")) -> pd.DataFrame:
+    """R, R(f, g), R(g), R_adv, R_over, F1-rob per group of ``keys`` and budget; the
+    per-node budget is capped by the steps evaluated."""
+    from grb_dist.semantics.metrics import node_robustness, summarize
+
+    if nodes.empty:
+        return pd.DataFrame()
+    rows = []
+    keys = list(keys)
+    for b in budgets:
+        cap = np.minimum(budget_values(b, nodes["degree"].to_numpy()), nodes["steps"].to_numpy())
+        rob = node_robustness(nodes, cap)
+        for k in keys:
+            rob[k] = nodes[k].to_numpy()
+        for group, part in rob.groupby(keys, sort=True, dropna=False):
+            group = group if isinstance(group, tuple) else (group,)
+            rows.append({**dict(zip(keys, group)), "budget": str(b), **summarize(part)})
+    return pd.DataFrame(rows)
+
+
+def write_tables(directory: str | Path, budgets: Sequence[str] = DEFAULT_BUDGETS) -> dict[str, Path]:
+    """Reduce a study directory's rows into metrics.parquet / metrics.csv, table1.csv and
+    table2.csv (atomic writes); returns the paths written."""
+    import pyarrow as pa
+
+    from grb_dist.store.parquet import write_bytes, write_table
+
+    directory = Path(directory)
+    nodes = read_nodes(directory)
+    written: dict[str, Path] = {}
+    metrics = metrics_table(nodes, budgets)
+    if not metrics.empty:
+        write_table(pa.Table.from_pandas(metrics, preserve_index=False), directory / "metrics.parquet")
+        write_bytes(metrics.to_csv(index=False).encode(), directory / "metrics.csv")
+        written["metrics"] = directory / "metrics.parquet"
+    t1 = table1(nodes)
+    if not t1.empty:
+        write_bytes(t1.to_csv(index=False).encode(), directory / "table1.csv")
+        written["table1"] = directory / "table1.csv"
+    t2 = table2(nodes, budgets)
+    if not t2.empty:
+        write_bytes(t2.to_csv().encode(), directory / "table2.csv")
+        written["table2"] = directory / "table2.csv"
+    return written
+
+
+__all__ = [
+    "DEFAULT_BUDGETS", "ROW_COLUMNS", "Prepared", "StudySpec", "Unit", "bayes_terms", "check_spec",
+    "csbm_config", "f_flips", "g_flips", "load_spec", "metrics_table", "node_steps", "pending_units",
+    "prepare", "read_nodes", "run_study", "run_unit", "table1", "table2", "units", "write_tables",
+]

@@ -1,0 +1,297 @@
+"""Semantics-aware robustness (seed 002): metrics, local-budget attacks, the study's units,
+store and CLI."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from grb_dist.cli import app
+from grb_dist.errors import ConfigError
+from grb_dist.graph import Graph, canonical_edges
+from grb_dist.semantics import attacks as sa
+from grb_dist.semantics import metrics as sm
+from grb_dist.semantics import study as ss
+
+from helpers import NPZ
+
+INF = math.inf
+
+
+# ------------------------------------------------------------------------------ metrics
+
+
+def _hand_nodes() -> pd.DataFrame:
+    """Four hand-worked nodes (see the expected values in the tests)."""
+    return pd.DataFrame({
+        "degree": [2, 1, 4, 0],
+        "label": [0, 1, 0, 1],
+        "f_clean": [0, 1, 1, 1],
+        "g_clean": [0, 1, 0, 1],
+        "f_flip": [5.0, 1.0, INF, 2.0],
+        "g_flip": [2.0, 3.0, 2.0, 1.0],
+    })
+
+
+def test_robustness_is_changes_withstood_within_budget():
+    assert sm.robustness(np.array([1.0, 3.0, INF]), 5).tolist() == [0.0, 2.0, 5.0]
+    assert sm.robustness(np.array([1.0, 3.0, INF]), 2).tolist() == [0.0, 2.0, 2.0]
+    assert sm.robustness(np.array([4.0]), INF).tolist() == [3.0]
+
+
+def test_node_robustness_stops_at_the_semantic_boundary():
+    rob = sm.node_robustness(_hand_nodes(), INF)
+    # node 0: f withstands 4 edges, g only 1 -> semantics-aware robustness is 1
+    assert rob.loc[0, "rob_f_y"] == 4 and rob.loc[0, "rob_g_y"] == 1 and rob.loc[0, "rob_f_g"] == 1
+    # node 1: f flips at the first edge, before g -> 0
+    assert rob.loc[1, "rob_f_g"] == 0 and rob.loc[1, "rob_g_y"] == 2
+    # node 2: f wrong on the clean graph -> not counted for f, counted for g
+    assert np.isnan(rob.loc[2, "rob_f_y"]) and np.isnan(rob.loc[2, "rob_f_g"]) and rob.loc[2, "rob_g_y"] == 1
+
+
+def test_reduced_metrics_hand_worked():
+    s = sm.summarize(sm.node_robustness(_hand_nodes(), INF))
+    assert s["R"] == pytest.approx((4 / 2 + 0 / 1) / 2)  # degree-corrected, degree 0 excluded
+    assert s["R_fg"] == pytest.approx((1 / 2 + 0) / 2)
+    assert s["R_g"] == pytest.approx((1 / 2 + 2 / 1 + 1 / 4) / 3)
+    r_adv = 0.25 / ((0.5 + 2 + 0.25) / 3)
+    assert s["R_adv"] == pytest.approx(r_adv)
+    assert s["R_over"] == pytest.approx(0.75)
+    assert s["F1_rob"] == pytest.approx(2 * 0.25 * r_adv / (0.25 + r_adv))
+    assert s["nodes"] == 3
+    # budget 2: f's robustness at node 0 is capped at 2
+    s2 = sm.summarize(sm.node_robustness(_hand_nodes(), 2))
+    assert s2["R"] == pytest.approx(0.5) and s2["R_over"] == pytest.approx(0.5)
+    assert s2["violated"] == pytest.approx(2 / 3)  # g flips within 2 at nodes 0 and 2, not 1
+
+
+def test_f_beta_and_budget_names():
+    assert sm.f_beta_rob(0.5, 0.5, 1.0) == pytest.approx(0.5)
+    assert sm.f_beta_rob(1.0, 0.0, 2.0) == pytest.approx(1.0)
+    assert sm.f_beta_rob(0.2, 0.6, 2.0) == pytest.approx(5 * 0.4 * 0.2 / (4 * 0.4 + 0.2))
+    assert sm.f_beta_rob(0.0, 1.0) == 0.0
+    deg = np.array([0, 3])
+    assert sm.budget_values("deg+2", deg).tolist() == [2, 5]
+    assert sm.budget_values("deg", deg).tolist() == [0, 3]
+    assert sm.budget_values("3", deg).tolist() == [3, 3]
+    assert np.isinf(sm.budget_values("inf", deg)).all()
+    table = sm.reduce_metrics(_hand_nodes().assign(model="m"), ["inf", "2"], ["model"])
+    assert table["R_over"].tolist() == pytest.approx([0.75, 0.5])
+
+
+# ------------------------------------------------------------------------------ attacks
+
+
+def _line():
+    """Base nodes on a line: x = 0, 1, 2, 3, 10 with labels 0, 1, 1, 0, 1; new node at 0.4."""
+    xb = np.array([[0.0], [1.0], [2.0], [3.0], [10.0]], dtype=np.float32)
+    yb = np.array([0, 1, 1, 0, 1])
+    return xb, yb, np.array([[0.4]], dtype=np.float32), np.array([0])
+
+
+def test_l2_weak_and_strong_pick_closest_and_farthest_other_class():
+    xb, yb, xv, yv = _line()
+    none = np.empty(0, np.int64)
+    weak = sa.attack_order("l2-weak", xb, yb, xv, yv, none, none, 4)
+    strong = sa.attack_order("l2-strong", xb, yb, xv, yv, none, none, 4)
+    assert weak.tolist() == [[1, 2, 4, -1]]
+    assert strong.tolist() == [[4, 2, 1, -1]]
+    # a clean neighbour is never chosen again
+    weak_nb = sa.attack_order("l2-weak", xb, yb, xv, yv, np.array([0]), np.array([1]), 2)
+    assert weak_nb.tolist() == [[2, 4]]
+    dice = sa.attack_order("dice", xb, yb, xv, yv, none, none, 3, seed=1)
+    assert sorted(dice[0].tolist()) == [1, 2, 4]
+    cls = sa.attack_order("l2-weak-class", xb, yb, np.vstack([xv, xv]), np.array([0, 1]), none, none, 2,
+                          target_class=np.array([1, 0]))
+    assert cls.tolist() == [[1, 2], [0, 3]]
+
+
+def test_attack_errors():
+    with pytest.raises(ConfigError, match="did you mean|one of|unknown"):
+        sa.check_attack("l2-week")
+    with pytest.raises(ConfigError, match="differentiable in edge weights"):
+        sa.check_attack("grbcd", "gcn_lp")
+    with pytest.raises(ConfigError, match="differentiable in edge weights"):
+        sa.check_attack("grbcd", "gat")
+    sa.check_attack("grbcd", "gcn")
+
+
+class _Spy(torch.nn.Module):
+    """Records every edge_index it is called with; predicts class 1 once v has >= 2 edges
+    to class-1 nodes (so f flips at a known step)."""
+
+    uses_graph = True
+
+    def __init__(self, labels):
+        super().__init__()
+        self.labels = torch.as_tensor(labels)
+        self.calls = []
+
+    def forward(self, x, edge_index):
+        self.calls.append(edge_index.clone())
+        n = x.shape[0]
+        v = n - 1
+        nb = edge_index[1][edge_index[0] == v]
+        ones = int((self.labels[nb] == 1).sum())
+        out = torch.zeros(n, 2)
+        out[:, 0] = 1.0
+        out[v, 1] = 2.0 if ones >= 2 else 0.0
+        return out
+
+
+def _prepared_line(nb_base=()):
+    xb, yb, xv, yv = _line()
+    src = np.array([0, 2])
+    ei, _ = canonical_edges(src, src + 1, 5)
+    graph = Graph(features=xb, edge_index=ei, labels=yb, num_classes=2)
+    nb = np.asarray(nb_base, dtype=np.int64)
+    return ss.Prepared(graph, xv, yv, np.zeros(nb.size, dtype=np.int64), nb)
+
+
+def test_f_flips_respects_the_budget_and_touches_only_v():
+    prepared = _prepared_line(nb_base=[3])
+    order = sa.attack_order("l2-weak", prepared.graph.features, prepared.graph.labels, prepared.x_new,
+                            prepared.y_new, prepared.nb_node, prepared.nb_base, 3)
+    spy = _Spy(np.concatenate([prepared.graph.labels, [0]]))
+    f0, flips, _ = ss.f_flips(spy, prepared, order, np.array([3]))
+    assert f0.tolist() == [0] and flips.tolist() == [2.0]
+    base = {tuple(e) for e in prepared.graph.edge_index.T.tolist()}
+    for k, ei in enumerate(spy.calls):
+        extra = [tuple(e) for e in ei.T.tolist() if tuple(e) not in base]
+        assert all(5 in e for e in extra)  # only edges at v (id 5)
+        assert len(extra) == 2 * (1 + k)  # clean edge + k attack edges, both directions
+    # budget 1: a single attack edge at most, no flip
+    spy.calls.clear()
+    _, flips1, _ = ss.f_flips(spy, prepared, order, np.array([1]))
+    assert np.isinf(flips1[0]) and len(spy.calls) == 2
+
+
+# ------------------------------------------------------------------------------ study
+
+TINY = dict(
+    graph={"kind": "csbm", "num_nodes": 120, "num_classes": 2, "num_features": 8, "sigma": 1.0, "p": 0.05, "q": 0.01},
+    K=[1.0], graphs=1, nodes=12, max_steps=8, budgets=["1", "deg", "deg+2", "inf"],
+    models={"gcn": {"hidden_sizes": [8]}, "lp": {"alpha": 0.7, "iterations": 10}, "mlp": {"hidden_sizes": [8]}},
+    attacks=["l2-weak"], train={"epochs": 15, "patience": 5},
+)
+
+
+def test_bayes_terms_match_the_csbm_posterior():
+    from grb_dist.datasets.csbm import bayes_log_posterior, sample_csbm
+
+    spec = ss.load_spec(None, **TINY)
+    config = ss.csbm_config(spec, 1.0)
+    graph, means = sample_csbm(config, seed=3)
+    v = np.array([5, 17])
+    counts = np.zeros((2, 2))
+    mask = np.isin(graph.edge_index[0], v)
+    np.add.at(counts, (np.searchsorted(v, graph.edge_index[0][mask]), graph.labels[graph.edge_index[1][mask]]), 1)
+    # known graph = every node but v: its class sizes exclude v
+    sizes = np.bincount(graph.labels, minlength=2).astype(float)
+    sizes = np.stack([sizes - np.eye(2)[graph.labels[i]] for i in v])
+    for row, node in enumerate(v):
+        scores, _, _ = ss.bayes_terms(config, means, graph.features[[node]], counts[[row]], sizes[row])
+        want = bayes_log_posterior(graph, config, means, np.array([node]))
+        np.testing.assert_allclose(scores, want, rtol=1e-9)
+
+
+def test_g_flip_is_where_the_bayes_decision_changes():
+    spec = ss.load_spec(None, **TINY)
+    prepared = ss.prepare(spec, 1.0, 0)
+    order = sa.attack_order("l2-weak", prepared.graph.features, prepared.graph.labels, prepared.x_new,
+                            prepared.y_new, prepared.nb_node, prepared.nb_base, 8)
+    g0, flip = ss.g_flips(prepared, order)
+    labels = prepared.graph.labels
+    for i in range(prepared.y_new.size):
+        counts = np.zeros(2)
+        np.add.at(counts, labels[prepared.nb_base[prepared.nb_node == i]], 1)
+        steps = int(min(flip[i], 8)) if np.isfinite(flip[i]) else 8
+        for k in range(steps + 1):
+            c = counts + np.bincount(labels[order[i, :k]], minlength=2)
+            delta = c @ prepared.g_step.T
+            decision = int((prepared.g_scores[i] - (counts @ prepared.g_step.T) + delta).argmax())
+            assert (decision != g0[i]) == (np.isfinite(flip[i]) and k >= flip[i])
+
+
+def test_run_unit_rows_and_study_resume(tmp_path):
+    spec = ss.load_spec(None, **TINY)
+    rows = ss.run_unit(spec, ss.Unit(1.0, 0, "gcn", "l2-weak"))
+    assert list(rows.columns) == list(ss.ROW_COLUMNS) and len(rows) == 12
+    assert (rows["steps"] == 8).all()  # the inf budget, capped by max_steps
+    assert (rows["f_flip"].isin([np.inf]) | (rows["f_flip"] <= rows["steps"])).all()
+    mlp = ss.run_unit(spec, ss.Unit(1.0, 0, "mlp", "l2-weak"))
+    assert np.isinf(mlp["f_flip"]).all()  # structure never changes an MLP
+    directory = ss.run_study(spec, tmp_path, use_ray=False)
+    files = sorted((directory / "nodes").glob("*.parquet"))
+    assert len(files) == 3
+    stamp = [f.stat().st_mtime_ns for f in files]
+    assert ss.pending_units(spec, tmp_path) == []
+    ss.run_study(spec, tmp_path, use_ray=False)  # resumes: nothing re-run
+    assert [f.stat().st_mtime_ns for f in files] == stamp
+    metrics = pd.read_parquet(directory / "metrics.parquet")
+    assert set(metrics["model"]) == {"gcn", "lp", "mlp"}
+    deg = metrics[metrics["budget"] == "deg"].set_index("model")
+    # the MLP keeps every prediction: its conventional robustness is the whole budget
+    assert deg.loc["mlp", "R"] == pytest.approx(1.0)
+    assert (directory / "table1.csv").exists() and (directory / "table2.csv").exists()
+    from grb_dist.semantics.plots import write_plots
+
+    assert {p.name for p in write_plots(directory)} >= {"over_robustness_vs_K.png", "degree_robustness.png"}
+
+
+def test_unit_ids_hash_the_settings():
+    a = ss.load_spec(None, **TINY)
+    b = ss.load_spec(None, **{**TINY, "nodes": 13})
+    u = ss.Unit(1.0, 0, "gcn", "l2-weak")
+    assert u.unit_id(a) == ss.Unit(1.0, 0, "gcn", "l2-weak").unit_id(a)
+    assert u.unit_id(a) != u.unit_id(b)
+    assert u.unit_id(a) != ss.Unit(1.0, 0, "gcn", "dice").unit_id(a)
+
+
+def test_grbcd_only_adds_edges_at_v():
+    spec = ss.load_spec(None, **{**TINY, "models": {"gcn": {"hidden_sizes": [8]}}, "attacks": ["grbcd"],
+                                 "budgets": ["deg+2"], "nodes": 4})
+    rows = ss.run_unit(spec, ss.Unit(1.0, 0, "gcn", "grbcd"))
+    assert len(rows) == 4 and (rows["steps"] <= rows["degree"] + 2).all()
+
+
+def test_real_graph_unit_has_no_reference():
+    spec = ss.load_spec("grb_dist/jobs/over-robustness-cora-ml.yaml", graph={"kind": "npz", "path": str(NPZ / "cora_ml.npz")},
+                        nodes=3, max_steps=4, models={"lp": {"alpha": 0.7, "iterations": 5}}, train={"epochs": 5})
+    rows = ss.run_unit(spec, ss.Unit(float("nan"), 0, "lp", "l2-weak-class"))
+    assert (rows["g_clean"] == -1).all() and (rows["target_class"] != rows["label"]).all()
+    assert len(rows) == 3 * 6  # one row per node and other class (7 classes)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--k", "-1"], "K must be >= 0"),
+    (["--budgets", "0"], "must be positive"),
+    (["--budgets", "deg-1"], "deg, deg+N or inf"),
+    (["--attacks", "grbcd", "--models", "lp"], "differentiable in edge weights"),
+    (["--attacks", "nettak"], "attack"),
+    (["--nodes", "0"], "nodes must be >= 1"),
+    (["--job", "grb_dist/jobs/over-robustness-cora-ml.yaml"], "needs a path"),
+])
+def test_cli_errors_before_work(tmp_path, args, message):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["study", "--out", str(out), *args])
+    assert result.exit_code == 2, result.output
+    assert "error:" in result.output and message in result.output
+    assert len([line for line in result.output.splitlines() if line.strip()]) == 1
+    assert not out.exists()
+
+
+def test_cli_error_reference_on_real_graph_and_small_n(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text(f"graph: {{kind: npz, path: {NPZ / 'cora_ml.npz'}}}\nreference: bayes\n")
+    result = CliRunner().invoke(app, ["study", "--job", str(job), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "reference classifier" in result.output
+    job.write_text("graph: {kind: csbm, num_nodes: 3, num_classes: 2}\n")
+    result = CliRunner().invoke(app, ["study", "--job", str(job), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "too small" in result.output
+    assert not (tmp_path / "o").exists()
