@@ -295,3 +295,11 @@ def test_cli_error_reference_on_real_graph_and_small_n(tmp_path):
     result = CliRunner().invoke(app, ["study", "--job", str(job), "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "too small" in result.output
     assert not (tmp_path / "o").exists()
+
+
+def test_study_on_ray_writes_the_same_rows(tmp_path):
+    spec = ss.load_spec(None, **{**TINY, "models": {"gcn": {"hidden_sizes": [8]}}, "nodes": 5})
+    directory = ss.run_study(spec, tmp_path, num_cpus=1)
+    on_ray = ss.read_nodes(directory)
+    local = ss.run_unit(spec, ss.Unit(1.0, 0, "gcn", "l2-weak"))
+    pd.testing.assert_frame_equal(on_ray.reset_index(drop=True), local.reset_index(drop=True))

@@ -1,0 +1,81 @@
+"""Scaling of the semantics study's attack and evaluation on a large CSBM.
+
+Samples a 2-class CSBM with the paper's expected degrees (3.14 same-class, 0.75
+different-class neighbours per node, as n = 1000, p = 0.63 %, q = 0.15 %) at ``--nodes``
+known nodes, adds ``--new`` nodes inductively, and times
+
+1. the l2-weak order (chunked distances of new nodes against every known node, never N x N)
+   for ``--steps`` edges per node, and its peak traced memory;
+2. the Bayes decision along the orders (closed form);
+3. f's flip counts for a GCN trained a few epochs (one full forward per added edge) on
+   ``--eval`` of the new nodes at budget deg(v) + 2.
+
+Usage: ``python bench/semantics_scale.py --nodes 100000 --new 1000 --steps 16 --eval 20``
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+import tracemalloc
+
+import numpy as np
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--nodes", type=int, default=100_000)
+    p.add_argument("--new", type=int, default=1000)
+    p.add_argument("--steps", type=int, default=16)
+    p.add_argument("--eval", type=int, default=20)
+    p.add_argument("--K", type=float, default=1.5)
+    args = p.parse_args()
+
+    import torch
+
+    from grb_dist.datasets.csbm import CSBMConfig, sample_csbm
+    from grb_dist.semantics import study as ss
+    from grb_dist.semantics.attacks import attack_order
+
+    torch.set_num_threads(1)
+    n = args.nodes
+    spec = ss.load_spec(None, graph={"kind": "csbm", "num_nodes": n, "num_classes": 2, "num_features": 21,
+                                     "p": 3.1437 / (n / 2 - 1), "q": 0.75 / (n / 2)},
+                        K=[args.K], graphs=1, nodes=args.new, budgets=["deg+2"], max_steps=args.steps,
+                        models={"gcn": {"hidden_sizes": [64]}}, train={"epochs": 20, "patience": 20})
+    t = time.perf_counter()
+    prepared = ss.prepare(spec, args.K, 0)
+    g = prepared.graph
+    print(f"CSBM {g.num_nodes:,} nodes, {g.edge_index.shape[1] // 2:,} edges, {args.new} new nodes: "
+          f"sampled in {time.perf_counter() - t:.1f} s")
+    tracemalloc.start()
+    t = time.perf_counter()
+    order = attack_order("l2-weak", g.features, g.labels, prepared.x_new, prepared.y_new,
+                         prepared.nb_node, prepared.nb_base, args.steps)
+    dt = time.perf_counter() - t
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    print(f"l2-weak order, {args.new} nodes x {args.steps} edges: {dt:.2f} s, peak traced memory {peak / 2**20:.0f} MiB "
+          f"(an N x N float64 matrix would be {n * n * 8 / 2**30:.0f} GiB)")
+    t = time.perf_counter()
+    g0, gf = ss.g_flips(prepared, order)
+    print(f"Bayes decisions along the orders: {time.perf_counter() - t:.3f} s")
+    t = time.perf_counter()
+    model, acc = ss.train_study_model(spec, prepared, "gcn", 0)
+    print(f"GCN trained (20 epochs) in {time.perf_counter() - t:.1f} s, val accuracy {acc:.3f}")
+    sub = ss.Prepared(g, prepared.x_new[: args.eval], prepared.y_new[: args.eval],
+                      prepared.nb_node[prepared.nb_node < args.eval], prepared.nb_base[prepared.nb_node < args.eval])
+    steps = np.minimum(sub.degree + 2, args.steps)
+    t = time.perf_counter()
+    f0, ff, _ = ss.f_flips(model, sub, order[: args.eval], steps)
+    dt = time.perf_counter() - t
+    forwards = int(args.eval + np.where(np.isfinite(ff), ff, steps).sum())
+    print(f"f flip counts, {args.eval} nodes at budget deg+2: {dt:.1f} s ({forwards} forwards, "
+          f"{1000 * dt / forwards:.0f} ms each)")
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
