@@ -253,6 +253,43 @@ def test_unit_ids_hash_the_settings():
     assert u.unit_id(a) != ss.Unit(1.0, 0, "gcn", "dice").unit_id(a)
 
 
+def test_nettack_closed_form_matches_the_surrogate():
+    import scipy.sparse as sp
+
+    from grb_dist.models.sgc import SGC, SGCConfig
+
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    n = 30
+    src, dst = rng.integers(0, n, 60), rng.integers(0, n, 60)
+    keep = src != dst
+    ei, _ = canonical_edges(src[keep], dst[keep], n)
+    x = torch.randn(n, 5)
+    model = SGC(5, 3, SGCConfig(hidden_sizes=(), k=2, dropout=0.0)).double().eval()
+    v, label = 0, 1
+    nbs = set(ei[1][ei[0] == v].tolist())
+    cand = np.array([u for u in range(1, n) if u not in nbs])
+    h = model.layers[0]["lin"](x.double()).detach().numpy()
+    adj = sp.csr_matrix((np.ones(ei.shape[1]), (ei[0], ei[1])), shape=(n, n))
+    got = sa.linear_gcn_margins(h, adj, v, label, cand)
+    for j, u in enumerate(cand[:8]):
+        e2 = torch.as_tensor(np.concatenate([ei, [[v, u], [u, v]]], 1))
+        with torch.no_grad():
+            z = model(x.double(), e2)[v]
+        want = float(z[label] - torch.cat([z[:label], z[label + 1:]]).max())
+        assert got[j] == pytest.approx(want, abs=1e-9)
+    order = sa.nettack_order(model.float(), x, torch.as_tensor(ei), v, label, cand, 4)
+    assert len(set(order.tolist())) == 4 and set(order.tolist()) <= set(cand.tolist())
+    assert order[0] == cand[np.argmin(got)]
+
+
+def test_nettack_unit_runs():
+    spec = ss.load_spec(None, **{**TINY, "models": {"gcn": {"hidden_sizes": [8]}}, "attacks": ["nettack"],
+                                 "budgets": ["deg+2"], "nodes": 4})
+    rows = ss.run_unit(spec, ss.Unit(1.0, 0, "gcn", "nettack"))
+    assert len(rows) == 4 and (rows["steps"] <= rows["degree"] + 2).all()
+
+
 def test_grbcd_only_adds_edges_at_v():
     spec = ss.load_spec(None, **{**TINY, "models": {"gcn": {"hidden_sizes": [8]}}, "attacks": ["grbcd"],
                                  "budgets": ["deg+2"], "nodes": 4})

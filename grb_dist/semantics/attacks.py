@@ -14,7 +14,12 @@ one order serves every budget.
   real-graph variant of section 5.2.1: all inserted edges go to the same class);
 - ``grbcd``: greedy gradient attack adaptive to the attacked model (GR-BCD restricted to
   additions at v): at each step the non-neighbour whose edge weight most lowers f's
-  margin at v is added; for models differentiable in edge weights only.
+  margin at v is added; for models differentiable in edge weights only;
+- ``nettack``: Nettack's structure attack restricted to additions at v, on the linearised
+  2-layer GCN surrogate ``A_hat^2 X W`` (an SGC with k = 2 and no hidden layer trained on the
+  known graph, appendix H): at each step the non-neighbour whose edge lowers the
+  surrogate's margin of v's true class most, scored exactly and in closed form for all
+  candidates at once (no degree-distribution test, as in the paper's CSBM experiments).
 
 "Different class" means different from v's true label. Nodes already adjacent to v are
 never chosen. The distance-based orders are computed by chunks of attacked nodes against
@@ -32,9 +37,11 @@ from grb_dist.errors import ConfigError
 
 #: Attacks whose order depends on the data only (not on the attacked model).
 DATA_ATTACKS = ("l2-weak", "l2-strong", "dice", "l2-weak-class")
+#: Attacks on a surrogate trained on the known graph (the same for every attacked model).
+SURROGATE_ATTACKS = ("nettack",)
 #: Attacks that differentiate the attacked model.
 ADAPTIVE_ATTACKS = ("grbcd",)
-ATTACKS = DATA_ATTACKS + ADAPTIVE_ATTACKS
+ATTACKS = DATA_ATTACKS + SURROGATE_ATTACKS + ADAPTIVE_ATTACKS
 #: Model names (base architectures) whose logits are differentiable in edge weights.
 WEIGHTED_BASES = ("gcn", "sgc", "appnp", "sage", "mlp")
 
@@ -89,8 +96,8 @@ def attack_order(
         T x steps int64 base node ids, -1 where fewer candidates exist.
     """
     check_attack(attack)
-    if attack in ADAPTIVE_ATTACKS:
-        raise ConfigError(f"attack {attack} depends on the model: use grbcd_order")
+    if attack in ADAPTIVE_ATTACKS or attack in SURROGATE_ATTACKS:
+        raise ConfigError(f"attack {attack} needs a model: use grbcd_order / nettack_order")
     if steps < 0:
         raise ConfigError(f"attack steps must be >= 0, got {steps}")
     n = base_labels.shape[0]
@@ -183,6 +190,88 @@ def grbcd_order(
     return out
 
 
+def linear_gcn_margins(
+    h: np.ndarray, adj, node: int, label: int, candidates: np.ndarray
+) -> np.ndarray:
+    """Margins ``z[label] - max_{c != label} z[c]`` at ``node`` of ``z = A_hat^2 H`` after
+    adding the single edge (node, u), for every u in ``candidates`` (non-neighbours of
+    ``node``), in closed form.
+
+    ``A_hat = D^-1/2 (A + I) D^-1/2``; ``h`` is N x C (``X W`` with the bias), ``adj`` the
+    symmetric scipy CSR adjacency without self-loops. With ``s = (A + I) D^-1/2 H``:
+    ``z_v = d_v^-1/2 sum_{k in N[v]} s_k / d_k``; the new edge changes d_v and d_u, adds
+    ``d_u'^-1/2 H_u`` to ``s_v`` and ``d_v'^-1/2 H_v`` to ``s_u``, and shifts ``s_k`` of v's
+    neighbours by ``(d_v'^-1/2 - d_v^-1/2) H_v`` and of u's neighbours by
+    ``(d_u'^-1/2 - d_u^-1/2) H_u``.
+    """
+    d = np.asarray(adj.sum(1)).ravel() + 1.0
+    dinv = d ** -0.5
+    s = adj @ (dinv[:, None] * h) + dinv[:, None] * h
+    nb = adj.indices[adj.indptr[node]:adj.indptr[node + 1]]
+    nb = nb[nb != node]
+    base = (s[nb] / d[nb, None]).sum(0)
+    s2 = float((1.0 / d[nb]).sum())
+    ind = np.zeros(d.size)
+    ind[nb] = 1.0 / d[nb]
+    common = adj @ ind  # sum over v's neighbours k adjacent to u of 1 / d_k
+    u = np.asarray(candidates, dtype=np.int64)
+    dv2 = d[node] + 1.0
+    alpha_v = dv2 ** -0.5 - dinv[node]
+    du2 = d[u] + 1.0
+    alpha_u = du2 ** -0.5 - dinv[u]
+    hv, hu = h[node], h[u]
+    total = (
+        base[None, :] + alpha_v * s2 * hv[None, :] + (alpha_u * common[u])[:, None] * hu
+        + (s[node] + alpha_v * hv)[None, :] / dv2 + (du2 ** -0.5)[:, None] * hu / dv2
+        + (s[u] + alpha_u[:, None] * hu + (dv2 ** -0.5) * hv[None, :]) / du2[:, None]
+    )
+    z = dv2 ** -0.5 * total
+    other = np.delete(z, label, axis=1).max(1)
+    return z[:, label] - other
+
+
+def nettack_order(
+    surrogate: torch.nn.Module,
+    x: torch.Tensor,
+    edge_index: torch.Tensor,
+    node: int,
+    label: int,
+    candidates: np.ndarray,
+    steps: int,
+) -> np.ndarray:
+    """Nettack's greedy edge additions at ``node`` on a linearised 2-layer GCN.
+
+    ``surrogate`` is an SGC with ``k = 2`` and no hidden layer (``A_hat^2 (X W + b)``);
+    ``x``/``edge_index`` the graph with ``node`` and its clean edges. Each step adds the
+    candidate whose edge gives the lowest surrogate margin of ``label`` at ``node`` (exact,
+    :func:`linear_gcn_margins`). Returns ``steps`` base ids (-1 padded).
+    """
+    import scipy.sparse as sp
+
+    from grb_dist.models.sgc import SGC
+
+    if not isinstance(surrogate, SGC) or surrogate.config.k != 2 or len(surrogate.layers) != 1:
+        raise ConfigError("nettack needs a linearised 2-layer GCN surrogate: sgc with k: 2 and hidden_sizes: []")
+    out = np.full(steps, -1, dtype=np.int64)
+    candidates = np.asarray(candidates, dtype=np.int64)
+    with torch.no_grad():
+        h = surrogate.layers[0]["lin"](x).double().numpy()
+    n = x.shape[0]
+    ei = edge_index.numpy()
+    adj = sp.csr_matrix((np.ones(ei.shape[1]), (ei[0], ei[1])), shape=(n, n))
+    free = np.ones(candidates.size, dtype=bool)
+    for step in range(min(steps, candidates.size)):
+        margins = linear_gcn_margins(h, adj, node, label, candidates)
+        margins[~free] = np.inf
+        best = int(np.argmin(margins))
+        free[best] = False
+        u = int(candidates[best])
+        out[step] = u
+        add = sp.csr_matrix((np.ones(2), ([node, u], [u, node])), shape=(n, n))
+        adj = (adj + add).tocsr()
+    return out
+
+
 def adjacent_counts(order: np.ndarray, labels: np.ndarray, num_classes: int) -> np.ndarray:
     """T x steps x C: one-hot of the class of each added neighbour (zeros for padding)."""
     valid = order >= 0
@@ -193,6 +282,7 @@ def adjacent_counts(order: np.ndarray, labels: np.ndarray, num_classes: int) -> 
 
 __all__: Sequence[str] = [
     "ADAPTIVE_ATTACKS",
+    "SURROGATE_ATTACKS",
     "ATTACKS",
     "DATA_ATTACKS",
     "WEIGHTED_BASES",
@@ -200,5 +290,7 @@ __all__: Sequence[str] = [
     "attack_order",
     "check_attack",
     "grbcd_order",
+    "linear_gcn_margins",
     "margin",
+    "nettack_order",
 ]

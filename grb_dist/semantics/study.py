@@ -32,7 +32,18 @@ import numpy as np
 import pandas as pd
 
 from grb_dist.errors import ConfigError
-from grb_dist.semantics.attacks import ADAPTIVE_ATTACKS, adjacent_counts, attack_order, check_attack, grbcd_order
+from grb_dist.semantics.attacks import (
+    ADAPTIVE_ATTACKS,
+    SURROGATE_ATTACKS,
+    adjacent_counts,
+    attack_order,
+    check_attack,
+    grbcd_order,
+    nettack_order,
+)
+
+#: The linearised 2-layer GCN surrogate of Nettack (appendix H): ``A_hat^2 X W``.
+NETTACK_SURROGATE = {"hidden_sizes": [], "k": 2, "dropout": 0.0}
 from grb_dist.semantics.metrics import budget_values
 
 #: Columns of a unit's rows (the Parquet schema of ``nodes/``).
@@ -407,6 +418,17 @@ def train_study_model(spec: StudySpec, prepared: Prepared, name: str, seed: int)
     return result.model.eval(), float(result.best_val_accuracy)
 
 
+def _surrogate(spec: StudySpec, prepared: Prepared, seed: int):
+    """Nettack's surrogate (:data:`NETTACK_SURROGATE`) trained on the known graph."""
+    from grb_dist.config import from_dict
+    from grb_dist.defenses.build import train_defense
+    from grb_dist.models.train import TrainConfig
+
+    train = {**dict(spec.train), "seed": seed}
+    result = train_defense("sgc", prepared.graph, dict(NETTACK_SURROGATE), from_dict(TrainConfig, train, where="train"))
+    return result.model.eval()
+
+
 def g_flips(prepared: Prepared, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(clean Bayes decisions, first step at which they change along ``order``; inf if never)."""
     t = order.shape[0]
@@ -500,6 +522,13 @@ def run_unit(spec: StudySpec, unit: Unit) -> pd.DataFrame:
             def adaptive(i, x, clean, nbs):
                 cand = np.setdiff1d(np.arange(graph.num_nodes), nbs)
                 return grbcd_order(model, x, clean, graph.num_nodes, cand, S)
+        elif unit.attack in SURROGATE_ATTACKS:
+            order = np.full((prepared.y_new.size, S), -1, dtype=np.int64)
+            surrogate = _surrogate(spec, prepared, unit.graph_seed)
+
+            def adaptive(i, x, clean, nbs):
+                cand = np.setdiff1d(np.arange(graph.num_nodes), nbs)
+                return nettack_order(surrogate, x, clean, graph.num_nodes, int(prepared.y_new[i]), cand, S)
         else:
             # rows whose label is the target class are dropped below; give them another class
             tc = None if target is None else np.where(rows_mask, target, (target + 1) % graph.num_classes)
