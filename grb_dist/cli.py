@@ -566,11 +566,11 @@ def study_plot(
     """Re-reduce a study's rows into its tables and write its figures (PNG) under plots/."""
     from grb_dist.errors import ConfigError
     from grb_dist.semantics.plots import write_plots
-    from grb_dist.semantics.study import DEFAULT_BUDGETS, write_tables
+    from grb_dist.semantics.study import study_budgets, write_tables
 
     if not (study_dir / "nodes").is_dir():
         raise ConfigError(f"{study_dir} is not a study directory (no nodes/ inside)")
-    written = list(write_tables(study_dir, DEFAULT_BUDGETS).values()) + write_plots(study_dir)
+    written = list(write_tables(study_dir, study_budgets(study_dir)).values()) + write_plots(study_dir)
     for path in written:
         console.print(str(path), highlight=False)
 

@@ -242,6 +242,12 @@ def test_run_unit_rows_and_study_resume(tmp_path):
     from grb_dist.semantics.plots import write_plots
 
     assert {p.name for p in write_plots(directory)} >= {"over_robustness_vs_K.png", "degree_robustness.png"}
+    assert ss.study_budgets(directory) == tuple(TINY["budgets"])
+    result = CliRunner().invoke(app, ["study-plot", str(directory)])
+    assert result.exit_code == 0, result.output
+    assert set(pd.read_parquet(directory / "metrics.parquet")["budget"]) == set(TINY["budgets"])
+    result = CliRunner().invoke(app, ["study-plot", str(tmp_path)])
+    assert result.exit_code == 2 and "not a study directory" in result.output
 
 
 def test_unit_ids_hash_the_settings():

@@ -643,6 +643,23 @@ def _write_spec(spec: StudySpec, directory: Path) -> None:
     write_bytes(json.dumps(asdict(spec), indent=2, sort_keys=True, default=str).encode(), directory / "study.json")
 
 
+def study_budgets(directory: str | Path) -> tuple[str, ...]:
+    """The budgets of the study written in ``directory`` (its study.json), else the defaults."""
+    path = Path(directory) / "study.json"
+    try:
+        budgets = json.loads(path.read_text()).get("budgets")
+    except (OSError, ValueError, AttributeError):
+        return DEFAULT_BUDGETS
+    if isinstance(budgets, list) and budgets and all(isinstance(b, str) for b in budgets):
+        try:
+            for b in budgets:
+                _check_budget(b)
+        except ConfigError:
+            return DEFAULT_BUDGETS
+        return tuple(budgets)
+    return DEFAULT_BUDGETS
+
+
 def read_nodes(directory: str | Path) -> pd.DataFrame:
     """Every unit's rows of a study directory (empty frame with the columns when none)."""
     files = sorted(p for p in (Path(directory) / "nodes").glob("*.parquet") if not p.name.startswith("."))
