@@ -115,6 +115,21 @@ def resolve_feature_limits(config: AttackConfig, graph: Graph) -> tuple[float, f
     return lo, hi
 
 
+def check_targets(graph: Graph, targets: np.ndarray) -> np.ndarray:
+    """``targets`` as distinct int64 node ids of ``graph``; :class:`ConfigError` otherwise."""
+    targets = np.asarray(targets)
+    if targets.ndim != 1 or targets.size == 0:
+        raise ConfigError("the target set is empty; pick a difficulty with test nodes")
+    if not np.issubdtype(targets.dtype, np.integer):
+        raise ConfigError(f"targets must be integer node ids, got dtype {targets.dtype}")
+    targets = targets.astype(np.int64)
+    if targets.min() < 0 or targets.max() >= graph.num_nodes:
+        raise ConfigError(f"targets contain node ids outside [0, {graph.num_nodes})")
+    if np.unique(targets).size != targets.size:
+        raise ConfigError("targets contain repeated node ids")
+    return targets
+
+
 class InjectionAttack:
     """Base class of injection attacks.
 
@@ -148,16 +163,7 @@ class InjectionAttack:
         targets, when ``edges_per_node`` exceeds the number of targets, or on implausible
         feature limits.
         """
-        targets = np.asarray(targets)
-        if targets.ndim != 1 or targets.size == 0:
-            raise ConfigError("the target set is empty; pick a difficulty with test nodes")
-        if not np.issubdtype(targets.dtype, np.integer):
-            raise ConfigError(f"targets must be integer node ids, got dtype {targets.dtype}")
-        targets = targets.astype(np.int64)
-        if targets.min() < 0 or targets.max() >= graph.num_nodes:
-            raise ConfigError(f"targets contain node ids outside [0, {graph.num_nodes})")
-        if np.unique(targets).size != targets.size:
-            raise ConfigError("targets contain repeated node ids")
+        targets = check_targets(graph, targets)
         if self.config.edges_per_node > targets.size:
             raise ConfigError(
                 f"edges_per_node={self.config.edges_per_node} exceeds the {targets.size} available "

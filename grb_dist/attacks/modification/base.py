@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from grb_dist.attacks.audit import audit_modification
-from grb_dist.attacks.base import resolve_feature_limits
+from grb_dist.attacks.base import check_targets, resolve_feature_limits
 from grb_dist.attacks.injection.common import surrogate_mode
 from grb_dist.attacks.modification.weighted import WeightedSurrogate
 from grb_dist.errors import ConfigError
@@ -164,16 +164,7 @@ class ModificationAttack:
 
     def check_inputs(self, graph: Graph, targets: np.ndarray) -> tuple[np.ndarray, Budget]:
         """Validate ``targets`` and resolve the budget (before any work)."""
-        targets = np.asarray(targets)
-        if targets.ndim != 1 or targets.size == 0:
-            raise ConfigError("the target set is empty; pick a difficulty with test nodes")
-        if not np.issubdtype(targets.dtype, np.integer):
-            raise ConfigError(f"targets must be integer node ids, got dtype {targets.dtype}")
-        targets = targets.astype(np.int64)
-        if targets.min() < 0 or targets.max() >= graph.num_nodes:
-            raise ConfigError(f"targets contain node ids outside [0, {graph.num_nodes})")
-        if np.unique(targets).size != targets.size:
-            raise ConfigError("targets contain repeated node ids")
+        targets = check_targets(graph, targets)
         return targets, self.budget(graph, targets.size)
 
     def attack(self, graph: Graph, surrogate: torch.nn.Module, targets: np.ndarray, *,
