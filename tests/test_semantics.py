@@ -334,6 +334,9 @@ def test_cli_error_reference_on_real_graph_and_small_n(tmp_path):
     job.write_text(f"graph: {{kind: npz, path: {NPZ / 'cora_ml.npz'}}}\nreference: bayes\n")
     result = CliRunner().invoke(app, ["study", "--job", str(job), "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "reference classifier" in result.output
+    job.write_text(f"graph: {{kind: npz, path: {NPZ / 'cora_ml.npz'}, features: tfidf}}\nreference: none\n")
+    result = CliRunner().invoke(app, ["study", "--job", str(job), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "raw or row" in result.output
     job.write_text("graph: {kind: csbm, num_nodes: 3, num_classes: 2}\n")
     result = CliRunner().invoke(app, ["study", "--job", str(job), "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "too small" in result.output

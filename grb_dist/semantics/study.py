@@ -64,7 +64,8 @@ class StudySpec:
     Attributes:
         study: the study's name (its directory under the output; letters, digits, ``-_.``).
         graph: ``kind: csbm`` with ``num_nodes``, ``num_classes``, ``num_features``,
-            ``sigma``, ``p``, ``q``; or ``kind: npz`` with ``path`` (a real graph).
+            ``sigma``, ``p``, ``q``; or ``kind: npz`` with ``path`` (a real graph) and
+            ``features`` (``raw``, or ``row``: rows scaled to sum 1).
         K: the CSBM mean distances (ignored for real graphs).
         graphs: graphs (seeds) per K; for a real graph, the number of splits.
         nodes: new (test) nodes per graph.
@@ -229,6 +230,11 @@ def check_spec(spec: StudySpec) -> None:
                 raise ConfigError(f"K must be >= 0, got {k}")
         csbm_config(spec, spec.K[0])  # n too small for the classes, p/q out of range
     else:
+        unknown = set(spec.graph) - {"kind", "path", "features"}
+        if unknown:
+            raise ConfigError(f"graph: unknown key(s) {', '.join(sorted(unknown))} for a real graph (kind, path, features)")
+        if spec.graph.get("features", "raw") not in ("raw", "row"):
+            raise ConfigError(f"graph.features must be raw or row (row-normalised), got {spec.graph.get('features')!r}")
         path = spec.graph.get("path")
         if not path:
             raise ConfigError("graph kind npz needs a path to the .npz file (graph.path, or --dataset)")
@@ -367,6 +373,9 @@ def prepare_npz(spec: StudySpec, graph_seed: int) -> Prepared:
     from grb_dist.graph import Graph
 
     full, _ = load_npz_graph(Path(str(spec.graph["path"])))
+    if spec.graph.get("features", "raw") == "row":  # rows scaled to sum 1 (bag-of-words)
+        sums = np.abs(full.features).sum(1, keepdims=True)
+        full = full.with_features((full.features / np.maximum(sums, 1e-12)).astype(np.float32))
     n = full.num_nodes
     rng = np.random.default_rng([graph_seed, 2])
     perm = rng.permutation(n)
