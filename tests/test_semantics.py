@@ -296,6 +296,20 @@ def test_nettack_unit_runs():
     assert len(rows) == 4 and (rows["steps"] <= rows["degree"] + 2).all()
 
 
+def test_gatv2_is_a_study_model():
+    from grb_dist import extensions
+
+    try:
+        spec = ss.load_spec(None, **{**TINY, "models": {"gatv2_lp": {"hidden_sizes": [4], "heads": 2}}, "nodes": 3,
+                                     "budgets": ["deg"]})
+        rows = ss.run_unit(spec, ss.Unit(1.0, 0, "gatv2_lp", "l2-weak"))
+        assert len(rows) == 3
+        with pytest.raises(ConfigError, match="differentiable in edge weights"):
+            ss.load_spec(None, **{**TINY, "models": {"gatv2": {}}, "attacks": ["grbcd"]})
+    finally:  # registrations are per process: leave none behind for other tests
+        extensions.unregister("gatv2")
+
+
 def test_grbcd_only_adds_edges_at_v():
     spec = ss.load_spec(None, **{**TINY, "models": {"gcn": {"hidden_sizes": [8]}}, "attacks": ["grbcd"],
                                  "budgets": ["deg+2"], "nodes": 4})

@@ -197,11 +197,21 @@ def _check_budget(b: str) -> None:
         raise ConfigError(f"budget {b!r} is not a positive integer, deg, deg+N or inf") from None
 
 
+def _needs_gatv2(spec: StudySpec) -> None:
+    """Register seed 002's GATv2 (``gatv2``) when the study uses it (in this process: the
+    driver and every Ray worker that runs a unit)."""
+    from grb_dist.semantics.gatv2 import NAME, register
+
+    if any(str(m).lower() == NAME or str(m).lower().startswith(NAME + "_") for m in spec.models):
+        register()
+
+
 def check_spec(spec: StudySpec) -> None:
     """Every check that can fail before work starts; raises :class:`ConfigError`."""
     from grb_dist.defenses.build import resolve_params
     from grb_dist.models.registry import check_name
 
+    _needs_gatv2(spec)
     if not _name_ok(spec.study):
         raise ConfigError(f"study name {spec.study!r} must be letters, digits, '-', '_' or '.'")
     if spec.kind not in GRAPH_KINDS:
@@ -513,6 +523,7 @@ def run_unit(spec: StudySpec, unit: Unit) -> pd.DataFrame:
     import torch
 
     torch.set_num_threads(1)
+    _needs_gatv2(spec)
     prepared = prepare(spec, unit.K, unit.graph_seed)
     model, val_acc = train_study_model(spec, prepared, unit.model, unit.graph_seed)
     degree = prepared.degree
