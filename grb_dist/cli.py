@@ -504,7 +504,7 @@ def study(
     nodes: Optional[int] = typer.Option(None, "--nodes", help="New (test) nodes attacked per graph."),
     k: Optional[str] = typer.Option(None, "--k", help="K values, comma-separated (CSBM)."),
     models: Optional[str] = typer.Option(None, "--models", help="Models, comma-separated (hyper-parameters from the job where it has them)."),
-    attacks: Optional[str] = typer.Option(None, "--attacks", help="Attacks, comma-separated: l2-weak, l2-strong, dice, l2-weak-class, grbcd."),
+    attacks: Optional[str] = typer.Option(None, "--attacks", help="Attacks, comma-separated: l2-weak, l2-strong, dice, l2-weak-class, nettack, sga, grbcd."),
     budgets: Optional[str] = typer.Option(None, "--budgets", help="Local budgets, comma-separated: integers >= 1, deg, deg+N, inf."),
     dataset: Optional[Path] = typer.Option(None, "--dataset", help="The .npz file of a real-graph study (graph kind npz)."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most edges an attack adds to a node (cap of the inf budget)."),

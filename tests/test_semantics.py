@@ -289,11 +289,34 @@ def test_nettack_closed_form_matches_the_surrogate():
     assert order[0] == cand[np.argmin(got)]
 
 
-def test_nettack_unit_runs():
-    spec = ss.load_spec(None, **{**TINY, "models": {"gcn": {"hidden_sizes": [8]}}, "attacks": ["nettack"],
+@pytest.mark.parametrize("attack", ["nettack", "sga"])
+def test_surrogate_attack_units_run(attack):
+    spec = ss.load_spec(None, **{**TINY, "models": {"lp": {"alpha": 0.7, "iterations": 10}}, "attacks": [attack],
                                  "budgets": ["deg+2"], "nodes": 4})
-    rows = ss.run_unit(spec, ss.Unit(1.0, 0, "gcn", "nettack"))
+    rows = ss.run_unit(spec, ss.Unit(1.0, 0, "lp", attack))
     assert len(rows) == 4 and (rows["steps"] <= rows["degree"] + 2).all()
+
+
+def test_sga_adds_nodes_of_the_best_wrong_class():
+    from grb_dist.models.sgc import SGC, SGCConfig
+
+    torch.manual_seed(0)
+    rng = np.random.default_rng(1)
+    n = 40
+    src, dst = rng.integers(0, n, 80), rng.integers(0, n, 80)
+    keep = src != dst
+    ei, _ = canonical_edges(src[keep], dst[keep], n)
+    x = torch.randn(n, 6)
+    model = SGC(6, 3, SGCConfig(hidden_sizes=(), k=2, dropout=0.0)).eval()
+    v, label = 0, 0
+    nbs = set(ei[1][ei[0] == v].tolist())
+    cand = np.array([u for u in range(1, n) if u not in nbs])
+    order = sa.sga_order(model, x, torch.as_tensor(ei), v, label, cand, 3)
+    with torch.no_grad():
+        logits = model(x, torch.as_tensor(ei))
+    target = int(logits[v, 1:].argmax()) + 1
+    picked = order[order >= 0]
+    assert picked.size > 0 and (logits[picked].argmax(1) == target).all()
 
 
 def test_gatv2_is_a_study_model():

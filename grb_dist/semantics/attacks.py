@@ -19,7 +19,11 @@ one order serves every budget.
   2-layer GCN surrogate ``A_hat^2 X W`` (an SGC with k = 2 and no hidden layer trained on the
   known graph, appendix H): at each step the non-neighbour whose edge lowers the
   surrogate's margin of v's true class most, scored exactly and in closed form for all
-  candidates at once (no degree-distribution test, as in the paper's CSBM experiments).
+  candidates at once (no degree-distribution test, as in the paper's CSBM experiments);
+- ``sga``: SGA restricted to additions at v, on the same surrogate: candidates are the
+  nodes the surrogate assigns to the best wrong class of v, and each step adds the one
+  whose relaxed edge weight has the most negative gradient of the surrogate's margin of
+  v's true class (greedy, through the edge-weighted surrogate).
 
 "Different class" means different from v's true label. Nodes already adjacent to v are
 never chosen. The distance-based orders are computed by chunks of attacked nodes against
@@ -38,7 +42,7 @@ from grb_dist.errors import ConfigError
 #: Attacks whose order depends on the data only (not on the attacked model).
 DATA_ATTACKS = ("l2-weak", "l2-strong", "dice", "l2-weak-class")
 #: Attacks on a surrogate trained on the known graph (the same for every attacked model).
-SURROGATE_ATTACKS = ("nettack",)
+SURROGATE_ATTACKS = ("nettack", "sga")
 #: Attacks that differentiate the attacked model.
 ADAPTIVE_ATTACKS = ("grbcd",)
 ATTACKS = DATA_ATTACKS + SURROGATE_ATTACKS + ADAPTIVE_ATTACKS
@@ -157,6 +161,7 @@ def grbcd_order(
     node: int,
     candidates: np.ndarray,
     steps: int,
+    cls: int | None = None,
 ) -> np.ndarray:
     """Greedy gradient additions at ``node`` adaptive to ``model`` (GR-BCD, additions only).
 
@@ -164,7 +169,8 @@ def grbcd_order(
     ``candidates`` the base nodes that may be connected (not already adjacent). At each step
     the edge weights of all candidate pairs are relaxed, the gradient of f's margin at
     ``node`` (for its clean decision) is taken, and the unchosen candidate with the most
-    negative gradient is added. Returns ``steps`` base ids (-1 padded).
+    negative gradient is added (the margin of ``cls``, default f's clean decision).
+    Returns ``steps`` base ids (-1 padded).
     """
     from grb_dist.attacks.modification.weighted import WeightedSurrogate
 
@@ -176,8 +182,9 @@ def grbcd_order(
     pairs = torch.stack([torch.full((candidates.size,), node, dtype=torch.long), torch.as_tensor(candidates)])
     weights = torch.zeros(candidates.size, dtype=x.dtype)
     chosen = torch.zeros(candidates.size, dtype=torch.bool)
-    with torch.no_grad():
-        cls = int(surrogate.logits(pairs, weights)[node].argmax())
+    if cls is None:
+        with torch.no_grad():
+            cls = int(surrogate.logits(pairs, weights)[node].argmax())
     for step in range(min(steps, candidates.size)):
         w = weights.clone().requires_grad_(True)
         loss = margin(surrogate.logits(pairs, w), node, cls)
@@ -272,6 +279,28 @@ def nettack_order(
     return out
 
 
+def sga_order(
+    surrogate: torch.nn.Module,
+    x: torch.Tensor,
+    edge_index: torch.Tensor,
+    node: int,
+    label: int,
+    candidates: np.ndarray,
+    steps: int,
+) -> np.ndarray:
+    """SGA's additions at ``node`` on the linearised GCN surrogate: the candidates the
+    surrogate assigns to ``node``'s best wrong class, added greedily by gradient."""
+    with torch.no_grad():
+        logits = surrogate(x, edge_index)
+    row = logits[node].clone()
+    row[label] = -float("inf")
+    target = int(row.argmax())
+    candidates = np.asarray(candidates, dtype=np.int64)
+    pred = logits.argmax(1).numpy()
+    pool = candidates[pred[candidates] == target]
+    return grbcd_order(surrogate, x, edge_index, node, pool, steps, cls=label)
+
+
 def adjacent_counts(order: np.ndarray, labels: np.ndarray, num_classes: int) -> np.ndarray:
     """T x steps x C: one-hot of the class of each added neighbour (zeros for padding)."""
     valid = order >= 0
@@ -293,4 +322,5 @@ __all__: Sequence[str] = [
     "linear_gcn_margins",
     "margin",
     "nettack_order",
+    "sga_order",
 ]

@@ -40,6 +40,7 @@ from grb_dist.semantics.attacks import (
     check_attack,
     grbcd_order,
     nettack_order,
+    sga_order,
 )
 
 #: The linearised 2-layer GCN surrogate of Nettack (appendix H): ``A_hat^2 X W``.
@@ -438,7 +439,7 @@ def train_study_model(spec: StudySpec, prepared: Prepared, name: str, seed: int)
 
 
 def _surrogate(spec: StudySpec, prepared: Prepared, seed: int):
-    """Nettack's surrogate (:data:`NETTACK_SURROGATE`) trained on the known graph."""
+    """Nettack's and SGA's surrogate (:data:`NETTACK_SURROGATE`) trained on the known graph."""
     from grb_dist.config import from_dict
     from grb_dist.defenses.build import train_defense
     from grb_dist.models.train import TrainConfig
@@ -546,9 +547,11 @@ def run_unit(spec: StudySpec, unit: Unit) -> pd.DataFrame:
             order = np.full((prepared.y_new.size, S), -1, dtype=np.int64)
             surrogate = _surrogate(spec, prepared, unit.graph_seed)
 
+            surrogate_order = nettack_order if unit.attack == "nettack" else sga_order
+
             def adaptive(i, x, clean, nbs):
                 cand = np.setdiff1d(np.arange(graph.num_nodes), nbs)
-                return nettack_order(surrogate, x, clean, graph.num_nodes, int(prepared.y_new[i]), cand, S)
+                return surrogate_order(surrogate, x, clean, graph.num_nodes, int(prepared.y_new[i]), cand, S)
         else:
             # rows whose label is the target class are dropped below; give them another class
             tc = None if target is None else np.where(rows_mask, target, (target + 1) % graph.num_classes)
