@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from grb_dist.semantics.study import load_spec, read_nodes, run_study, table1, table2
 

@@ -34,7 +34,6 @@ def main() -> int:
 
     import torch
 
-    from grb_dist.datasets.csbm import CSBMConfig, sample_csbm
     from grb_dist.semantics import study as ss
     from grb_dist.semantics.attacks import attack_order
 
