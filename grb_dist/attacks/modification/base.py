@@ -300,15 +300,19 @@ class ModContext:
 
 
 def attack_loss(logits: torch.Tensor, labels: torch.Tensor, kind: str) -> torch.Tensor:
-    """``ce``: mean cross-entropy; ``margin``: mean of (best other - own) log-probability;
-    ``tanh_margin``: the mean of tanh of that margin; ``prob_margin``: the mean of (best
-    other - own) probability (the last two from Geisler et al. 2021: bounded, so nodes
-    already misclassified stop pulling the gradient)."""
+    """The attacker's loss on ``logits`` of the targets against ``labels`` (mean over the
+    targets; higher = more damage). ``ce``: cross-entropy; ``margin``: best other logit minus
+    the own logit (the CW loss, as Xu et al. 2019's CW-type loss); ``tanh_margin``: tanh of
+    the log-probability margin; ``prob_margin``: the probability margin (the last two from
+    Geisler et al. 2021: bounded, so targets already misclassified stop pulling)."""
     if kind == "ce":
         return F.cross_entropy(logits, labels)
-    logp = F.log_softmax(logits, dim=1) if kind != "prob_margin" else F.softmax(logits, dim=1)
-    own = logp.gather(1, labels[:, None]).squeeze(1)
-    other = logp.scatter(1, labels[:, None], float("-inf")).max(1).values
+    if kind == "margin":
+        scores = logits
+    else:
+        scores = F.log_softmax(logits, dim=1) if kind == "tanh_margin" else F.softmax(logits, dim=1)
+    own = scores.gather(1, labels[:, None]).squeeze(1)
+    other = scores.scatter(1, labels[:, None], float("-inf")).max(1).values
     margin = other - own
     return torch.tanh(margin).mean() if kind == "tanh_margin" else margin.mean()
 

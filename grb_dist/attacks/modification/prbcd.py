@@ -7,12 +7,14 @@ gradient of the attacker's loss on the surrogate with respect to ``p``, moves ``
 and projects back onto ``{0 <= p <= 1, sum(p) <= budget}``. During the first
 ``resample_fraction`` of the steps, the block entries whose weight fell to zero are
 replaced by fresh random pairs, so the search wanders over the whole candidate space with
-memory linear in the block size. At the end discrete flips are sampled from ``p``
-(Bernoulli draws and the top-``budget`` entries) and the sample that hurts the surrogate most
-wins.
+memory linear in the block size (at most the better half of the block is kept). After
+every step the loss of the top-``budget`` flips is evaluated and the best block and weights
+so far are kept; they are restored when the search space freezes and at the end, where
+discrete flips are sampled from ``p`` (Bernoulli draws and the top-``budget`` entries) and
+the sample that hurts the surrogate most wins.
 
 Scaling: per step, one forward and backward of the surrogate on the full graph with the
-block's 2 B weighted entries (:class:`~.weighted.WeightedSurrogate`: the clean structure is
+block's 2 B weighted entries and one more forward for the top-``budget`` flips (:class:`~.weighted.WeightedSurrogate`: the clean structure is
 built once, the first layer's ``X W`` computed once); memory O(E + N F + B). Nothing is
 N x N and nothing depends on the number of candidate pairs, which is T (N - 1) - T (T - 1) / 2.
 """
@@ -96,6 +98,15 @@ class Block:
         (grad,) = torch.autograd.grad(loss, p)
         return float(loss.detach()), grad
 
+    def top_loss(self, budget: int, kind: str, x: torch.Tensor | None = None) -> float:
+        """The loss with the ``budget`` largest weights flipped (no gradient)."""
+        mask = torch.zeros_like(self.p)
+        k = min(budget, int((self.p > EPS).sum()))
+        if k:
+            mask[torch.topk(self.p, k).indices] = 1
+        with torch.no_grad():
+            return float(self.loss(mask, kind, x))
+
     def discrete(self, gen: torch.Generator, budget: int, n_samples: int, kind: str,
                  x: torch.Tensor | None = None) -> np.ndarray:
         """The best sampled flips (canonical pairs) of the current weights."""
@@ -130,23 +141,33 @@ class PRBCD(ModificationAttack):
             raise ConfigError(f"prbcd: block_size={size} must exceed the budget of {budget} flips")
         block = Block(ctx, ctx.sample_pairs(min(size, available), gen))
         resample_steps = int(cfg.resample_fraction * cfg.steps)
-        best_loss, best = -math.inf, (block.pairs, block.p)
+        best_score, best = -math.inf, (block.pairs, block.p)
         for t in range(cfg.steps):
-            loss, grad = block.gradient(cfg.loss)
+            _, grad = block.gradient(cfg.loss)
             lr = cfg.lr * budget / ctx.n / math.sqrt(max(0, t - resample_steps) + 1)
             block.p = project_budget(block.p + lr * grad, budget)
-            if t >= resample_steps and loss > best_loss:  # keep the best weights of the final phase
-                best_loss, best = loss, (block.pairs, block.p.clone())
+            # the best block and weights so far, judged by the loss of their top-budget flips
+            # (what the final sampling starts from); restored when the search space freezes
+            # and at the end
+            score = block.top_loss(budget, cfg.loss)
+            if score > best_score:
+                best_score, best = score, (block.pairs, block.p.clone())
             if t < resample_steps - 1:
                 self._resample(ctx, block, size, gen)
+            elif t == resample_steps - 1:
+                block.set(*best)
         if cfg.steps:
             block.set(*best)
         return ctx.result(block.discrete(gen, budget, cfg.n_samples, cfg.loss))
 
     @staticmethod
     def _resample(ctx: ModContext, block: Block, size: int, gen: torch.Generator) -> None:
-        """Replace the block's zero-weight entries by fresh random pairs (weight EPS)."""
-        keep = (block.p > EPS).cpu().numpy()
+        """Keep the block's non-zero entries, at most its better half, and fill the rest with
+        fresh random pairs (weight EPS): at least half of the block is new every step."""
+        order = torch.argsort(block.p, descending=True)
+        n_keep = min(int((block.p > EPS).sum()), block.p.numel() // 2)
+        keep = np.zeros(block.p.numel(), dtype=bool)
+        keep[order[:n_keep].cpu().numpy()] = True
         kept = block.pairs[:, keep]
         fresh = ctx.sample_pairs(size - kept.shape[1], gen, exclude=kept[0] * ctx.n + kept[1])
         p = torch.cat([block.p[torch.as_tensor(keep, device=block.p.device)],
