@@ -50,19 +50,22 @@ def test_node_robustness_stops_at_the_semantic_boundary():
     assert rob.loc[0, "rob_f_y"] == 4 and rob.loc[0, "rob_g_y"] == 1 and rob.loc[0, "rob_f_g"] == 1
     # node 1: f flips at the first edge, before g -> 0
     assert rob.loc[1, "rob_f_g"] == 0 and rob.loc[1, "rob_g_y"] == 2
-    # node 2: f wrong on the clean graph -> not counted for f, counted for g
-    assert np.isnan(rob.loc[2, "rob_f_y"]) and np.isnan(rob.loc[2, "rob_f_g"]) and rob.loc[2, "rob_g_y"] == 1
+    # node 2: f wrong on the clean graph -> not counted for the metrics, g's boundary still 1
+    assert np.isnan(rob.loc[2, "rob_f_y"]) and np.isnan(rob.loc[2, "rob_f_g"]) and np.isnan(rob.loc[2, "rob_g_y"])
+    assert rob.loc[2, "rob_g"] == 1
+    # without a reference, conventional robustness counts the nodes f gets right
+    no_g = sm.node_robustness(_hand_nodes().assign(g_clean=-1), INF)
+    assert no_g["rob_f_y"].tolist()[:2] == [4, 0] and no_g["rob_f_g"].isna().all()
 
 
 def test_reduced_metrics_hand_worked():
     s = sm.summarize(sm.node_robustness(_hand_nodes(), INF))
     assert s["R"] == pytest.approx((4 / 2 + 0 / 1) / 2)  # degree-corrected, degree 0 excluded
     assert s["R_fg"] == pytest.approx((1 / 2 + 0) / 2)
-    assert s["R_g"] == pytest.approx((1 / 2 + 2 / 1 + 1 / 4) / 3)
-    r_adv = 0.25 / ((0.5 + 2 + 0.25) / 3)
-    assert s["R_adv"] == pytest.approx(r_adv)
+    assert s["R_g"] == pytest.approx((1 / 2 + 2 / 1) / 2)
+    assert s["R_adv"] == pytest.approx(0.25 / 1.25)
     assert s["R_over"] == pytest.approx(0.75)
-    assert s["F1_rob"] == pytest.approx(2 * 0.25 * r_adv / (0.25 + r_adv))
+    assert s["F1_rob"] == pytest.approx(2 * 0.25 * 0.2 / (0.25 + 0.2))
     assert s["nodes"] == 3
     # budget 2: f's robustness at node 0 is capped at 2
     s2 = sm.summarize(sm.node_robustness(_hand_nodes(), 2))

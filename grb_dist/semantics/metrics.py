@@ -8,14 +8,15 @@ Per node, with a local budget Delta (the attack may add at most Delta edges):
 
 * ``robustness(flip, Delta) = min(flip, Delta + 1) - 1``: the number of changes the
   classifier withstands inside the budget (Delta when it never flips);
-* conventional robustness ``Robustness(f, y, v)`` = robustness of f's flip count, counted
-  on nodes that f classifies correctly on the clean graph;
-* semantics-aware robustness ``Robustness(f, g, v) = min(Robustness(f), Robustness(g))``,
-  counted on nodes where f agrees with the reference g on the clean graph: f is only
-  credited for the changes it withstands while g keeps its decision (a flip of f at the
-  same step as g's, or after it, is a change of semantics, not an adversarial example);
-* the semantic boundary ``Robustness(g, y, v)`` = robustness of g's flip count, on nodes
-  that g classifies correctly.
+* conventional robustness ``Robustness(f, y, v)`` = robustness of f's flip count;
+* semantics-aware robustness ``Robustness(f, g, v) = min(Robustness(f), Robustness(g))``:
+  f is only credited for the changes it withstands while g keeps its decision (a flip of f
+  at the same step as g's, or after it, is a change of semantics, not an adversarial
+  example);
+* the semantic boundary ``Robustness(g, y, v)`` = robustness of g's flip count;
+
+all three counted on the nodes that f and g both classify correctly on the clean graph
+(see :func:`node_robustness`).
 
 Degree-corrected averages (equation 6 / 46) divide each node's robustness by its clean
 degree and average over the counted nodes with degree > 0. Then ``R_adv = R(f, g) / R(g)``,
@@ -45,12 +46,16 @@ def robustness(flip: np.ndarray, budget: np.ndarray | float) -> np.ndarray:
 def node_robustness(nodes: pd.DataFrame, budget: np.ndarray | float) -> pd.DataFrame:
     """Per-node robustness values at ``budget`` (scalar or one per row).
 
-    Returns a frame (same index) with ``rob_f_y`` (conventional, NaN where f is wrong on
-    the clean graph), ``rob_f_g`` (semantics-aware, NaN where f and g disagree on the clean
-    graph or g is undefined), ``rob_g_y`` (the semantic boundary, NaN where g is wrong or
-    undefined) and ``violated`` (g's decision changes within the budget; NaN where g is
-    wrong or undefined).
-    A reference g is undefined on a row when ``g_clean`` is negative (real graphs).
+    With a reference (``g_clean >= 0``) a node is counted for ``rob_f_y`` (conventional),
+    ``rob_f_g`` (semantics-aware) and ``rob_g_y`` (the semantic boundary) when f and g both
+    classify it correctly on the clean graph, so that the three averages run over the same
+    nodes and ``R(f, g) <= min(R(f), R(g))``. (Counting f-g agreement on nodes that g gets
+    wrong would credit f with g's robustness there: the attacks connect classes other than
+    the true one, i.e. towards g's wrong decision, which then never changes.) Without a
+    reference (``g_clean < 0``, real graphs) ``rob_f_y`` counts the nodes f gets right and
+    the other two are NaN. ``rob_g`` is g's robustness on every node g gets right (the
+    boundary of Figure 1, independent of f) and ``violated`` whether g's decision changes
+    within the budget there. Returns a frame with the same index.
     """
     deg = nodes["degree"].to_numpy(np.float64)
     y = nodes["label"].to_numpy()
@@ -59,13 +64,16 @@ def node_robustness(nodes: pd.DataFrame, budget: np.ndarray | float) -> pd.DataF
     rf = robustness(nodes["f_flip"].to_numpy(np.float64), budget)
     rg = robustness(nodes["g_flip"].to_numpy(np.float64), budget)
     has_g = g0 >= 0
+    g_right = has_g & (g0 == y)
+    both = g_right & (f0 == y)
     out = pd.DataFrame(index=nodes.index)
-    out["rob_f_y"] = np.where(f0 == y, rf, np.nan)
-    out["rob_f_g"] = np.where(has_g & (f0 == g0), np.minimum(rf, rg), np.nan)
-    out["rob_g_y"] = np.where(has_g & (g0 == y), rg, np.nan)
+    out["rob_f_y"] = np.where(np.where(has_g, both, f0 == y), rf, np.nan)
+    out["rob_f_g"] = np.where(both, np.minimum(rf, rg), np.nan)
+    out["rob_g_y"] = np.where(both, rg, np.nan)
+    out["rob_g"] = np.where(g_right, rg, np.nan)
     budget_arr = np.broadcast_to(np.asarray(budget, dtype=np.float64), deg.shape)
     hit = (nodes["g_flip"].to_numpy(np.float64) <= budget_arr).astype(np.float64)
-    out["violated"] = np.where(has_g & (g0 == y), hit, np.nan)
+    out["violated"] = np.where(g_right, hit, np.nan)
     out["degree"] = deg
     return out
 

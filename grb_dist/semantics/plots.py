@@ -88,7 +88,7 @@ def plot_degree_robustness(nodes: pd.DataFrame, path: Path, K: float | None = 1.
     f = _rob_by_degree(sel, budget, "rob_f_y").groupby(["model", "degree"])["value"].mean().reset_index()
     for model, part in f.groupby("model"):
         ax.plot(part["degree"], part["value"], marker="o", label=model)
-    g = _rob_by_degree(sel.drop_duplicates(["graph_seed", "node"]), budget, "rob_g_y")
+    g = _rob_by_degree(sel.drop_duplicates(["graph_seed", "node"]), budget, "rob_g")
     g = g.groupby("degree")["value"].mean().reset_index()
     ax.plot(g["degree"], g["value"], color="black", linestyle="--", linewidth=2, label="semantic boundary (Bayes)")
     ax.set_xlabel("node degree")
