@@ -17,7 +17,7 @@ from pathlib import Path
 
 from grb_dist.semantics.study import load_spec, run_study, units
 
-JOB = Path(__file__).resolve().parents[1] / "grb_dist" / "jobs" / "over-robustness-csbm.yaml"
+JOB = Path(__file__).resolve().parents[1] / "grb_dist" / "jobs" / "studies" / "over-robustness-csbm.yaml"
 
 
 def main() -> int:

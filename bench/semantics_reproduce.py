@@ -54,7 +54,7 @@ def _say(msg: str) -> None:
 
 def tables_1_2(out: Path, graphs: int, nodes: int, num_cpus: int, epochs: int) -> None:
     budgets = ["1", "2", "3", "4", "deg", "deg+2"]
-    spec = load_spec(JOBS / "over-robustness-csbm.yaml", study="reproduce-tables", K=ALL_K, graphs=graphs,
+    spec = load_spec(JOBS / "studies" / "over-robustness-csbm.yaml", study="reproduce-tables", K=ALL_K, graphs=graphs,
                      nodes=nodes, attacks=["l2-weak"], budgets=budgets,
                      models={"mlp": {"hidden_sizes": [64], "dropout": 0.3}},
                      train={"epochs": epochs, "patience": 50, "lr": 0.01, "weight_decay": 0.001})
@@ -81,9 +81,9 @@ def tables_1_2(out: Path, graphs: int, nodes: int, num_cpus: int, epochs: int) -
 
 def figure_3a(out: Path, graphs: int, nodes: int, num_cpus: int, epochs: int) -> None:
     ks = [0.5, 1.0, 1.5, 2.0]
-    base = load_spec(JOBS / "over-robustness-csbm.yaml", check=False)
+    base = load_spec(JOBS / "studies" / "over-robustness-csbm.yaml", check=False)
     models = {m: base.models[m] for m in ("gcn", "gcn_lp", "lp", "mlp")}
-    spec = load_spec(JOBS / "over-robustness-csbm.yaml", study="reproduce-fig3a", K=ks, graphs=graphs, nodes=nodes,
+    spec = load_spec(JOBS / "studies" / "over-robustness-csbm.yaml", study="reproduce-fig3a", K=ks, graphs=graphs, nodes=nodes,
                      attacks=["l2-weak"], budgets=["deg"], models=models,
                      train={"epochs": epochs, "patience": 50, "lr": 0.01, "weight_decay": 0.001})
     directory = run_study(spec, out, num_cpus=num_cpus, progress=_say)
@@ -113,7 +113,7 @@ def figure_3a(out: Path, graphs: int, nodes: int, num_cpus: int, epochs: int) ->
 
 def figure_4(out: Path, dataset: Path, nodes: int, num_cpus: int, max_steps: int, epochs: int,
              features: str = "row") -> None:
-    spec = load_spec(JOBS / "over-robustness-cora-ml.yaml", study=f"reproduce-fig4-{features}",
+    spec = load_spec(JOBS / "studies" / "over-robustness-cora-ml.yaml", study=f"reproduce-fig4-{features}",
                      graph={"kind": "npz", "path": str(dataset), "features": features}, nodes=nodes, max_steps=max_steps,
                      models={"gcn": {"hidden_sizes": [64], "dropout": 0.5}},
                      train={"epochs": epochs, "patience": 50, "lr": 0.01, "weight_decay": 0.0005})

@@ -496,7 +496,7 @@ def _csv(value: Optional[str]) -> Optional[list[str]]:
 @app.command()
 @handle_errors
 def study(
-    job: Optional[Path] = typer.Option(None, "--job", help="Study job file (YAML; default: the shipped grb_dist/jobs/over-robustness-csbm.yaml)."),
+    job: Optional[Path] = typer.Option(None, "--job", help="Study job file (YAML; default: the shipped grb_dist/jobs/studies/over-robustness-csbm.yaml)."),
     out: Path = typer.Option(Path("results"), "--out", help="Output directory; the study writes OUT/<study>/ (nodes/ Parquet per unit, reduced tables, plots/)."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: a local Ray started here)."),
     num_cpus: Optional[int] = typer.Option(None, "--num-cpus", help="CPUs of the local Ray (default: all)."),
@@ -525,7 +525,7 @@ def study(
     from grb_dist.semantics.study import load_spec, run_study
 
     if job is None:
-        job = Path(str(importlib.resources.files("grb_dist") / "jobs" / "over-robustness-csbm.yaml"))
+        job = Path(str(importlib.resources.files("grb_dist") / "jobs" / "studies" / "over-robustness-csbm.yaml"))
     overrides: dict = {"graphs": graphs, "nodes": nodes, "max_steps": max_steps, "seed": seed,
                        "attacks": _csv(attacks), "budgets": _csv(budgets)}
     if k is not None:

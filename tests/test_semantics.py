@@ -344,7 +344,7 @@ def test_grbcd_only_adds_edges_at_v():
 
 
 def test_real_graph_unit_has_no_reference():
-    spec = ss.load_spec("grb_dist/jobs/over-robustness-cora-ml.yaml", graph={"kind": "npz", "path": str(NPZ / "cora_ml.npz")},
+    spec = ss.load_spec("grb_dist/jobs/studies/over-robustness-cora-ml.yaml", graph={"kind": "npz", "path": str(NPZ / "cora_ml.npz")},
                         nodes=3, max_steps=4, models={"lp": {"alpha": 0.7, "iterations": 5}}, train={"epochs": 5})
     rows = ss.run_unit(spec, ss.Unit(float("nan"), 0, "lp", "l2-weak-class"))
     assert (rows["g_clean"] == -1).all() and (rows["target_class"] != rows["label"]).all()
@@ -358,7 +358,7 @@ def test_real_graph_unit_has_no_reference():
     (["--attacks", "grbcd", "--models", "lp"], "differentiable in edge weights"),
     (["--attacks", "nettak"], "attack"),
     (["--nodes", "0"], "nodes must be >= 1"),
-    (["--job", "grb_dist/jobs/over-robustness-cora-ml.yaml"], "needs a path"),
+    (["--job", "grb_dist/jobs/studies/over-robustness-cora-ml.yaml"], "needs a path"),
 ])
 def test_cli_errors_before_work(tmp_path, args, message):
     out = tmp_path / "out"

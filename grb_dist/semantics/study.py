@@ -60,7 +60,7 @@ REFERENCES = ("bayes", "none")
 
 @dataclass(frozen=True)
 class StudySpec:
-    """A study's settings (a job file, see ``grb_dist/jobs/over-robustness-*.yaml``).
+    """A study's settings (a job file, see ``grb_dist/jobs/studies/over-robustness-*.yaml``).
 
     Attributes:
         study: the study's name (its directory under the output; letters, digits, ``-_.``).
