@@ -34,6 +34,15 @@ for _scenario, _registry in REGISTRIES.items():
     _registry.set_resolver(extensions.attack_resolver(_scenario), lambda: extensions.available("attacks"))
 #: Where a job lists the attacks of each scenario.
 JOB_SECTION = {"injection": "attacks", "modification": "modification.attacks"}
+#: Separator of a budget-axis entry's name, ``<attack>@<budget>`` (``fgsm@20``, ``prbcd@0.05``):
+#: one attack of a sweep over several budgets, built by the class of ``<attack>``.
+BUDGET_SEP = "@"
+
+
+def base_attack_name(name: str) -> str:
+    """The attack that entry ``name`` runs: the part before ``@`` of ``<attack>@<budget>``,
+    ``name`` itself otherwise."""
+    return name.partition(BUDGET_SEP)[0] if isinstance(name, str) else name
 
 
 def attack_registry(scenario: str) -> Registry:
@@ -45,7 +54,9 @@ def attack_registry(scenario: str) -> Registry:
 
 def attack_class(name: str, scenario: str = "injection") -> type:
     """The registered class of attack ``name`` in ``scenario``; an attack of the other
-    scenario gets an error that says where it belongs."""
+    scenario gets an error that says where it belongs. ``<attack>@<budget>`` (an entry of a
+    budget axis) resolves to the class of ``<attack>``."""
+    name = base_attack_name(name)
     registry = attack_registry(scenario)
     if name not in registry:
         for other, reg in REGISTRIES.items():
@@ -64,17 +75,19 @@ def build_attack(name: str, params: Mapping[str, Any], scenario: str = "injectio
     ``params`` is the merge of a job's shared attack section, the difficulty's budget and
     the attack's own entry. Unknown keys and invalid values raise
     :class:`~grb_dist.errors.ConfigError` before any work; an unknown name raises
-    :class:`~grb_dist.errors.UnknownNameError` listing the valid names.
+    :class:`~grb_dist.errors.UnknownNameError` listing the valid names. ``<attack>@<budget>``
+    (an entry of a budget axis) builds ``<attack>``.
     """
     cls = attack_class(name, scenario)
     registry = attack_registry(scenario)
-    config = from_dict(cls.Config, params, where=f"{scenario} attack {registry.canonical(name)}")
+    base, sep, budget = name.partition(BUDGET_SEP)
+    config = from_dict(cls.Config, params, where=f"{scenario} attack {registry.canonical(base)}{sep}{budget}")
     return cls(config)
 
 
 __all__ = [
-    "ATTACKS", "MODIFICATION_ATTACKS", "ModificationAttack", "ModificationConfig", "SCENARIOS", "attack_class",
-    "attack_registry", "AUDIT_RULES", "AttackConfig", "FGSM", "FGSMConfig", "InjectionAttack", "PGD",
+    "ATTACKS", "BUDGET_SEP", "MODIFICATION_ATTACKS", "ModificationAttack", "ModificationConfig", "SCENARIOS",
+    "attack_class", "attack_registry", "AUDIT_RULES", "AttackConfig", "FGSM", "FGSMConfig", "InjectionAttack", "PGD",
     "PGDConfig", "RND", "RNDConfig", "SPEIT", "SPEITConfig", "SurrogateCache", "TDGIA", "TDGIAConfig",
-    "audit_injection", "build_attack", "fgsm_inject", "resolve_feature_limits",
+    "audit_injection", "base_attack_name", "build_attack", "fgsm_inject", "resolve_feature_limits",
 ]

@@ -62,8 +62,9 @@ def report_figures(scores: pd.DataFrame) -> tuple[list[Figure], list[Figure], li
         if budget is not None:
             bcurves = budget_curves(mine, scenario)
             if bcurves:
+                xlabel = "injected nodes" if scenario == "injection" else "budget (share of edges flipped)"
                 budget.append(budget_lines(bcurves, f"budget-{label}", f"{scenario}: accuracy vs budget",
-                                           f"Mean accuracy over defenses per budget, {scenario} scenario."))
+                                           f"Mean accuracy over defenses per budget, {scenario} scenario.", xlabel))
     return heatmaps, difficulty, budget
 
 

@@ -104,9 +104,10 @@ def difficulty_lines(curves: Mapping[str, pd.DataFrame], name: str, title: str, 
     return _render(fig, name, caption)
 
 
-def budget_lines(curves: Mapping[str, pd.DataFrame], name: str, title: str, caption: str) -> Figure:
-    """Mean accuracy over defenses against the attack budget (injected nodes), one line per
-    attack, one panel per difficulty."""
+def budget_lines(curves: Mapping[str, pd.DataFrame], name: str, title: str, caption: str,
+                 xlabel: str = "injected nodes") -> Figure:
+    """Mean accuracy over defenses against the attack budget (``xlabel``: injected nodes, or
+    the share of edges flipped), one line per attack, one panel per difficulty."""
     plt = _pyplot()
     items = list(curves.items())
     ncols = min(2, len(items))
@@ -120,7 +121,7 @@ def budget_lines(curves: Mapping[str, pd.DataFrame], name: str, title: str, capt
             ax.plot(series.index.to_numpy(), series.to_numpy(dtype=np.float64), marker="o", linewidth=1.6,
                     label=str(column))
         ax.set_title(str(difficulty), fontsize=10)
-        ax.set_xlabel("injected nodes")
+        ax.set_xlabel(xlabel)
         ax.grid(True, alpha=0.3)
     for row in axes:
         row[0].set_ylabel("mean accuracy\nover defenses")

@@ -77,29 +77,52 @@ def difficulty_curves(scores: pd.DataFrame, scenario: str) -> dict[str, pd.DataF
     return out
 
 
+#: Separator of a budget-axis attack name, ``<attack>@<budget>`` (as ``grb_dist.attacks.BUDGET_SEP``;
+#: not imported from there, which would import torch).
+BUDGET_SEP = "@"
+
+
+def with_budgets(attacked: pd.DataFrame) -> pd.DataFrame:
+    """Attacked rows with two more columns: ``base`` (the attack; ``fgsm`` for a budget-axis
+    entry ``fgsm@20``) and ``budget`` (the value after ``@``, else ``n_injected``)."""
+    name = attacked["attack"].astype(str)
+    parts = name.str.partition(BUDGET_SEP)
+    value = pd.to_numeric(parts[2], errors="coerce")
+    axis = (parts[1] == BUDGET_SEP) & value.notna()
+    injected = attacked["n_injected"].astype("float64") if "n_injected" in attacked else float("nan")
+    return attacked.assign(base=parts[0].where(axis, name), budget=value.where(axis, injected))
+
+
 def has_budget_sweep(scores: pd.DataFrame) -> bool:
     """Whether some attack of some scenario and difficulty was run with several budgets
-    (``n_injected`` varies): only then is a budget curve worth drawing."""
+    (``<attack>@<budget>`` entries of a budget axis, or a varying ``n_injected``): only then
+    is a budget curve worth drawing."""
     attacked = scores[scores["attack"] != CLEAN]
     if attacked.empty:
         return False
-    keys = [k for k in ("scenario", "difficulty", "attack", "surrogate") if k in attacked.columns]
-    return bool((attacked.groupby(keys)["n_injected"].nunique() > 1).any())
+    keys = [k for k in ("scenario", "difficulty", "surrogate") if k in attacked.columns] + ["base"]
+    return bool((with_budgets(attacked).groupby(keys)["budget"].nunique() > 1).any())
 
 
 def budget_curves(scores: pd.DataFrame, scenario: str) -> dict[str, pd.DataFrame]:
     """Per difficulty where some attack has several budgets: mean accuracy over defenses and
-    repeats, budgets (``n_injected``, rows) x attacks (columns); only those attacks."""
+    repeats, budgets (rows: the values of ``<attack>@<budget>`` entries, else ``n_injected``)
+    x attacks (columns, ``fgsm@20`` and ``fgsm@40`` both in column ``fgsm``); only those
+    attacks."""
     _, df = of_scenario(scores, scenario)
     attacked = df[df["attack"] != CLEAN]
     out = {}
     for d in difficulties_of(attacked):
-        part = attacked[attacked["difficulty"] == d]
-        part = part.assign(column=_attack_labels(part))
-        swept = part.groupby("column")["n_injected"].nunique()
+        part = with_budgets(attacked[attacked["difficulty"] == d])
+        part = part.assign(column=_attack_labels(part.assign(attack=part["base"])))
+        swept = part.groupby("column")["budget"].nunique()
         part = part[part["column"].isin(swept[swept > 1].index)]
         if len(part):
-            out[d] = part.pivot_table(index="n_injected", columns="column", values="accuracy", aggfunc="mean")
+            table = part.pivot_table(index="budget", columns="column", values="accuracy", aggfunc="mean")
+            if table.index.to_series().mod(1).eq(0).all():
+                table.index = table.index.astype("int64")  # node counts stay integers
+            table.index.name = "budget"
+            out[d] = table
     return out
 
 

@@ -30,7 +30,7 @@ from typing import Any, Literal, Mapping
 
 import yaml
 
-from grb_dist.attacks import SCENARIOS, attack_class, attack_registry, build_attack
+from grb_dist.attacks import BUDGET_SEP, SCENARIOS, attack_class, attack_registry, base_attack_name, build_attack
 from grb_dist.checks import (
     MAX_REPEATS, check_budgets, check_dataset_ref, check_int, check_model_bounds, check_plan_size,
     check_positive_number, check_seed, document_size, is_name, read_job_text,
@@ -278,6 +278,88 @@ def _split(value: str | None) -> tuple[str, ...] | None:
     return items
 
 
+#: The most budgets one ``--n-inject`` / ``--ratio-edge-mod`` list may hold.
+MAX_BUDGETS = 32
+#: The command-line flag of each budget override (for error messages).
+_BUDGET_FLAGS = {"n_inject": "--n-inject", "ratio_edge_mod": "--ratio-edge-mod"}
+
+
+def _number(item: Any, key: str) -> int | float:
+    """A budget value as a number: an integer for ``n_inject``, a float for ``ratio_edge_mod``."""
+    text = str(item).strip()
+    if isinstance(item, bool):
+        raise ConfigError(f"{_BUDGET_FLAGS[key]}: {text!r} is not a number")
+    if key == "n_inject":
+        if isinstance(item, int):
+            return item
+        try:
+            return int(text)
+        except ValueError:
+            raise ConfigError(f"{_BUDGET_FLAGS[key]}: {text!r} is not an integer") from None
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError(f"{_BUDGET_FLAGS[key]}: {text!r} is not a number") from None
+
+
+def _budget_value(item: Any, key: str) -> int | float:
+    """One value of a budget list: a positive integer (``n_inject``) or a share in (0, 1]
+    (``ratio_edge_mod``)."""
+    value = _number(item, key)
+    if key == "n_inject" and value < 1:
+        raise ConfigError(f"{_BUDGET_FLAGS[key]}: {item!r} is not a positive integer")
+    if key == "ratio_edge_mod" and not 0.0 < value <= 1.0:  # also rejects nan
+        raise ConfigError(f"{_BUDGET_FLAGS[key]}: {item!r} is not a number in (0, 1]")
+    return value
+
+
+def budget_values(value: Any, key: str) -> tuple[int | float, ...] | None:
+    """The values of a budget override ``key`` (``n_inject`` or ``ratio_edge_mod``).
+
+    A single value (a number, or a string holding one) is kept as it was before lists
+    existed: parsed, then checked by the job's validation. A comma-separated string or a
+    sequence of several values gives each value checked (positive integers for
+    ``n_inject``, shares in (0, 1] for ``ratio_edge_mod``), at most :data:`MAX_BUDGETS` of
+    them, none twice.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        items: tuple[Any, ...] = tuple(v.strip() for v in value.split(","))
+    elif isinstance(value, (list, tuple)):
+        items = tuple(value)
+    else:
+        return (value,)
+    flag = _BUDGET_FLAGS[key]
+    if not items or any(isinstance(v, str) and not v for v in items):
+        raise ConfigError(f"{flag}: expected a value or a comma-separated list of values, got {value!r}")
+    if len(items) == 1:
+        return (_number(items[0], key),)
+    if len(items) > MAX_BUDGETS:
+        raise ConfigError(f"{flag}: at most {MAX_BUDGETS} values, got {len(items)}")
+    values = tuple(_budget_value(v, key) for v in items)
+    twice = [v for i, v in enumerate(values) if v in values[:i]]
+    if twice:
+        raise ConfigError(f"{flag} lists {twice[0]} twice")
+    return values
+
+
+def budget_label(value: int | float) -> str:
+    """How a budget appears in a budget-axis attack name: ``20``, ``0.05``."""
+    return str(value) if isinstance(value, int) else repr(float(value))
+
+
+def _budget_axis(section: dict[str, Any], key: str, values: tuple[int | float, ...]) -> None:
+    """Replace every attack of ``section["attacks"]`` by one entry per budget,
+    ``<attack>@<value>``, with the attack's parameters and ``key`` set to the value."""
+    axis: dict[str, Any] = {}
+    for name, entry in section.get("attacks", {}).items():
+        base = base_attack_name(name)
+        for v in values:
+            axis[f"{base}{BUDGET_SEP}{budget_label(v)}"] = {**(entry or {}), key: v}
+    section["attacks"] = axis
+
+
 def apply_overrides(
     spec: JobSpec,
     *,
@@ -289,10 +371,10 @@ def apply_overrides(
     difficulties: str | tuple[str, ...] | None = None,
     repeats: int | None = None,
     seed: int | None = None,
-    n_inject: int | None = None,
+    n_inject: int | str | tuple[int, ...] | None = None,
     edges_per_node: int | None = None,
     steps: int | None = None,
-    ratio_edge_mod: float | None = None,
+    ratio_edge_mod: float | str | tuple[float, ...] | None = None,
 ) -> JobSpec:
     """Narrow or override a job (the CLI flags). Lists may be comma-separated strings.
 
@@ -302,6 +384,12 @@ def apply_overrides(
     name no swept scenario knows is an error. ``n_inject`` / ``edges_per_node`` / ``steps``
     replace the value in the shared attack section and in every ``budgets`` and ``attacks``
     entry (``steps`` in both scenarios); ``ratio_edge_mod`` likewise in ``modification:``.
+
+    ``n_inject`` and ``ratio_edge_mod`` may list several values (``"20,40,60"``; see
+    :func:`budget_values`): that scenario's attacks then become a budget axis, one entry
+    ``<attack>@<value>`` per attack and value with the attack's parameters and the budget
+    replaced (``fgsm@20``, ``prbcd@0.05``), each ranked on its own. One value keeps the
+    attack names, and so every cell id.
     """
     data = spec.to_dict()
     if dataset is not None:
@@ -324,6 +412,13 @@ def apply_overrides(
     if seed is not None:
         data["seed"] = seed
     mod = data.setdefault("modification", {})
+    n_injects, ratios = budget_values(n_inject, "n_inject"), budget_values(ratio_edge_mod, "ratio_edge_mod")
+    n_inject = n_injects[0] if n_injects and len(n_injects) == 1 else None
+    ratio_edge_mod = ratios[0] if ratios and len(ratios) == 1 else None
+    if n_injects and len(n_injects) > 1:
+        _budget_axis(data, "n_inject", n_injects)
+    if ratios and len(ratios) > 1:
+        _budget_axis(mod, "ratio_edge_mod", ratios)
     for key, value, sections in (("n_inject", n_inject, (data,)), ("edges_per_node", edges_per_node, (data,)),
                                  ("steps", steps, (data, mod)), ("ratio_edge_mod", ratio_edge_mod, (mod,))):
         if value is None:
