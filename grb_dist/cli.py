@@ -443,17 +443,24 @@ def leaderboard(
 @app.command()
 @handle_errors
 def report(
-    run_dir: Path = typer.Argument(..., help="Run directory of a (finished or partial) sweep."),
+    run_dir: Path = typer.Argument(..., help="Run directory of a (finished or partial) sweep, or a study directory (grb-dist study's OUT/<study>)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Directory of the report (default: RUN_DIR/report)."),
 ) -> None:
     """Write a self-contained HTML report of a run: metadata, leaderboards, figures.
 
     One directory (default RUN_DIR/report): index.html with everything embedded, and each
-    figure as PNG and PDF. Every file is written atomically.
+    figure as PNG and PDF. Every file is written atomically. On a study directory (seed
+    002, grb-dist study) the page shows the study's settings, reduced tables and figures.
     """
-    from grb_dist.report import build_report, check_output_dir, write_report
+    from grb_dist.report import build_report, build_study_report, check_output_dir, is_study_dir, write_report
     from grb_dist.store import RunStore
 
+    if is_study_dir(run_dir):
+        out = check_output_dir(output if output is not None else run_dir / "report")
+        rep = build_study_report(run_dir)
+        page = write_report(rep, out)
+        console.print(f"wrote {page} and {len(rep.figures)} figures (PNG) in {out}", highlight=False)
+        return
     store = RunStore.existing(run_dir)
     out = check_output_dir(output if output is not None else store.root / "report")
     scores = store.read_scores(on_warning=_warn)

@@ -240,3 +240,50 @@ def test_report_in_headless_chromium(tmp_path, monkeypatch):
     pixels = mpimg.imread(str(shot))[..., :3]
     assert shot.stat().st_size > 50_000 and pixels.std() > 0.05  # text, tables and colour, not a blank page
     assert len(np.unique((pixels.reshape(-1, 3) * 255).astype(np.uint8), axis=0)) > 200
+
+
+# ----------------------------------------------------------------------------- a seed 002 study
+
+
+#: A tiny CSBM study (two models, the attacks of its three figures), run without Ray in seconds.
+TINY_STUDY = dict(
+    study="tiny", graph={"kind": "csbm", "num_nodes": 120, "num_classes": 2, "num_features": 8, "sigma": 1.0,
+                         "p": 0.05, "q": 0.01},
+    K=[1.0, 2.0], graphs=1, nodes=10, max_steps=6, budgets=["1", "deg", "inf"],
+    models={"gcn": {"hidden_sizes": [8]}, "mlp": {"hidden_sizes": [8]}},
+    attacks=["l2-weak", "l2-weak-class"], train={"epochs": 10, "patience": 5},
+)
+
+
+def test_report_of_a_study(tmp_path):
+    from grb_dist.report.page import STUDY_SECTIONS
+    from grb_dist.semantics import study as ss
+
+    directory = ss.run_study(ss.load_spec(None, **TINY_STUDY), tmp_path, use_ray=False)
+    before = sorted(p.relative_to(directory) for p in directory.rglob("*"))
+    r = runner.invoke(_app(), ["report", str(directory)])
+    assert r.exit_code == 0, r.output
+    out = directory / "report"
+    html = (out / PAGE).read_text()
+    d = dom(html)
+    assert set(STUDY_SECTIONS) <= d.ids, sorted(d.ids)
+    assert {"fig-study-over-robustness", "fig-study-degree-robustness", "fig-study-degree-boxplot"} <= d.ids
+    assert len(d.images) == 3 and all(i["src"].startswith("data:image/png;base64,") for i in d.images)
+    assert sorted(p.name for p in out.iterdir()) == [PAGE, "study-degree-boxplot.png", "study-degree-robustness.png",
+                                                     "study-over-robustness.png"]
+    # reduced tables: one metrics table per attack, Table 1 and Table 2, every metric as a column
+    assert d.tables == 2 + 1 + 1
+    for needle in ("Attack: l2-weak", "Attack: l2-weak-class", "R_adv", "R_over", "F1-rob", "Table 2", "K=1",
+                   "K=2", "Bayes (X, A)", "tiny", "csbm"):
+        assert needle in html, needle
+    # the numbers are the study's own reduction
+    metrics = ss.metrics_table(ss.read_nodes(directory), ("1", "deg", "inf"))
+    value = metrics[(metrics["model"] == "mlp") & (metrics["attack"] == "l2-weak") & (metrics["budget"] == "deg")]
+    assert f'data-value="{float(value["R"].iloc[0])!r}"' in html
+    # the study itself is left as it was; a study without rows is a one-line error
+    assert sorted(p.relative_to(directory) for p in directory.rglob("*") if "report" not in p.parts) == before
+    empty = tmp_path / "empty"
+    (empty / "nodes").mkdir(parents=True)
+    (empty / "study.json").write_text("{}")
+    r = runner.invoke(_app(), ["report", str(empty)])
+    assert r.exit_code != 0 and "no rows yet" in r.output and not (empty / "report").exists()

@@ -1,4 +1,5 @@
-"""A publishable report of a run: one self-contained HTML page and its figures (PNG, PDF).
+"""A publishable report of a run: one self-contained HTML page and its figures (PNG, PDF);
+of a seed 002 study directory likewise (:mod:`grb_dist.report.study`).
 
 :func:`build_report` is pure (a scores table and the run's manifest in, the page and the
 figures' bytes out); :func:`write_report` writes them, each file atomically, the page last,
@@ -99,7 +100,7 @@ def check_output_dir(path: str | Path, flag: str = "--output") -> Path:
 
 
 def write_report(report: Report, directory: str | Path) -> Path:
-    """Write the figures (``<name>.png``, ``<name>.pdf``) and then ``index.html`` into
+    """Write the figures (``<name>.png``, and ``<name>.pdf`` when it has one) and then ``index.html`` into
     ``directory`` (created if missing), each file by temporary file + rename. Returns the
     page's path."""
     from grb_dist.store.parquet import write_bytes
@@ -109,7 +110,8 @@ def write_report(report: Report, directory: str | Path) -> Path:
         directory.mkdir(exist_ok=True)
         for fig in report.figures:
             write_bytes(fig.png, directory / f"{fig.name}.png")
-            write_bytes(fig.pdf, directory / f"{fig.name}.pdf")
+            if fig.pdf:  # a study's figures come as PNG only
+                write_bytes(fig.pdf, directory / f"{fig.name}.pdf")
         page = directory / PAGE
         write_bytes(report.html.encode("utf-8"), page)
     except OSError as exc:
@@ -117,4 +119,7 @@ def write_report(report: Report, directory: str | Path) -> Path:
     return page
 
 
-__all__ = ["PAGE", "Report", "SECTIONS", "build_report", "check_output_dir", "report_figures", "write_report"]
+from grb_dist.report.study import build_study_report, is_study_dir  # noqa: E402 (uses Report)
+
+__all__ = ["PAGE", "Report", "SECTIONS", "build_report", "build_study_report", "check_output_dir", "is_study_dir",
+           "report_figures", "write_report"]

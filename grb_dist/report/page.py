@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import html
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import pandas as pd
@@ -16,6 +17,9 @@ from grb_dist.report.tables import RunInfo
 
 #: Sections of the page, by element id, in order (``budget`` only when the run sweeps budgets).
 SECTIONS = ("run", "leaderboards", "heatmaps", "difficulty", "budget")
+#: Sections of a study's page, by element id, in order (``table1`` and ``table2`` only when
+#: the study has a Bayes reference, CSBM graphs).
+STUDY_SECTIONS = ("study", "metrics", "table1", "table2", "figures")
 
 _EXTRA_STYLE = """
 h4 { font-size: 14px; margin: 18px 0 4px; color: #36405a; font-weight: 600; }
@@ -74,11 +78,37 @@ def _leaderboards(boards: Mapping[str, pd.DataFrame]) -> str:
 
 
 def _figure(fig: Figure) -> str:
+    """A figure embedded as base64 PNG, with links to its files (the PDF when it has one)."""
     data = base64.b64encode(fig.png).decode("ascii")
     name = html.escape(fig.name)
+    files = f'<a href="{name}.png">{name}.png</a>' + (f', <a href="{name}.pdf">{name}.pdf</a>' if fig.pdf else "")
     return (f'<figure id="fig-{name}">\n<img src="data:image/png;base64,{data}" alt="{html.escape(fig.caption)}">\n'
-            f'<figcaption>{html.escape(fig.caption)} (files: <a href="{name}.png">{name}.png</a>, '
-            f'<a href="{name}.pdf">{name}.pdf</a>)</figcaption>\n</figure>')
+            f'<figcaption>{html.escape(fig.caption)} (files: {files})</figcaption>\n</figure>')
+
+
+def frame_table(frame: pd.DataFrame, name: str, digits: int = 4) -> str:
+    """Any table as a sortable ``<table class="board">`` (the leaderboards' style and sort
+    script): text columns left-aligned, integers in full, other numbers to ``digits``
+    significant digits, each with its exact value in ``data-value``; missing numbers print
+    as ``-``."""
+    numeric = {c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])
+               and not pd.api.types.is_bool_dtype(frame[c])}
+    integer = {c for c in numeric if pd.api.types.is_integer_dtype(frame[c])}
+    head = "".join(f'<th class="{"num" if c in numeric else "text"}">{html.escape(str(c))}</th>'
+                   for c in frame.columns)
+    body = []
+    for row in frame.itertuples(index=False):
+        tds = []
+        for c, v in zip(frame.columns, row):
+            if c in numeric and pd.notna(v):
+                value = float(v)
+                text = f"{int(v):,}" if c in integer else f"{value:.{digits}g}"
+                tds.append(f'<td data-value="{value!r}">{html.escape(text)}</td>')
+            else:
+                tds.append(f'<td class="text">{html.escape("-" if c in numeric else str(v))}</td>')
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    return (f'<table class="board" data-board="{html.escape(name)}">\n<thead><tr>{head}</tr></thead>\n'
+            f"<tbody>{''.join(body)}</tbody>\n</table>\n")
 
 
 def _section(sid: str, heading: str, intro: str, figures: Sequence[Figure], grid: bool = False) -> str:
@@ -110,14 +140,66 @@ def build_html(info: RunInfo, boards: Mapping[str, pd.DataFrame], heatmaps: Sequ
         sections.append(_section("budget", "Accuracy vs budget",
                                  "Mean accuracy over defenses for attacks run with several budgets.", budget))
         links.append(("budget", "Budget"))
+    return document(info.title, "Graph Robustness Benchmark: black-box, inductive, evasion; every attack against "
+                    "every defense, per scenario and difficulty.", links, sections)
+
+
+def document(title: str, subtitle: str, links: Sequence[tuple[str, str]], sections: Sequence[str]) -> str:
+    """A whole page: the shared style, a header with ``title``, ``subtitle`` (HTML) and the
+    ``(section id, text)`` navigation links, the ``sections`` (HTML), then the sort and
+    image-check scripts."""
     nav = " ".join(f'<a href="#{sid}">{text}</a>' for sid, text in links)
     return (
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-        f"<title>{html.escape(info.title)}</title>\n<style>{STYLE}{_EXTRA_STYLE}</style>\n</head>\n<body>\n"
-        f'<header id="top">\n<h1>{html.escape(info.title)}</h1>\n'
-        '<p class="muted">Graph Robustness Benchmark: black-box, inductive, evasion; every attack against every '
-        "defense, per scenario and difficulty.</p>\n"
+        f"<title>{html.escape(title)}</title>\n<style>{STYLE}{_EXTRA_STYLE}</style>\n</head>\n<body>\n"
+        f'<header id="top">\n<h1>{html.escape(title)}</h1>\n<p class="muted">{subtitle}</p>\n'
         f"<nav>{nav}</nav>\n</header>\n" + "\n".join(sections) + "\n"
         f"<script>{SORT_SCRIPT}</script>\n<script>{_IMAGE_CHECK_SCRIPT}</script>\n</body>\n</html>\n"
     )
+
+
+@dataclass(frozen=True)
+class StudyTable:
+    """One table of a study's page: the section it belongs to (one of
+    :data:`STUDY_SECTIONS`), its name (``data-board``), heading and rows."""
+
+    section: str
+    name: str
+    title: str
+    frame: pd.DataFrame
+
+
+_STUDY_NOTES = {
+    "metrics": ("Reduced metrics", "Per model, attack, K and local budget (capped by the steps evaluated): R is "
+                "the degree-corrected conventional robustness of the model f, R(f,g) its semantics-aware "
+                "robustness (changes withstood before the reference g changes its decision), R(g) the "
+                "reference's; R_adv = R(f,g) / R(g) (1 = as robust as the semantics allow), R_over = 1 - R(f,g) / R "
+                "(share of f's robustness beyond semantic change), F1-rob their harmonic trade-off; violated: "
+                "share of nodes whose reference decision changes within the budget. Click a header to sort."),
+    "table1": ("Bayes accuracy", "Accuracy of the Bayes-optimal classifier on the new nodes, from the features "
+               "alone (X) and with the structure (X, A)."),
+    "table2": ("Semantic violations", "Share of the new nodes (degree > 0, classified correctly by the Bayes "
+               "classifier) whose Bayes decision changes within each local budget under l2-weak."),
+}
+
+
+def build_study_html(info: RunInfo, tables: Sequence[StudyTable], figures: Sequence[Figure]) -> str:
+    """The page of a semantics-aware robustness study (seed 002): its metadata, reduced
+    tables (sortable) and figures, with the run report's style and scripts."""
+    sections = [f'<section id="study">\n<h2>Study</h2>\n{_meta_table(info)}\n</section>']
+    links = [("study", "Study")]
+    for sid in STUDY_SECTIONS[1:-1]:
+        mine = [t for t in tables if t.section == sid]
+        if not mine:
+            continue
+        heading, note = _STUDY_NOTES[sid]
+        body = "\n".join(f"<h3>{html.escape(t.title)}</h3>\n{frame_table(t.frame, t.name)}" for t in mine)
+        sections.append(f'<section id="{sid}">\n<h2>{heading}</h2>\n<p class="note">{html.escape(note)}</p>\n'
+                        f"{body}\n</section>")
+        links.append((sid, heading))
+    sections.append(_section("figures", "Figures", "The study's figures, drawn from its Parquet rows.", figures))
+    links.append(("figures", "Figures"))
+    return document(info.title, "Semantics-aware robustness: robustness measured against a reference classifier "
+                    "(the Bayes classifier on CSBM graphs), beyond which a perturbation changes the semantics.",
+                    links, sections)
