@@ -141,3 +141,10 @@ def test_report_draws_the_budget_axis():
     assert "budget" in d.ids and "fig-budget-injection" in d.ids
     assert rep.figures[-1].name == "budget-injection" and rep.figures[-1].png.startswith(b"\x89PNG")
     assert "fgsm@20" in rep.html and "fgsm@40" in rep.html  # leaderboard rows and heatmap columns per budget
+
+
+def test_attacks_names_budget_entries_of_the_job():
+    swept = apply_overrides(parse_job(small()), n_inject="20,40")
+    assert list(apply_overrides(swept, attacks="fgsm@40").attacks) == ["fgsm@40"]
+    with pytest.raises(ConfigError, match="budget list"):
+        apply_overrides(parse_job(small()), attacks="fgsm@40")

@@ -442,11 +442,20 @@ def _select_attacks(spec: JobSpec, data: dict[str, Any], names: tuple[str, ...])
         known.update(mine)
         own = spec.scenario_attacks(scenario)
         chosen = {registry.canonical(n): dict(own.get(registry.canonical(n), {})) for n in mine}
+        listed = [n for n in names if BUDGET_SEP in n and n in own]  # a job's own <attack>@<value> entries
+        known.update(listed)
+        chosen.update({n: dict(own[n]) for n in listed})
         if scenario == "injection":
             data["attacks"] = chosen
         else:
             data.setdefault("modification", {})["attacks"] = chosen
     unknown = [n for n in names if n not in known]
+    if unknown and BUDGET_SEP in unknown[0]:
+        raise ConfigError(
+            f"--attacks {unknown[0]}: the job has no attack {unknown[0]}; <attack>@<value> entries come from a "
+            f"budget list, e.g. --attacks {base_attack_name(unknown[0])} --n-inject 20,40 "
+            "(or --ratio-edge-mod 0.01,0.05)"
+        )
     if unknown:
         attack_class(unknown[0], scenarios[0])  # the other scenario's attack, or an unknown name
         for scenario in scenarios[1:]:
