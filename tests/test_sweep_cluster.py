@@ -112,8 +112,11 @@ def test_no_ray_process_outlives_the_sweep(tmp_path, sig):
     ray_tmp = tempfile.mkdtemp(prefix="grbr", dir="/tmp")  # Ray's socket paths must stay short
     started: list[psutil.Process] = []
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": ray_tmp}
+    # a Ctrl-C must reach the driver even when this test runs in the background, where the
+    # shell starts it with SIGINT ignored (and Python then installs no KeyboardInterrupt)
     p = subprocess.Popen([sys.executable, "-m", "grb_dist.cli", "sweep", "--job", str(job), "--out", str(out),
-                          "--num-cpus", "1"], stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env)
+                          "--num-cpus", "1"], stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         wait_for(lambda: "Ray: " in log.read_text(), 240, "the local Ray start", p, log)
         time.sleep(1.0)
