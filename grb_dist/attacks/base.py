@@ -130,7 +130,22 @@ def check_targets(graph: Graph, targets: np.ndarray) -> np.ndarray:
     return targets
 
 
-class InjectionAttack:
+class ConfiguredAttack:
+    """An attack instance holds only its typed config (class attribute ``Config``)."""
+
+    Config: ClassVar[type]
+
+    def __init__(self, config=None):
+        config = config or self.Config()
+        if not isinstance(config, self.Config):
+            raise ConfigError(f"{type(self).__name__} needs a {self.Config.__name__}, got {type(config).__name__}")
+        self.config = config
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.config})"
+
+
+class InjectionAttack(ConfiguredAttack):
     """Base class of injection attacks.
 
     Subclasses set ``Config`` (their typed config, a subclass of :class:`AttackConfig`) and
@@ -147,14 +162,6 @@ class InjectionAttack:
     optimizes: ClassVar[bool] = True
     injected_links: ClassVar[bool] = False
 
-    def __init__(self, config: AttackConfig | None = None):
-        config = config or self.Config()
-        if not isinstance(config, self.Config):
-            raise ConfigError(f"{type(self).__name__} needs a {self.Config.__name__}, got {type(config).__name__}")
-        self.config = config
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.config})"
 
     def check_inputs(self, graph: Graph, targets: np.ndarray) -> tuple[np.ndarray, float, float]:
         """Validate ``targets`` and the budget against ``graph``; return ``(targets, feat_min, feat_max)``.

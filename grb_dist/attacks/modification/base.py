@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from grb_dist.attacks.audit import audit_modification
-from grb_dist.attacks.base import check_targets, resolve_feature_limits
+from grb_dist.attacks.base import ConfiguredAttack, check_targets, resolve_feature_limits
 from grb_dist.attacks.injection.common import surrogate_mode
 from grb_dist.attacks.modification.weighted import WeightedSurrogate
 from grb_dist.errors import ConfigError
@@ -113,7 +113,7 @@ def candidate_pairs(num_nodes: int, num_targets: int) -> int:
     return t * (n - 1) - t * (t - 1) // 2
 
 
-class ModificationAttack:
+class ModificationAttack(ConfiguredAttack):
     """Base class of modification attacks.
 
     Subclasses set ``Config`` (a subclass of :class:`ModificationConfig`) and implement
@@ -133,15 +133,6 @@ class ModificationAttack:
     uses_surrogate: ClassVar[bool] = True
     edge_gradients: ClassVar[bool] = False
     changes_features: ClassVar[bool] = False
-
-    def __init__(self, config: ModificationConfig | None = None):
-        config = config or self.Config()
-        if not isinstance(config, self.Config):
-            raise ConfigError(f"{type(self).__name__} needs a {self.Config.__name__}, got {type(config).__name__}")
-        self.config = config
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.config})"
 
     def budget(self, graph: Graph, num_targets: int) -> Budget:
         """The budget of this config on ``graph`` with ``num_targets`` targets; raises
