@@ -35,10 +35,10 @@ belong to ``module:Class`` specs). A built-in name is refused unless ``replace=T
 name registered for another object. Built-ins always win over entry points of the same name.
 
 **Registrations are per process; they travel to the Ray workers.** Before a sweep submits
-work, the driver publishes its registrations (:func:`publish`, called by
+work, the driver publishes its registrations (:func:`grb_dist.sweep.tasks.publish_registrations`, called by
 :func:`grb_dist.sweep.runner.run_sweep`) to a small named actor of the Ray job, and every
 training task, attack task and Scorer actor installs them when it starts
-(:func:`install_published`). Ray serialises them as it serialises every task argument: a
+(:func:`grb_dist.sweep.tasks.install_registrations`). Ray serialises them as it serialises every task argument: a
 class of an importable module by reference (the worker imports that module; on a cluster it
 must be installed on every node), a class defined in ``__main__`` or inside a function by
 value. Nothing of them is ever written to the run directory (models are stored as
@@ -181,69 +181,6 @@ def install(registrations: Iterable[Registration]) -> None:
 
 
 # ----------------------------------------------------------------------- Ray workers
-
-#: The named actor that holds the driver's registrations for the workers of a Ray job.
-HOLDER_PREFIX = "grb-dist-extensions-"
-_holder: tuple[str, Any] | None = None  # (actor name, the driver's handle: keeps the actor alive)
-_installed_version: int | None = None  # the holder version this worker installed
-
-
-def _holder_name() -> str:
-    import ray
-
-    return HOLDER_PREFIX + ray.get_runtime_context().get_job_id()
-
-
-def publish() -> None:
-    """Driver, with Ray connected: publish this process's registrations to the workers of
-    the current Ray job (a named actor with no CPU; nothing happens when there are none)."""
-    global _holder
-    import ray
-
-    regs = registered()
-    name = _holder_name()
-    if _holder is None or _holder[0] != name:  # none yet, or one of an earlier Ray session
-        _holder = None
-        if not regs:
-            return
-        holder_cls = ray.remote(num_cpus=0, max_restarts=0)(_Holder)
-        _holder = (name, holder_cls.options(name=name, get_if_exists=True).remote())
-    ray.get(_holder[1].set.remote(regs))
-
-
-def install_published() -> None:
-    """In a Ray worker: install the registrations the driver published (:func:`publish`)
-    when they changed since the last call; nothing when none were published."""
-    global _installed_version
-    import ray
-
-    if not ray.is_initialized():
-        return
-    try:
-        holder = ray.get_actor(_holder_name())
-    except ValueError:  # nothing published for this job
-        return
-    version, regs = ray.get(holder.get.remote())
-    if version != _installed_version:
-        install(regs)
-        _installed_version = version
-
-
-class _Holder:
-    """The actor behind :func:`publish`: a version counter and the registrations."""
-
-    def __init__(self) -> None:
-        self.version = 0
-        self.registrations: tuple[Registration, ...] = ()
-
-    def set(self, registrations: tuple[Registration, ...]) -> int:
-        self.version += 1
-        self.registrations = tuple(registrations)
-        return self.version
-
-    def get(self) -> tuple[int, tuple[Registration, ...]]:
-        return self.version, self.registrations
-
 
 # ----------------------------------------------------------------------- registering
 
@@ -627,6 +564,6 @@ def _benchmark_name(model: Any, name: str | None) -> str:
 
 __all__ = [
     "ExtensionTypeError", "GROUPS", "Registration", "available", "benchmark", "benchmark_rows", "entry_points",
-    "install", "install_published", "publish", "register_attack", "register_defense", "register_model",
+    "install", "register_attack", "register_defense", "register_model",
     "registered", "resolve_model", "unregister",
 ]

@@ -635,27 +635,22 @@ def run_study(
             say(f"[{i}/{len(todo)}] K={unit.K:g} graph={unit.graph_seed} {unit.model} {unit.attack} "
                 f"({time.perf_counter() - start:.0f} s)")
     elif todo:
-        import ray
+        from grb_dist.sweep.runner import RaySettings
+        from grb_dist.sweep.tasks import run_units
 
-        from grb_dist.sweep.runner import RaySettings, connect, disconnect
+        spec_dict = asdict(spec)
+        finished = [0]
 
-        context = connect(RaySettings(address=address, num_cpus=num_cpus, include_dashboard=False),
-                          job_name=f"grb-dist study {spec.study}")
-        try:
-            task = ray.remote(num_cpus=1, max_retries=2)(_unit_task)
-            spec_dict = asdict(spec)
-            refs = {task.options(name=f"study {u.model} {u.attack} K={u.K:g}").remote(spec_dict, asdict(u)): (u, p)
-                    for u, p in todo}
-            done = 0
-            while refs:
-                ready, _ = ray.wait(list(refs), num_returns=1)
-                unit, path = refs.pop(ready[0])
-                _write_rows(ray.get(ready[0]), path)
-                done += 1
-                say(f"[{done}/{len(todo)}] K={unit.K:g} graph={unit.graph_seed} {unit.model} {unit.attack} "
-                    f"({time.perf_counter() - start:.0f} s)")
-        finally:
-            disconnect(context)
+        def on_result(i: int, frame: pd.DataFrame) -> None:
+            unit, path = todo[i]
+            _write_rows(frame, path)
+            finished[0] += 1
+            say(f"[{finished[0]}/{len(todo)}] K={unit.K:g} graph={unit.graph_seed} {unit.model} {unit.attack} "
+                f"({time.perf_counter() - start:.0f} s)")
+
+        run_units(_unit_task, [(f"study {u.model} {u.attack} K={u.K:g}", (spec_dict, asdict(u))) for u, _ in todo],
+                  on_result, settings=RaySettings(address=address, num_cpus=num_cpus, include_dashboard=False),
+                  job_name=f"grb-dist study {spec.study}")
     write_tables(directory, spec.budgets)
     return directory
 

@@ -54,6 +54,7 @@ from grb_dist.store import RunStore, ScoreWriter
 from grb_dist.sweep import worker
 from grb_dist.sweep.progress import Stage
 from grb_dist.sweep.spec import CLEAN, AttackCell, Plan, ScoreCell
+from grb_dist.sweep.tasks import install_registrations, publish_registrations
 
 log = logging.getLogger(__name__)
 
@@ -296,10 +297,8 @@ def _thread_options(settings: RaySettings) -> dict[str, Any]:
 
 def _set_threads() -> None:
     """torch's intra-op threads of this worker from :data:`THREADS_ENV`, when set; and the
-    driver's user registrations (:func:`grb_dist.extensions.install_published`)."""
-    from grb_dist.extensions import install_published
-
-    install_published()
+    driver's user registrations (:func:`grb_dist.sweep.tasks.install_registrations`)."""
+    install_registrations()
     threads = os.environ.get(THREADS_ENV)
     if threads:
         import torch
@@ -551,9 +550,7 @@ def run_sweep(
     }
 
     graph_ref = ray.put(graph)
-    from grb_dist.extensions import publish
-
-    publish()  # user models, defenses and attacks, for the workers (grb_dist.extensions)
+    publish_registrations()  # user models, defenses and attacks, for the workers (grb_dist.extensions)
     in_flight: dict[Any, tuple] = {}
     running = {"train": 0, "attack": 0}  # training and attack tasks in flight
     batch_left: dict[int, int] = {}  # attack batch -> its cells still in flight
