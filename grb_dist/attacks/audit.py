@@ -188,7 +188,16 @@ def audit_modification(
         targets: the attacked nodes; every flip must touch one, and only they may have
             their features changed.
     """
-    n, d = graph.num_nodes, graph.num_features
+    n = graph.num_nodes
+    _check_modification_shapes(modification, n, graph.num_features)
+    pairs = _check_pairs(modification.removed, modification.added, n, n_edge_mod)
+    _check_flips_against_graph(graph, modification.removed, modification.added, pairs, targets)
+    _check_modified_nodes(modification.nodes, n, n_node_mod, targets)
+    _check_features(modification.features, feat_min, feat_max)
+
+
+def _check_modification_shapes(modification: Modification, n: int, d: int) -> None:
+    """Rule ``shape`` of a modification."""
     rem, add, nodes, feats = modification.removed, modification.added, modification.nodes, modification.features
     for name, a in (("removed", rem), ("added", add)):
         if not isinstance(a, np.ndarray) or a.ndim != 2 or a.shape[0] != 2 or a.dtype != np.int64:
@@ -202,6 +211,11 @@ def audit_modification(
                              f"got {getattr(feats, 'dtype', None)} {getattr(feats, 'shape', None)}")
     if int(modification.num_original) != n:
         raise _fail("shape", f"modification was made for {modification.num_original} nodes, graph has {n}")
+
+
+def _check_pairs(rem: np.ndarray, add: np.ndarray, n: int, n_edge_mod: int) -> np.ndarray:
+    """Rules ``edge_order``, ``self_loop``, ``duplicate_edge`` and ``edge_budget``; returns
+    every flipped pair (2 x (R + A))."""
     pairs = np.concatenate([rem, add], axis=1)
     if pairs.size and (pairs.min() < 0 or pairs.max() >= n):
         raise _fail("edge_order", f"edge endpoint outside [0, {n})")
@@ -215,13 +229,19 @@ def audit_modification(
         if keys.size > 1 and (np.diff(keys) < 0).any():
             raise _fail("edge_order", f"{name} pairs must be sorted")
     keys = pairs[0] * n + pairs[1]
-    uniq = np.unique(keys)
+    uniq, counts = np.unique(keys, return_counts=True)
     if uniq.size != keys.size:
-        _, counts = np.unique(keys, return_counts=True)
         dup = int(uniq[counts > 1][0])
         raise _fail("duplicate_edge", f"{int(keys.size - uniq.size)} pair(s) listed twice, e.g. ({dup // n}, {dup % n})")
     if keys.size > n_edge_mod:
         raise _fail("edge_budget", f"{keys.size} flipped edges exceed the budget of {n_edge_mod}")
+    return pairs
+
+
+def _check_flips_against_graph(graph: Graph, rem: np.ndarray, add: np.ndarray, pairs: np.ndarray,
+                               targets: np.ndarray) -> None:
+    """Rules ``removed_exists``, ``added_absent`` and ``touches_target``."""
+    n = graph.num_nodes
     clean = undirected_keys(graph)
     missing = ~_member(rem[0] * n + rem[1], clean)
     if missing.any():
@@ -233,22 +253,31 @@ def audit_modification(
         i = int(np.flatnonzero(present)[0])
         raise _fail("added_absent", f"{int(present.sum())} added pair(s) are already edges, "
                                     f"e.g. ({int(add[0, i])}, {int(add[1, i])})")
-    is_target = np.zeros(n, dtype=bool)
-    is_target[np.asarray(targets, dtype=np.int64)] = True
+    is_target = _target_mask(targets, n)
     off = ~(is_target[pairs[0]] | is_target[pairs[1]])
     if off.any():
         i = int(np.flatnonzero(off)[0])
         raise _fail("touches_target", f"{int(off.sum())} flipped pair(s) touch no target, "
                                       f"e.g. ({int(pairs[0, i])}, {int(pairs[1, i])})")
+
+
+def _check_modified_nodes(nodes: np.ndarray, n: int, n_node_mod: int, targets: np.ndarray) -> None:
+    """Rules ``node_budget`` and ``node_target``."""
     if nodes.size > n_node_mod:
         raise _fail("node_budget", f"{nodes.size} nodes with changed features exceed the budget of {n_node_mod}")
     if nodes.size:
         if nodes.min() < 0 or nodes.max() >= n or (np.diff(nodes) <= 0).any():
             raise _fail("node_target", f"changed node ids must be sorted, distinct and in [0, {n})")
+        is_target = _target_mask(targets, n)
         if not is_target[nodes].all():
             raise _fail("node_target", f"node {int(nodes[~is_target[nodes]][0])} is not a target; "
                                        "only targets' features may change")
-    _check_features(feats, feat_min, feat_max)
+
+
+def _target_mask(targets: np.ndarray, n: int) -> np.ndarray:
+    mask = np.zeros(n, dtype=bool)
+    mask[np.asarray(targets, dtype=np.int64)] = True
+    return mask
 
 
 def _member(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
