@@ -105,13 +105,20 @@ def eigenpairs(edge_index: np.ndarray, n: int, k: int, gen: torch.Generator, *, 
         rank = n - int(labels.max()) - 1
     k = max(1, min(k, rank, n - 1))
     v0 = torch.rand(n, generator=gen, dtype=torch.float64).numpy() + 0.5
-    if k + 1 >= rank:
+    if k + 1 >= rank and n <= DENSE_MAX_NODES:
         vals, vecs = _dense_eigenpairs(op, n, k)
-    else:
-        vals, vecs = eigsh(op, k=k, which="LM", v0=v0, tol=tol)
+    else:  # never dense on a large graph: ARPACK, its zero pairs (the deflated span) dropped
+        vals, vecs = eigsh(op, k=min(k, n - 2), which="LM", v0=v0, tol=tol)
+        kept = np.abs(vals) > 1e-9
+        vals, vecs = vals[kept], vecs[:, kept]
     order = np.argsort(-np.abs(vals), kind="stable")
     vals, vecs = vals[order], vecs[:, order]
     return vals, vecs * d_inv_sqrt[:, None]
+
+
+#: Largest graph whose eigenpairs may be computed densely (only when ARPACK cannot give k of
+#: them: tiny graphs, or graphs that are almost all isolated nodes).
+DENSE_MAX_NODES = 2048
 
 
 def _dense_eigenpairs(op, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
