@@ -463,20 +463,12 @@ def benchmark(
     Raises:
         GrbDistError: invalid input (before anything runs), or cells that failed.
     """
-    from grb_dist.sweep.session import execute, lock_run, prepare, resolve_job
-    from grb_dist.sweep.spec import with_spec
+    from grb_dist.sweep.session import execute, lock_run, prepare
 
-    key = _benchmark_name(model, name)
     overrides: dict[str, Any] = {k: job_overrides.pop(k) for k in _OVERRIDE_KEYS if k in job_overrides}
     overrides.update(scenario=scenario, attacks=_listed(attacks), difficulties=_listed(difficulties),
                      repeats=repeats, steps=steps)
-    spec = resolve_job(dataset, job, overrides)
-    defenses = [key] + ([d for d in spec.defenses if d != normalize_name(key)] if compare else [])
-    current = spec.to_dict()
-    changes: dict[str, Any] = {"defenses": defenses}
-    for k, v in job_overrides.items():
-        changes[k] = {**current[k], **v} if isinstance(v, Mapping) and isinstance(current.get(k), Mapping) else v
-    spec = with_spec(spec, **changes)
+    spec = _benchmark_spec(_benchmark_name(model, name), dataset, job, overrides, job_overrides, compare)
 
     from grb_dist.checks import check_sweep
     from grb_dist.sweep.runner import RaySettings
@@ -495,6 +487,23 @@ def benchmark(
             first = outcome.summary.errors[0] if outcome.summary.errors else "see the log"
             raise GrbDistError(f"{outcome.summary.failures} of {outcome.summary.total} cells failed; first: {first}")
         return benchmark_rows(outcome.store.read_scores(), outcome.boards, list(spec.defenses))
+
+
+def _benchmark_spec(key: str, dataset: str, job: str | Path | None, overrides: Mapping[str, Any],
+                    job_overrides: Mapping[str, Any], compare: bool):
+    """The job of :func:`benchmark`: the dataset's job with the flags' ``overrides``, the
+    model ``key`` as the defense (first, before the job's own with ``compare``), and other
+    job keys replaced (mappings merged into the job's)."""
+    from grb_dist.sweep.session import resolve_job
+    from grb_dist.sweep.spec import with_spec
+
+    spec = resolve_job(dataset, job, overrides)
+    defenses = [key] + ([d for d in spec.defenses if d != normalize_name(key)] if compare else [])
+    current = spec.to_dict()
+    changes: dict[str, Any] = {"defenses": defenses}
+    for k, v in job_overrides.items():
+        changes[k] = {**current[k], **v} if isinstance(v, Mapping) and isinstance(current.get(k), Mapping) else v
+    return with_spec(spec, **changes)
 
 
 def benchmark_rows(scores: pd.DataFrame, boards: Mapping[str, pd.DataFrame], defenses: list[str]) -> pd.DataFrame:
