@@ -250,6 +250,14 @@ class ModContext:
         keys = keys[:k]
         return np.stack([keys // self.n, keys % self.n])
 
+    def fixed_candidates(self, n_pairs: int | None, gen: torch.Generator) -> np.ndarray:
+        """The candidate set of FGA and PGD: every clean edge touching a target plus
+        ``n_pairs`` random absent pairs touching a target (``None``: 20 x the budget, at
+        least 10,000)."""
+        k = n_pairs if n_pairs is not None else max(20 * self.budget.n_edge_mod, 10_000)
+        extra = self.sample_pairs(k, gen, exclude=self.edge_keys) if k else np.zeros((2, 0), np.int64)
+        return np.concatenate([self.target_edges, extra], axis=1)
+
     # ------------------------------------------------------------------ surrogate
 
     @cached_property

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from grb_dist.attacks.modification.base import ModContext, ModificationAttack, ModificationConfig, check_loss
@@ -61,11 +60,6 @@ class FGA(ModificationAttack):
 
     def generate(self, ctx: ModContext, gen: torch.Generator) -> Modification:
         cfg = self.config
-        budget = ctx.budget.n_edge_mod
-        k = cfg.n_candidate_pairs if cfg.n_candidate_pairs is not None else max(20 * budget, 10_000)
-        edges = ctx.target_edges
-        extra = ctx.sample_pairs(k, gen, exclude=ctx.edge_keys) if k else np.zeros((2, 0), np.int64)
-        candidates = np.concatenate([edges, extra], axis=1)
         flips = greedy_flips(ctx, gen, rounds=max(1, cfg.steps), block_size=0, loss=cfg.loss,
-                             fixed_block=candidates)
+                             fixed_block=ctx.fixed_candidates(cfg.n_candidate_pairs, gen))
         return ctx.result(flips)

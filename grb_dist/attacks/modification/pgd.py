@@ -77,9 +77,7 @@ class PGD(ModificationAttack):
     def generate(self, ctx: ModContext, gen: torch.Generator) -> Modification:
         cfg = self.config
         b = ctx.budget
-        k = cfg.n_candidate_pairs if cfg.n_candidate_pairs is not None else max(20 * b.n_edge_mod, 10_000)
-        extra = ctx.sample_pairs(k, gen, exclude=ctx.edge_keys) if k else np.zeros((2, 0), np.int64)
-        block = Block(ctx, np.concatenate([ctx.target_edges, extra], axis=1))
+        block = Block(ctx, ctx.fixed_candidates(cfg.n_candidate_pairs, gen))
         block.p = torch.zeros_like(block.p)
         x0 = ctx.tensors.x
         nodes = self._choose_nodes(ctx, block, cfg.loss)
