@@ -519,14 +519,30 @@ def f_flips(model, prepared: Prepared, order: np.ndarray, steps: np.ndarray,
     return f0, flips, order
 
 
+#: The last (graph, trained model) of this process: the units of one (K, graph, model) run
+#: one after another (attacks are the innermost loop of :func:`units`), so a process trains
+#: each model once, not once per attack. Training is seeded, so a hit changes no result.
+_LAST_TRAINED: dict[str, tuple] = {}
+
+
+def _trained(spec: StudySpec, unit: Unit) -> tuple:
+    """``(prepared graph, model, validation accuracy)`` of ``unit``'s (K, graph, model)."""
+    key = json.dumps([asdict(spec), unit.K, unit.graph_seed, unit.model], sort_keys=True, default=str)
+    if key not in _LAST_TRAINED:
+        prepared = prepare(spec, unit.K, unit.graph_seed)
+        model, val_acc = train_study_model(spec, prepared, unit.model, unit.graph_seed)
+        _LAST_TRAINED.clear()
+        _LAST_TRAINED[key] = (prepared, model, val_acc)
+    return _LAST_TRAINED[key]
+
+
 def run_unit(spec: StudySpec, unit: Unit) -> pd.DataFrame:
     """The rows of one unit (see :data:`ROW_COLUMNS`); a plain function (no Ray)."""
     import torch
 
     torch.set_num_threads(1)
     _needs_gatv2(spec)
-    prepared = prepare(spec, unit.K, unit.graph_seed)
-    model, val_acc = train_study_model(spec, prepared, unit.model, unit.graph_seed)
+    prepared, model, val_acc = _trained(spec, unit)
     degree = prepared.degree
     steps = node_steps(spec, degree)
     S = int(steps.max()) if steps.size else 0
