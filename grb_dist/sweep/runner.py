@@ -474,299 +474,377 @@ def run_sweep(
     cells behind. Score rows are written every ``flush_rows`` rows or ``flush_seconds``
     seconds, whichever comes first.
     """
-    start = time.perf_counter()
-    spec = plan.spec
-    writer = store.score_writer(flush_rows, flush_seconds)
-    identity = store.manifest()["dataset"]
-    label, fingerprint = identity["label"], identity["fingerprint"]
-    done_ids = store.done_cells()
-    todo = [c for c in plan.scores if c.cell_id not in done_ids]
-    total = len(plan.scores)
-    skipped = total - len(todo)
-    # progress of the three stages; scored cells are the summary's counts
-    trained, attacked, scored = Stage(), Stage(), Stage(skipped, total, 0, skipped)
-    stages = {"train": trained, "attack": attacked, "score": scored}
-    computed = 0
-    errors: list[str] = []
-    scorers: list = []
+    sweep = _Sweep(plan, graph, store, settings, on_progress, flush_rows, flush_seconds)
+    return sweep.run()
 
-    def elapsed() -> float:
-        return time.perf_counter() - start
 
-    def begin(stage: Stage) -> None:
+class _Sweep:
+    """The state of one :func:`run_sweep` call, one method per stage: planning, submitting
+    training, attack and scoring work, collecting each kind of result, and the cleanup."""
+
+    def __init__(self, plan: Plan, graph: Graph, store: RunStore, settings: RaySettings,
+                 on_progress: Callable[[SweepProgress], None] | None, flush_rows: int,
+                 flush_seconds: float) -> None:
+        self.start = time.perf_counter()
+        self.plan, self.graph, self.store, self.settings = plan, graph, store, settings
+        self.on_progress = on_progress
+        self.spec = plan.spec
+        self.writer = store.score_writer(flush_rows, flush_seconds)
+        identity = store.manifest()["dataset"]
+        self.label, self.fingerprint = identity["label"], identity["fingerprint"]
+        done_ids = store.done_cells()
+        self.todo = [c for c in plan.scores if c.cell_id not in done_ids]
+        self.total = len(plan.scores)
+        self.skipped = self.total - len(self.todo)
+        # progress of the three stages; scored cells are the summary's counts
+        self.trained, self.attacked = Stage(), Stage()
+        self.scored = Stage(self.skipped, self.total, 0, self.skipped)
+        self.stages = {"train": self.trained, "attack": self.attacked, "score": self.scored}
+        self.computed = 0
+        self.errors: list[str] = []
+        self.scorers: list = []
+
+    # -- progress ---------------------------------------------------------------------------
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def begin(self, stage: Stage) -> None:
         if stage.started is None:
-            stage.started = elapsed()
+            stage.started = self.elapsed()
 
-    def report(phase: str | None = None) -> None:
-        now = elapsed()
-        for stage in stages.values():
+    def report(self, phase: str | None = None) -> None:
+        now = self.elapsed()
+        for stage in self.stages.values():
             if stage.complete and stage.finished is None and stage.started is not None:
                 stage.finished = now
         if phase is None:
-            phase = next((name for name, stage in stages.items() if not stage.complete), "score")
-        if on_progress is not None:
-            on_progress(SweepProgress(scored.done, total, scored.failed, now, phase, computed, tuple(scorers),
-                                      replace(trained), replace(attacked), replace(scored)))
+            phase = next((name for name, stage in self.stages.items() if not stage.complete), "score")
+        if self.on_progress is not None:
+            self.on_progress(SweepProgress(self.scored.done, self.total, self.scored.failed, now, phase,
+                                           self.computed, tuple(self.scorers), replace(self.trained),
+                                           replace(self.attacked), replace(self.scored)))
 
-    if not todo:
-        report("plan")
-        return SweepSummary(total, skipped, 0, skipped, 0, time.perf_counter() - start)
+    # -- the run ----------------------------------------------------------------------------
 
-    cpus, gpus = _cluster_size()
-    use_gpu = gpus > 0
-    max_in_flight = settings.max_in_flight or max(2, int(2 * cpus))
-    task_opts = {"max_retries": settings.max_retries, "retry_exceptions": False, **_thread_options(settings)}
-    train_opts = {**task_opts, "num_cpus": settings.train_num_cpus, "num_gpus": settings.task_num_gpus if use_gpu else 0}
-    attack_opts = {**task_opts, "num_cpus": settings.attack_num_cpus, "num_gpus": settings.task_num_gpus if use_gpu else 0}
+    def run(self) -> SweepSummary:
+        if not self.todo:
+            self.report("plan")
+            return SweepSummary(self.total, self.skipped, 0, self.skipped, 0, time.perf_counter() - self.start)
+        self.plan_work()
+        self.open()
+        try:
+            self.start_scorers()
+            self.queue_work()
+            self.loop()
+        finally:
+            self.cleanup(propagating=sys.exc_info()[0] is not None)
+        return SweepSummary(self.total, self.scored.done, self.computed, self.skipped, self.scored.failed,
+                            time.perf_counter() - self.start, self.errors)
 
-    # which perturbations and models this invocation needs
-    todo_by_pert: dict[str | None, dict[str, list[ScoreCell]]] = {}
-    for c in todo:
-        todo_by_pert.setdefault(c.perturbation_id, {}).setdefault(c.difficulty, []).append(c)
-    attacks_needed = [a for a in plan.attacks if a.perturbation_id in todo_by_pert]
-    attacks_to_run = [a for a in attacks_needed if not store.has_perturbation(a.perturbation_id)]
-    target_names = sorted({c.defense for c in todo})
-    surrogate_stems = {a.surrogate_model for a in attacks_to_run}
-    # surrogates first: attacks can start while the defenses still train
-    tasks = [s for s in plan.surrogates if s.file_stem in surrogate_stems] + [
-        t for t in plan.targets if t.name in target_names
-    ]
-    trained.total, attacked.total = len(tasks), len(attacks_needed)
-    report("plan")
-    params_of = {t.file_stem: dict(t.params) for t in plan.models}
-    name_of = {t.file_stem: t.name for t in plan.models}
-    seed_of = {t.name: t.seed for t in plan.targets}
-    target_stem = {t.name: t.file_stem for t in plan.targets}
-    defenses_of: dict[str, list[str]] = {}  # file stem -> the defenses it is
-    for n in target_names:
-        defenses_of.setdefault(target_stem[n], []).append(n)
-    n_scorers = settings.num_scorers or max(1, int(gpus) if use_gpu else int(cpus) // 2)
-    scorer_opts = {
-        "num_cpus": settings.scorer_num_cpus,
-        "num_gpus": settings.scorer_num_gpus if use_gpu else 0,
-        "max_restarts": settings.max_restarts,
-        "max_task_retries": settings.max_task_retries,
-        **_thread_options(settings),
-    }
+    def plan_work(self) -> None:
+        """Which models and perturbations this invocation needs, and the Ray options."""
+        plan, settings, store = self.plan, self.settings, self.store
+        self.cpus, gpus = _cluster_size()
+        use_gpu = gpus > 0
+        self.max_in_flight = settings.max_in_flight or max(2, int(2 * self.cpus))
+        task_opts = {"max_retries": settings.max_retries, "retry_exceptions": False, **_thread_options(settings)}
+        self.train_opts = {**task_opts, "num_cpus": settings.train_num_cpus,
+                           "num_gpus": settings.task_num_gpus if use_gpu else 0}
+        self.attack_opts = {**task_opts, "num_cpus": settings.attack_num_cpus,
+                            "num_gpus": settings.task_num_gpus if use_gpu else 0}
 
-    graph_ref = ray.put(graph)
-    publish_registrations()  # user models, defenses and attacks, for the workers (grb_dist.extensions)
-    in_flight: dict[Any, tuple] = {}
-    running = {"train": 0, "attack": 0}  # training and attack tasks in flight
-    batch_left: dict[int, int] = {}  # attack batch -> its cells still in flight
-    batch_ids = itertools.count()
-    state_refs: dict[str, Any] = {}  # file stem -> ref of the stored state_dict
-    train_secs: dict[str, float] = {}
-    holder: dict[str, int] = {}  # defense -> index of the Scorer holding it
-    # perturbation id -> (attack seconds, size columns of its score rows)
-    pert_info: dict[str | None, tuple[float, dict]] = {None: (0.0, worker.perturbation_sizes(None))}
-    # defense -> scoring work waiting for its model: (perturbation ref, id, difficulty, cell)
-    waiting: dict[str, list[tuple[Any, str | None, str, ScoreCell]]] = {}
-    limits: dict[str, tuple[float, float]] = {}  # resolved feature limits by attack parameters
+        # which perturbations and models this invocation needs
+        self.todo_by_pert: dict[str | None, dict[str, list[ScoreCell]]] = {}
+        for c in self.todo:
+            self.todo_by_pert.setdefault(c.perturbation_id, {}).setdefault(c.difficulty, []).append(c)
+        self.attacks_needed = [a for a in plan.attacks if a.perturbation_id in self.todo_by_pert]
+        self.attacks_to_run = [a for a in self.attacks_needed if not store.has_perturbation(a.perturbation_id)]
+        self.target_names = sorted({c.defense for c in self.todo})
+        surrogate_stems = {a.surrogate_model for a in self.attacks_to_run}
+        # surrogates first: attacks can start while the defenses still train
+        self.tasks = [s for s in plan.surrogates if s.file_stem in surrogate_stems] + [
+            t for t in plan.targets if t.name in self.target_names
+        ]
+        self.trained.total, self.attacked.total = len(self.tasks), len(self.attacks_needed)
+        self.report("plan")
+        self.params_of = {t.file_stem: dict(t.params) for t in plan.models}
+        self.name_of = {t.file_stem: t.name for t in plan.models}
+        self.seed_of = {t.name: t.seed for t in plan.targets}
+        self.target_stem = {t.name: t.file_stem for t in plan.targets}
+        self.defenses_of: dict[str, list[str]] = {}  # file stem -> the defenses it is
+        for n in self.target_names:
+            self.defenses_of.setdefault(self.target_stem[n], []).append(n)
+        self.n_scorers = settings.num_scorers or max(1, int(gpus) if use_gpu else int(self.cpus) // 2)
+        self.scorer_opts = {
+            "num_cpus": settings.scorer_num_cpus,
+            "num_gpus": settings.scorer_num_gpus if use_gpu else 0,
+            "max_restarts": settings.max_restarts,
+            "max_task_retries": settings.max_task_retries,
+            **_thread_options(settings),
+        }
 
-    def feature_limits(a: AttackCell) -> tuple[float, float]:
+    def open(self) -> None:
+        """Put the graph and the registrations in Ray's object store; empty bookkeeping."""
+        self.graph_ref = ray.put(self.graph)
+        publish_registrations()  # user models, defenses and attacks, for the workers (grb_dist.extensions)
+        self.in_flight: dict[Any, tuple] = {}
+        self.running = {"train": 0, "attack": 0}  # training and attack tasks in flight
+        self.batch_left: dict[int, int] = {}  # attack batch -> its cells still in flight
+        self.batch_ids = itertools.count()
+        self.state_refs: dict[str, Any] = {}  # file stem -> ref of the stored state_dict
+        self.train_secs: dict[str, float] = {}
+        self.holder: dict[str, int] = {}  # defense -> index of the Scorer holding it
+        # perturbation id -> (attack seconds, size columns of its score rows)
+        self.pert_info: dict[str | None, tuple[float, dict]] = {None: (0.0, worker.perturbation_sizes(None))}
+        # defense -> scoring work waiting for its model: (perturbation ref, id, difficulty, cell)
+        self.waiting: dict[str, list[tuple[Any, str | None, str, ScoreCell]]] = {}
+        self.limits: dict[str, tuple[float, float]] = {}  # resolved feature limits by attack parameters
+        self.train_queue: list = []
+        self.attack_queue: list[AttackCell] = []
+
+    def start_scorers(self) -> None:
+        # Scorers start at once: they load each defense on its first scoring call
+        for i, part in enumerate(_partition(self.target_names, min(self.n_scorers, len(self.target_names)))):
+            self.scorers.append(_start_scorer(i, self.scorer_opts))
+            self.holder.update({n: i for n in part})
+
+    def queue_work(self) -> None:
+        """Queue the models and perturbations to compute; score what is already stored."""
+        store, trained = self.store, self.trained
+        self.train_queue = []
+        for t in self.tasks:
+            if store.has_model(t.file_stem, t.model_id):
+                self.model_ready(t.file_stem)
+                trained.done += 1
+                trained.skipped += 1
+            else:
+                self.train_queue.append(t)
+        if None in self.todo_by_pert:
+            self.submit_scores(None, None)
+        to_run = {a.perturbation_id for a in self.attacks_to_run}
+        self.attack_queue = list(self.attacks_to_run)
+        for a in self.attacks_needed:  # perturbations stored by an earlier run: score them only
+            if a.perturbation_id not in to_run:
+                self.score_stored(a)
+
+    def score_stored(self, a: AttackCell) -> None:
+        """Score a perturbation stored by an earlier run; recompute it when unreadable."""
+        store = self.store
+        try:
+            inj = store.read_perturbation(a.perturbation_id)
+            secs = float(store.perturbation_meta(a.perturbation_id)["attack_seconds"])
+        except GrbDistError as exc:  # unreadable: recompute it
+            log.warning("%s", exc)
+            self.attack_queue.append(a)
+            if a.surrogate_model not in self.state_refs and all(
+                    t.file_stem != a.surrogate_model for t in self.train_queue):
+                added = [s for s in self.plan.surrogates if s.file_stem == a.surrogate_model]
+                self.train_queue[:0] = added
+                self.trained.total += len(added)
+            return
+        self.attacked.done += 1
+        self.attacked.skipped += 1
+        self.pert_info[a.perturbation_id] = (secs, worker.perturbation_sizes(inj))
+        self.submit_scores(ray.put(worker.AttackResult(a.perturbation_id, inj, secs)), a.perturbation_id)
+
+    def loop(self) -> None:
+        """Keep work in flight and collect it as it ends, until nothing is left."""
+        self.report()
+        while self.train_queue or self.attack_queue or self.in_flight or self.waiting:
+            self.fill()
+            if not self.in_flight:
+                raise SweepError("the sweep stalled: work is left but nothing can run (a bug; please report it)")
+            due = self.writer.seconds_until_due()
+            ready, _ = ray.wait(list(self.in_flight), num_returns=1,
+                                timeout=HEARTBEAT if due is None else min(due, HEARTBEAT))
+            if self.writer.due():
+                self.writer.flush()
+            if not ready:
+                self.report()
+            for ref in ready:
+                kind, info = self.in_flight.pop(ref)
+                if kind == "train":
+                    self.on_trained(ref, info)
+                elif kind == "attack":
+                    self.on_attacked(ref, info)
+                else:
+                    self.on_scored(ref, info)
+
+    def cleanup(self, *, propagating: bool) -> None:
+        """Write the buffered rows, cancel in-flight work and stop the Scorers."""
+        _flush_on_exit(self.writer, propagating=propagating)
+        for ref in list(self.in_flight):
+            try:
+                ray.cancel(ref, force=False)
+            except Exception:  # noqa: BLE001 - best effort (actor calls, finished refs)
+                pass
+        for s in self.scorers:
+            ray.kill(s, no_restart=True)
+
+    # -- submitting work ----------------------------------------------------------------------
+
+    def next_work(self) -> tuple[str, Any] | None:
+        """Training and attack tasks alternate once an attack can run (its surrogate is
+        stored), so that defenses, perturbations and scores all progress early."""
+        attack_queue = self.attack_queue
+        ready = next((a for a in attack_queue if a.surrogate_model in self.state_refs), None)
+        if self.train_queue and (ready is None or self.running["train"] <= self.running["attack"]):
+            return "train", self.train_queue.pop(0)
+        if ready is not None:
+            # cells on the same surrogate and difficulty share its clean pass; batch
+            # them, but keep enough batches to occupy every CPU
+            same = [b for b in attack_queue if (b.surrogate_model, b.difficulty) == (ready.surrogate_model, ready.difficulty)]
+            size = max(1, min(ATTACK_BATCH, len(same) // max(1, int(self.cpus))))
+            batch = same[:size]
+            for b in batch:
+                attack_queue.remove(b)
+            return "attack", batch
+        return None
+
+    def fill(self) -> None:
+        """Submit training and attack tasks up to the bound on in-flight refs."""
+        while len(self.in_flight) < self.max_in_flight:
+            work = self.next_work()
+            if work is None:
+                break
+            kind, item = work
+            self.running[kind] += 1
+            if kind == "train":
+                self.submit_train(item)
+            else:
+                self.submit_attack(item)
+
+    def submit_train(self, t: Any) -> None:
+        ref = _train_remote.options(**self.train_opts, name=train_task_name(t)).remote(self.graph_ref, t)
+        self.in_flight[ref] = ("train", t)
+        self.begin(self.trained)
+
+    def submit_attack(self, batch: list[AttackCell]) -> None:
+        stem = batch[0].surrogate_model
+        refs = _attack_remote.options(**self.attack_opts, num_returns=len(batch), name=attack_task_name(batch)).remote(
+            self.graph_ref, batch, self.name_of[stem], self.params_of[stem], [self.state_refs[stem]])
+        batch_id = next(self.batch_ids)
+        self.batch_left[batch_id] = len(batch)
+        for r, a in zip(refs if len(batch) > 1 else [refs], batch):
+            self.in_flight[r] = ("attack", (a, batch_id))
+        self.begin(self.attacked)
+
+    def submit_score(self, i: int, pert_ref: Any, difficulty: str, group: list[ScoreCell], attempt: int) -> None:
+        target_stem = self.target_stem
+        models = [(c.defense, self.params_of[target_stem[c.defense]], self.state_refs[target_stem[c.defense]],
+                   self.train_secs[target_stem[c.defense]]) for c in group]
+        ref = self.scorers[i].score.remote([self.graph_ref, models], pert_ref, difficulty, [c.defense for c in group])
+        self.in_flight[ref] = ("score", (i, pert_ref, difficulty, group, attempt))
+        self.begin(self.scored)
+
+    def submit_scores(self, pert_ref: Any, pid: str | None) -> None:
+        """Score a stored perturbation against every defense already stored; the other
+        defenses' cells wait for their model (:meth:`model_ready`)."""
+        for difficulty, cells in self.todo_by_pert[pid].items():
+            by_scorer: dict[int, list[ScoreCell]] = {}
+            for c in cells:
+                if self.target_stem[c.defense] in self.state_refs:
+                    by_scorer.setdefault(self.holder[c.defense], []).append(c)
+                else:
+                    self.waiting.setdefault(c.defense, []).append((pert_ref, pid, difficulty, c))
+            for i, group in by_scorer.items():
+                self.submit_score(i, pert_ref, difficulty, group, 0)
+
+    def model_ready(self, stem: str) -> None:
+        # what the Scorers hold is exactly what is stored
+        self.state_refs[stem] = ray.put(self.store.read_state_dict(stem))
+        self.train_secs[stem] = float(self.store.read_model_meta(stem)["train_seconds"])
+        for defense in self.defenses_of.get(stem, []):  # its waiting cells, one call per perturbation
+            groups: dict[tuple[str | None, str], tuple[Any, list[ScoreCell]]] = {}
+            for pert_ref, pid, difficulty, c in self.waiting.pop(defense, []):
+                groups.setdefault((pid, difficulty), (pert_ref, []))[1].append(c)
+            for (_, difficulty), (pert_ref, group) in groups.items():
+                self.submit_score(self.holder[defense], pert_ref, difficulty, group, 0)
+
+    # -- collecting results -------------------------------------------------------------------
+
+    def on_trained(self, ref: Any, t: Any) -> None:
+        self.running["train"] -= 1
+        try:
+            result_model = ray.get(ref)
+        except ray.exceptions.RayError as exc:
+            raise SweepError(f"training {t.name} (seed {t.seed}) failed: {_cause(exc)}") from None
+        self.store.write_model(t.file_stem, result_model.state_dict, result_model.meta)
+        self.model_ready(t.file_stem)
+        self.trained.done += 1
+        self.report()
+
+    def on_attacked(self, ref: Any, info: tuple[AttackCell, int]) -> None:
+        a, batch_id = info
+        self.batch_left[batch_id] -= 1
+        if not self.batch_left[batch_id]:
+            del self.batch_left[batch_id]
+            self.running["attack"] -= 1
+        try:
+            result: worker.AttackResult = ray.get(ref)
+        except ray.exceptions.RayError as exc:
+            self.scored.failed += sum(len(v) for v in self.todo_by_pert[a.perturbation_id].values())
+            self.attacked.failed += 1
+            self.errors.append(f"{a.attack} on {a.surrogate} ({a.difficulty}, repeat {a.repeat}): {_cause(exc)}")
+            log.error("attack failed: %s", self.errors[-1])
+            self.report()
+            return
+        lo, hi = self.feature_limits(a)
+        self.store.write_perturbation(a.perturbation_id, result.perturbation, {
+            "config_hash": self.plan.config_hash, "scenario": a.scenario, "dataset": self.label,
+            "dataset_fingerprint": self.fingerprint, "difficulty": a.difficulty,
+            "attack": a.attack, "surrogate": a.surrogate, "repeat": a.repeat, "seed": a.seed,
+            "params_json": _json(a.params), "feat_lim_min": lo, "feat_lim_max": hi,
+            "attack_seconds": result.seconds,
+        })
+        self.pert_info[a.perturbation_id] = (result.seconds, worker.perturbation_sizes(result.perturbation))
+        self.submit_scores(ref, a.perturbation_id)  # the attack's own ref: no copy through the driver
+        self.attacked.done += 1
+        self.report()
+
+    def feature_limits(self, a: AttackCell) -> tuple[float, float]:
         from grb_dist.attacks import build_attack
 
         key = _json({"difficulty": a.difficulty, "params": {k: v for k, v in a.params.items() if k != "seed"},
                      "attack": a.attack, "scenario": a.scenario})
-        if key not in limits:
+        if key not in self.limits:
+            graph = self.graph
             attack = build_attack(a.attack, dict(a.params), a.scenario)
             if a.scenario == "injection":
                 _, lo, hi = attack.check_inputs(graph, graph.targets(a.difficulty))
             else:
                 budget = attack.check_inputs(graph, graph.targets(a.difficulty))[1]
                 lo, hi = budget.feat_min, budget.feat_max
-            limits[key] = (float(lo), float(hi))
-        return limits[key]
+            self.limits[key] = (float(lo), float(hi))
+        return self.limits[key]
 
-    def submit_score(i: int, pert_ref: Any, difficulty: str, group: list[ScoreCell], attempt: int) -> None:
-        models = [(c.defense, params_of[target_stem[c.defense]], state_refs[target_stem[c.defense]],
-                   train_secs[target_stem[c.defense]]) for c in group]
-        ref = scorers[i].score.remote([graph_ref, models], pert_ref, difficulty, [c.defense for c in group])
-        in_flight[ref] = ("score", (i, pert_ref, difficulty, group, attempt))
-        begin(scored)
-
-    def submit_scores(pert_ref: Any, pid: str | None) -> None:
-        """Score a stored perturbation against every defense already stored; the other
-        defenses' cells wait for their model (:func:`model_ready`)."""
-        for difficulty, cells in todo_by_pert[pid].items():
-            by_scorer: dict[int, list[ScoreCell]] = {}
-            for c in cells:
-                if target_stem[c.defense] in state_refs:
-                    by_scorer.setdefault(holder[c.defense], []).append(c)
-                else:
-                    waiting.setdefault(c.defense, []).append((pert_ref, pid, difficulty, c))
-            for i, group in by_scorer.items():
-                submit_score(i, pert_ref, difficulty, group, 0)
-
-    def model_ready(stem: str) -> None:
-        # what the Scorers hold is exactly what is stored
-        state_refs[stem] = ray.put(store.read_state_dict(stem))
-        train_secs[stem] = float(store.read_model_meta(stem)["train_seconds"])
-        for defense in defenses_of.get(stem, []):  # its waiting cells, one call per perturbation
-            groups: dict[tuple[str | None, str], tuple[Any, list[ScoreCell]]] = {}
-            for pert_ref, pid, difficulty, c in waiting.pop(defense, []):
-                groups.setdefault((pid, difficulty), (pert_ref, []))[1].append(c)
-            for (_, difficulty), (pert_ref, group) in groups.items():
-                submit_score(holder[defense], pert_ref, difficulty, group, 0)
-
-    try:
-        # Scorers start at once: they load each defense on its first scoring call
-        for i, part in enumerate(_partition(target_names, min(n_scorers, len(target_names)))):
-            scorers.append(_start_scorer(i, scorer_opts))
-            holder.update({n: i for n in part})
-        train_queue = []
-        for t in tasks:
-            if store.has_model(t.file_stem, t.model_id):
-                model_ready(t.file_stem)
-                trained.done += 1
-                trained.skipped += 1
+    def on_scored(self, ref: Any, info: tuple) -> None:
+        i, pert_ref, difficulty, group, attempt = info
+        try:
+            results = ray.get(ref)
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+            if attempt < self.settings.resubmits:
+                log.warning("scorer %d died (%s); resubmitting", i, type(exc).__name__)
+                self.submit_score(i, pert_ref, difficulty, group, attempt + 1)
             else:
-                train_queue.append(t)
-        if None in todo_by_pert:
-            submit_scores(None, None)
-        to_run = {a.perturbation_id for a in attacks_to_run}
-        attack_queue = list(attacks_to_run)
-        for a in attacks_needed:  # perturbations stored by an earlier run: score them only
-            if a.perturbation_id not in to_run:
-                try:
-                    inj = store.read_perturbation(a.perturbation_id)
-                    secs = float(store.perturbation_meta(a.perturbation_id)["attack_seconds"])
-                except GrbDistError as exc:  # unreadable: recompute it
-                    log.warning("%s", exc)
-                    attack_queue.append(a)
-                    if a.surrogate_model not in state_refs and all(t.file_stem != a.surrogate_model for t in train_queue):
-                        added = [s for s in plan.surrogates if s.file_stem == a.surrogate_model]
-                        train_queue[:0] = added
-                        trained.total += len(added)
-                    continue
-                attacked.done += 1
-                attacked.skipped += 1
-                pert_info[a.perturbation_id] = (secs, worker.perturbation_sizes(inj))
-                submit_scores(ray.put(worker.AttackResult(a.perturbation_id, inj, secs)), a.perturbation_id)
-
-        def next_work() -> tuple[str, Any] | None:
-            """Training and attack tasks alternate once an attack can run (its surrogate is
-            stored), so that defenses, perturbations and scores all progress early."""
-            ready = next((a for a in attack_queue if a.surrogate_model in state_refs), None)
-            if train_queue and (ready is None or running["train"] <= running["attack"]):
-                return "train", train_queue.pop(0)
-            if ready is not None:
-                # cells on the same surrogate and difficulty share its clean pass; batch
-                # them, but keep enough batches to occupy every CPU
-                same = [b for b in attack_queue if (b.surrogate_model, b.difficulty) == (ready.surrogate_model, ready.difficulty)]
-                size = max(1, min(ATTACK_BATCH, len(same) // max(1, int(cpus))))
-                batch = same[:size]
-                for b in batch:
-                    attack_queue.remove(b)
-                return "attack", batch
-            return None
-
-        report()
-        while train_queue or attack_queue or in_flight or waiting:
-            while len(in_flight) < max_in_flight:
-                work = next_work()
-                if work is None:
-                    break
-                kind, item = work
-                running[kind] += 1
-                if kind == "train":
-                    ref = _train_remote.options(**train_opts, name=train_task_name(item)).remote(graph_ref, item)
-                    in_flight[ref] = (kind, item)
-                    begin(trained)
-                else:
-                    stem = item[0].surrogate_model
-                    refs = _attack_remote.options(**attack_opts, num_returns=len(item), name=attack_task_name(item)).remote(
-                        graph_ref, item, name_of[stem], params_of[stem], [state_refs[stem]])
-                    batch_id = next(batch_ids)
-                    batch_left[batch_id] = len(item)
-                    for r, a in zip(refs if len(item) > 1 else [refs], item):
-                        in_flight[r] = (kind, (a, batch_id))
-                    begin(attacked)
-            if not in_flight:
-                raise SweepError("the sweep stalled: work is left but nothing can run (a bug; please report it)")
-            due = writer.seconds_until_due()
-            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=HEARTBEAT if due is None else min(due, HEARTBEAT))
-            if writer.due():
-                writer.flush()
-            if not ready:
-                report()
-            for ref in ready:
-                kind, info = in_flight.pop(ref)
-                if kind == "train":
-                    t = info
-                    running["train"] -= 1
-                    try:
-                        result_model = ray.get(ref)
-                    except ray.exceptions.RayError as exc:
-                        raise SweepError(f"training {t.name} (seed {t.seed}) failed: {_cause(exc)}") from None
-                    store.write_model(t.file_stem, result_model.state_dict, result_model.meta)
-                    model_ready(t.file_stem)
-                    trained.done += 1
-                    report()
-                elif kind == "attack":
-                    a, batch_id = info
-                    batch_left[batch_id] -= 1
-                    if not batch_left[batch_id]:
-                        del batch_left[batch_id]
-                        running["attack"] -= 1
-                    try:
-                        result: worker.AttackResult = ray.get(ref)
-                    except ray.exceptions.RayError as exc:
-                        scored.failed += sum(len(v) for v in todo_by_pert[a.perturbation_id].values())
-                        attacked.failed += 1
-                        errors.append(f"{a.attack} on {a.surrogate} ({a.difficulty}, repeat {a.repeat}): {_cause(exc)}")
-                        log.error("attack failed: %s", errors[-1])
-                        report()
-                        continue
-                    lo, hi = feature_limits(a)
-                    store.write_perturbation(a.perturbation_id, result.perturbation, {
-                        "config_hash": plan.config_hash, "scenario": a.scenario, "dataset": label,
-                        "dataset_fingerprint": fingerprint, "difficulty": a.difficulty,
-                        "attack": a.attack, "surrogate": a.surrogate, "repeat": a.repeat, "seed": a.seed,
-                        "params_json": _json(a.params), "feat_lim_min": lo, "feat_lim_max": hi,
-                        "attack_seconds": result.seconds,
-                    })
-                    pert_info[a.perturbation_id] = (result.seconds, worker.perturbation_sizes(result.perturbation))
-                    submit_scores(ref, a.perturbation_id)  # the attack's own ref: no copy through the driver
-                    attacked.done += 1
-                    report()
-                else:
-                    i, pert_ref, difficulty, group, attempt = info
-                    try:
-                        results = ray.get(ref)
-                    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
-                        if attempt < settings.resubmits:
-                            log.warning("scorer %d died (%s); resubmitting", i, type(exc).__name__)
-                            submit_score(i, pert_ref, difficulty, group, attempt + 1)
-                        else:
-                            scored.failed += len(group)
-                            errors.append(f"scoring on scorer {i} failed: {_cause(exc)}")
-                            report()
-                        continue
-                    except ray.exceptions.RayError as exc:
-                        scored.failed += len(group)
-                        errors.append(f"scoring {group[0].attack} ({difficulty}): {_cause(exc)}")
-                        report()
-                        continue
-                    by_def = {r["defense"]: r for r in results}
-                    rows = [_row(plan, c, by_def[c.defense], seed_of[c.defense], pert_info[c.perturbation_id],
-                                 label, fingerprint) for c in group]
-                    writer.add(rows)
-                    for _ in rows:
-                        scored.done += 1
-                        computed += 1
-                        report()
-    finally:
-        _flush_on_exit(writer, propagating=sys.exc_info()[0] is not None)
-        for ref in list(in_flight):
-            try:
-                ray.cancel(ref, force=False)
-            except Exception:  # noqa: BLE001 - best effort (actor calls, finished refs)
-                pass
-        for s in scorers:
-            ray.kill(s, no_restart=True)
-    return SweepSummary(total, scored.done, computed, skipped, scored.failed, time.perf_counter() - start, errors)
+                self.scored.failed += len(group)
+                self.errors.append(f"scoring on scorer {i} failed: {_cause(exc)}")
+                self.report()
+            return
+        except ray.exceptions.RayError as exc:
+            self.scored.failed += len(group)
+            self.errors.append(f"scoring {group[0].attack} ({difficulty}): {_cause(exc)}")
+            self.report()
+            return
+        by_def = {r["defense"]: r for r in results}
+        rows = [_row(self.plan, c, by_def[c.defense], self.seed_of[c.defense], self.pert_info[c.perturbation_id],
+                     self.label, self.fingerprint) for c in group]
+        self.writer.add(rows)
+        for _ in rows:
+            self.scored.done += 1
+            self.computed += 1
+            self.report()
 
 
 def _json(obj: Any) -> str:
