@@ -389,3 +389,78 @@ def test_study_on_ray_writes_the_same_rows(tmp_path):
     on_ray = ss.read_nodes(directory)
     local = ss.run_unit(spec, ss.Unit(1.0, 0, "gcn", "l2-weak"))
     pd.testing.assert_frame_equal(on_ray.reset_index(drop=True), local.reset_index(drop=True))
+
+
+# ------------------------------------------------------------------------------ speed-ups
+
+
+def _sparse_prepared(n: int = 1500, seed: int = 0) -> ss.Prepared:
+    from grb_dist.datasets.csbm import CSBMConfig, sample_csbm
+
+    graph, _ = sample_csbm(CSBMConfig(num_nodes=n, num_classes=2, num_features=6, deg_same=1.2, deg_diff=0.3), seed=seed)
+    graph = graph.with_split({"train": np.arange(n // 2), "val": np.arange(n // 2, n)})
+    rng = np.random.default_rng(seed)
+    return ss.Prepared(graph, rng.standard_normal((1, 6)).astype(np.float32), np.array([0]),
+                       np.zeros(2, dtype=np.int64), np.array([3, 11]))
+
+
+@pytest.mark.parametrize("name,params", [
+    ("gcn", {"hidden_sizes": [8]}), ("sgc", {"hidden_sizes": [], "k": 2}), ("gat", {"hidden_sizes": [4], "heads": 2}),
+    ("sage", {"hidden_sizes": [8]}), ("gatv2", {"hidden_sizes": [4], "heads": 2}),
+])
+def test_ball_view_equals_the_whole_graph(name, params):
+    from grb_dist.defenses.build import build_defense
+    from grb_dist.semantics.gatv2 import register
+
+    register()
+    prepared = _sparse_prepared()
+    torch.manual_seed(0)
+    model = build_defense(name, prepared.graph, params).eval()
+    hops = ss.receptive_hops(model)
+    assert hops == 2
+    view = ss.BallView(model, prepared, hops)
+    _, x, edges, nbs = next(ss._node_graphs(prepared))
+    n = prepared.graph.num_nodes
+    rng = np.random.default_rng(1)
+    with torch.no_grad():
+        for k in (0, 1, 4):
+            extra = rng.choice(np.setdiff1d(np.arange(n), nbs), size=k, replace=False)
+            neighbours = np.concatenate([nbs, extra])
+            ball = view.ball(neighbours)
+            assert ball is not None and ball.size < n // 2  # a local evaluation, not the fallback
+            whole = model(x, edges(extra))[n]
+            local = view.logits(x[n:], neighbours, lambda: pytest.fail("fell back to the whole graph"))
+            torch.testing.assert_close(local, whole, rtol=1e-5, atol=1e-6)
+
+
+def test_a_wrong_receptive_field_falls_back_to_the_whole_graph(caplog):
+    from grb_dist.defenses.build import build_defense
+
+    prepared = _sparse_prepared()
+    torch.manual_seed(0)
+    model = build_defense("appnp", prepared.graph, {"hidden_sizes": [8]}).eval()  # 10 hops
+    order = np.array([[40, 41, 42, 43]])
+    steps = np.array([4])
+    truth = ss.f_flips(model, prepared, order, steps)
+    model.receptive_hops = 1  # a wrong declaration: the first node's check catches it
+    with caplog.at_level("WARNING"):
+        got = ss.f_flips(model, prepared, order, steps)
+    assert "differs from the whole graph" in caplog.text
+    assert got[0].tolist() == truth[0].tolist() and got[1].tolist() == truth[1].tolist()
+
+
+def test_model_and_its_lp_variant_share_one_training():
+    spec = ss.load_spec(None, **{**TINY, "models": {"gcn": {"hidden_sizes": [8]},
+                                                    "gcn_lp": {"hidden_sizes": [8], "lp": {"alpha": 0.7}}}})
+    prepared = ss.prepare(spec, 1.0, 0)
+    ss._INNER.clear()
+    ss.train_study_model(spec, prepared, "gcn", 0, "graph-a")
+    assert len(ss._INNER) == 1
+    shared, acc = ss.train_study_model(spec, prepared, "gcn_lp", 0, "graph-a")
+    assert len(ss._INNER) == 1  # reused, not trained again
+    fresh, acc_fresh = ss.train_study_model(spec, prepared, "gcn_lp", 0)
+    x, ei = torch.as_tensor(prepared.graph.features), torch.as_tensor(prepared.graph.edge_index)
+    with torch.no_grad():
+        torch.testing.assert_close(shared(x, ei), fresh(x, ei))
+    assert acc == acc_fresh
+    assert [u.model for u in ss.units(spec)] == ["gcn", "gcn_lp"]

@@ -21,6 +21,11 @@ class GATv2(GraphModel):
 
     Config = GATConfig
 
+    @property
+    def receptive_hops(self) -> int:
+        """One hop per layer: a node's output depends on nodes that far away at most."""
+        return len(self.layers)
+
     def make_layer(self, index, in_width, out_width, last):
         if last:
             return GATv2Conv(in_width, out_width, heads=1), out_width

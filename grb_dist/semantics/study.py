@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -42,6 +43,8 @@ from grb_dist.semantics.attacks import (
     nettack_order,
     sga_order,
 )
+
+log = logging.getLogger(__name__)
 
 #: The linearised 2-layer GCN surrogate of Nettack (appendix H): ``A_hat^2 X W``.
 NETTACK_SURROGATE = {"hidden_sizes": [], "k": 2, "dropout": 0.0}
@@ -292,9 +295,16 @@ def csbm_config(spec: StudySpec, K: float):
 def units(spec: StudySpec) -> list[Unit]:
     """Every unit of the study, in a stable order."""
     ks = spec.K if spec.kind == "csbm" else (float("nan"),)
+    names = [str(m) for m in spec.models]
+
+    def beside_base(m: str) -> tuple[int, bool]:  # ``gcn_lp`` right after ``gcn``: one training
+        base = m[:-3] if m.endswith("_lp") and m[:-3] in names else m
+        return names.index(base), base != m
+
+    models = sorted(names, key=beside_base)
     return [
-        Unit(float(k), spec.seed + g, str(m), a)
-        for k in ks for g in range(spec.graphs) for m in spec.models for a in spec.attacks
+        Unit(float(k), spec.seed + g, m, a)
+        for k in ks for g in range(spec.graphs) for m in models for a in spec.attacks
     ]
 
 
@@ -426,16 +436,46 @@ def prepare(spec: StudySpec, K: float, graph_seed: int) -> Prepared:
 # one unit
 
 
-def train_study_model(spec: StudySpec, prepared: Prepared, name: str, seed: int):
-    """The model ``name`` trained inductively on the known graph; returns (module, val acc)."""
+#: Trained underlying models of this process, keyed by graph, architecture, parameters and
+#: training settings: ``<model>`` and ``<model>_lp`` with the same settings train the same
+#: network (``*_lp`` trains the model, then wraps it), so it is trained once.
+_INNER: dict[str, tuple[dict, float]] = {}
+
+
+def train_study_model(spec: StudySpec, prepared: Prepared, name: str, seed: int, graph_key: str = ""):
+    """The model ``name`` trained inductively on the known graph; returns (module, val acc).
+
+    With a ``graph_key`` (the graph's identity), the trained underlying network is kept per
+    process and reused by the ``_lp`` variant with the same settings (seeded training:
+    the weights are those a fresh training would give)."""
     from grb_dist.config import from_dict
-    from grb_dist.defenses.build import resolve_params, train_defense
-    from grb_dist.models.train import TrainConfig
+    from grb_dist.defenses.build import build_defense, resolve_params, train_defense
+    from grb_dist.models.lp import LabelPropagationOn
+    from grb_dist.models.registry import check_name
+    from grb_dist.models.train import TrainConfig, seed_everything
 
     params, overrides = resolve_params(name, spec.models)
-    train = {**dict(spec.train), **overrides, "seed": seed}
-    result = train_defense(name, prepared.graph, params, from_dict(TrainConfig, train, where="train"))
-    return result.model.eval(), float(result.best_val_accuracy)
+    train = from_dict(TrainConfig, {**dict(spec.train), **overrides, "seed": seed}, where="train")
+    ms = check_name(name)
+    inner_params = {k: v for k, v in params.items() if k != "lp"}
+    key = json.dumps([graph_key, ms.cls.__qualname__, dict(ms.implied), ms.base, ms.adversarial,
+                      inner_params, asdict(train)], sort_keys=True, default=str)
+    shareable = bool(graph_key) and ms.trainable and not ms.adversarial and ms.factory is None
+    if shareable and key in _INNER:
+        state, val_acc = _INNER[key]
+        seed_everything(seed)
+        module = build_defense(name, prepared.graph, params)
+        inner = module.model if isinstance(module, LabelPropagationOn) else module
+        inner.load_state_dict(state)
+        return module.eval(), val_acc
+    result = train_defense(name, prepared.graph, params, train)
+    module = result.model.eval()
+    if shareable:
+        inner = module.model if isinstance(module, LabelPropagationOn) else module
+        if len(_INNER) >= 32:
+            _INNER.clear()
+        _INNER[key] = ({k: v.detach().clone() for k, v in inner.state_dict().items()}, float(result.best_val_accuracy))
+    return module, float(result.best_val_accuracy)
 
 
 def _surrogate(spec: StudySpec, prepared: Prepared, seed: int):
@@ -473,14 +513,10 @@ def node_steps(spec: StudySpec, degree: np.ndarray) -> np.ndarray:
     return np.minimum(most, spec.max_steps).astype(np.int64)
 
 
-def f_flips(model, prepared: Prepared, order: np.ndarray, steps: np.ndarray,
-            adaptive: Callable[[int, Any, Any, np.ndarray], np.ndarray] | None = None
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """f's clean decision at each new node and the first prefix of its order (1-based) at
-    which it changes (inf when not within the node's ``steps``), adding one edge at a time.
-
-    Returns (f_clean, f_flip, order) — ``order`` is the adaptive attack's when given.
-    """
+def _node_graphs(prepared: Prepared):
+    """Per new node i: ``(i, x, edges, neighbours)`` where ``x`` is the known features plus
+    the node's row and ``edges(extra)`` the known graph plus the node's clean edges and the
+    edges to the base ids ``extra``."""
     import torch
 
     graph = prepared.graph
@@ -488,32 +524,145 @@ def f_flips(model, prepared: Prepared, order: np.ndarray, steps: np.ndarray,
     xb = torch.as_tensor(graph.features)
     base_ei = torch.as_tensor(graph.edge_index)
     t = prepared.y_new.size
+    sorted_nb = bool(np.all(np.diff(prepared.nb_node) >= 0))
+    starts = np.searchsorted(prepared.nb_node, np.arange(t + 1)) if sorted_nb else None
+    for i in range(t):
+        nbs = prepared.nb_base[starts[i]:starts[i + 1]] if starts is not None else prepared.nb_base[prepared.nb_node == i]
+        x = torch.cat([xb, torch.as_tensor(prepared.x_new[i : i + 1])])
+
+        def edges(extra: np.ndarray, nbs=nbs) -> torch.Tensor:
+            others = torch.as_tensor(np.concatenate([nbs, extra]), dtype=torch.long)
+            v = torch.full_like(others, n)
+            return torch.cat([base_ei, torch.stack([v, others]), torch.stack([others, v])], 1)
+
+        yield i, x, edges, nbs
+
+
+def receptive_hops(model) -> int | None:
+    """How many hops away a node's output can depend on other nodes: a model's own
+    ``receptive_hops``, else its declared program's depth; ``None`` when unknown (label
+    propagation and other global models)."""
+    from grb_dist.attacks.injection.incremental import program_depth
+
+    hops = getattr(model, "receptive_hops", None)
+    return int(hops) if hops is not None else program_depth(model)
+
+
+class BallView:
+    """f's logits at a new node v computed on the ball of radius ``hops + 1`` around v.
+
+    For a model whose output at a node depends on nodes at most ``hops`` away, the induced
+    subgraph on that ball gives the same output at v as the whole graph: it holds every
+    node within ``hops`` of v with all its edges (the extra hop keeps their degrees, which
+    normalisations read, exact). An edge check then costs the size of v's neighbourhood,
+    not of the graph. Balls over half the graph use the whole graph.
+    """
+
+    def __init__(self, model, prepared: "Prepared", hops: int):
+        import scipy.sparse as sp
+        import torch
+
+        graph = prepared.graph
+        self.model, self.n, self.hops = model, graph.num_nodes, hops
+        ei = graph.edge_index
+        adj = sp.csr_matrix((np.ones(ei.shape[1], dtype=np.float32), (ei[0], ei[1])), shape=(self.n, self.n))
+        self.indptr, self.indices = adj.indptr.astype(np.int64), adj.indices.astype(np.int64)
+        self.features = torch.as_tensor(graph.features)
+
+    def _rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row of each entry, column) of the adjacency rows ``rows``, gathered at once."""
+        starts = self.indptr[rows]
+        lens = self.indptr[rows + 1] - starts
+        flat = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+        return np.repeat(rows, lens), self.indices[flat]
+
+    def ball(self, neighbours: np.ndarray) -> np.ndarray | None:
+        """Sorted known nodes within ``hops + 1`` of v (v's neighbours given), or None."""
+        seen = np.zeros(self.n, dtype=bool)
+        frontier = np.unique(neighbours)
+        seen[frontier] = True
+        total = frontier.size
+        for _ in range(self.hops):
+            if frontier.size == 0:
+                break
+            reached = self._rows(frontier)[1]
+            frontier = np.unique(reached[~seen[reached]])
+            seen[frontier] = True
+            total += frontier.size
+            if 2 * total > self.n:
+                return None
+        return np.flatnonzero(seen)
+
+    def logits(self, x_row, neighbours: np.ndarray, full: Callable[[], Any]):
+        """v's logits with ``neighbours`` (base ids); ``full()`` gives them on the whole graph."""
+        import torch
+
+        nodes = self.ball(neighbours)
+        if nodes is None:
+            return full()
+        row, col = self._rows(nodes)
+        inside = np.zeros(self.n, dtype=bool)
+        inside[nodes] = True
+        keep = inside[col]
+        local = np.stack([np.searchsorted(nodes, row[keep]), np.searchsorted(nodes, col[keep])])
+        v = nodes.size
+        pos = torch.as_tensor(np.searchsorted(nodes, neighbours), dtype=torch.long)
+        vv = torch.full_like(pos, v)
+        ei = torch.cat([torch.as_tensor(local, dtype=torch.long), torch.stack([vv, pos]), torch.stack([pos, vv])], 1)
+        x = torch.cat([self.features[torch.as_tensor(nodes)], x_row])
+        return self.model(x, ei)[v]
+
+
+def f_flips(model, prepared: Prepared, order: np.ndarray, steps: np.ndarray,
+            adaptive: Callable[[int, Any, Any, np.ndarray], np.ndarray] | None = None
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """f's clean decision at each new node and the first prefix of its order (1-based) at
+    which it changes (inf when not within the node's ``steps``), adding one edge at a time.
+
+    Models with a known receptive field are evaluated on v's ball (:class:`BallView`),
+    after a check on the first attacked node that the ball and the whole graph agree.
+    Returns (f_clean, f_flip, order) — ``order`` is the adaptive attack's when given.
+    """
+    import torch
+
+    n = prepared.graph.num_nodes
+    t = prepared.y_new.size
     f0 = np.zeros(t, dtype=np.int64)
     flips = np.full(t, np.inf)
     uses_graph = getattr(getattr(model, "model", model), "uses_graph", True) or hasattr(model, "model")
-    starts = np.searchsorted(prepared.nb_node, np.arange(t + 1)) if np.all(np.diff(prepared.nb_node) >= 0) else None
+    hops = receptive_hops(model) if uses_graph else None
+    view = BallView(model, prepared, hops) if hops is not None else None
+    checked = False
     order = order.copy()
     with torch.no_grad():
-        for i in range(t):
-            nbs = prepared.nb_base[starts[i]:starts[i + 1]] if starts is not None else prepared.nb_base[prepared.nb_node == i]
-            x = torch.cat([xb, torch.as_tensor(prepared.x_new[i : i + 1])])
+        for i, x, edges, nbs in _node_graphs(prepared):
 
-            def edges(extra: np.ndarray) -> torch.Tensor:
-                others = torch.as_tensor(np.concatenate([nbs, extra]), dtype=torch.long)
-                v = torch.full_like(others, n)
-                return torch.cat([base_ei, torch.stack([v, others]), torch.stack([others, v])], 1)
+            def logits(extra: np.ndarray, x=x, edges=edges, nbs=nbs):
+                full = lambda: model(x, edges(extra))[n]  # noqa: E731
+                if view is None:
+                    return full()
+                return view.logits(x[n:], np.concatenate([nbs, extra]), full)
 
             clean = edges(np.empty(0, np.int64))
-            f0[i] = int(model(x, clean)[n].argmax())
             if adaptive is not None:
                 with torch.enable_grad():
                     order[i] = adaptive(i, x, clean, nbs)
+            extra = order[i, : int(steps[i])]
+            extra = extra[extra >= 0]
+            if view is not None and not checked and view.ball(np.concatenate([nbs, extra])) is not None:
+                whole = model(x, edges(extra))[n]
+                if not torch.allclose(logits(extra), whole, rtol=1e-4, atol=1e-5):
+                    log.warning("%s: its output on a node's %d-hop ball differs from the whole graph's; "
+                                "evaluating on the whole graph", type(model).__name__, hops + 1)
+                    view = None
+                checked = True
+            f0[i] = int(logits(np.empty(0, np.int64)).argmax())
             if not uses_graph:
                 continue
             for k in range(1, int(steps[i]) + 1):
                 if order[i, k - 1] < 0:
                     break
-                if int(model(x, edges(order[i, :k]))[n].argmax()) != f0[i]:
+                if int(logits(order[i, :k]).argmax()) != f0[i]:
                     flips[i] = k
                     break
     return f0, flips, order
@@ -525,15 +674,45 @@ def f_flips(model, prepared: Prepared, order: np.ndarray, steps: np.ndarray,
 _LAST_TRAINED: dict[str, tuple] = {}
 
 
+def _graph_key(spec: StudySpec, unit: Unit) -> str:
+    return json.dumps([spec.core(), unit.K, unit.graph_seed], sort_keys=True, default=str)
+
+
 def _trained(spec: StudySpec, unit: Unit) -> tuple:
     """``(prepared graph, model, validation accuracy)`` of ``unit``'s (K, graph, model)."""
     key = json.dumps([asdict(spec), unit.K, unit.graph_seed, unit.model], sort_keys=True, default=str)
     if key not in _LAST_TRAINED:
         prepared = prepare(spec, unit.K, unit.graph_seed)
-        model, val_acc = train_study_model(spec, prepared, unit.model, unit.graph_seed)
+        model, val_acc = train_study_model(spec, prepared, unit.model, unit.graph_seed, _graph_key(spec, unit))
         _LAST_TRAINED.clear()
         _LAST_TRAINED[key] = (prepared, model, val_acc)
     return _LAST_TRAINED[key]
+
+
+#: Orders of the surrogate attacks (Nettack, SGA) per graph: they depend on the surrogate,
+#: not on the attacked model, so the models of one graph share them.
+_SURROGATE_ORDERS: dict[str, np.ndarray] = {}
+
+
+def surrogate_orders(spec: StudySpec, unit: Unit, prepared: Prepared, S: int) -> np.ndarray:
+    """T x S edge orders of ``unit.attack`` (Nettack or SGA) on its seeded surrogate."""
+    import torch
+
+    key = json.dumps([_graph_key(spec, unit), unit.attack, S])
+    if key not in _SURROGATE_ORDERS:
+        surrogate = _surrogate(spec, prepared, unit.graph_seed)
+        surrogate_order = nettack_order if unit.attack == "nettack" else sga_order
+        n = prepared.graph.num_nodes
+        order = np.full((prepared.y_new.size, S), -1, dtype=np.int64)
+        for i, x, edges, nbs in _node_graphs(prepared):
+            cand = np.setdiff1d(np.arange(n), nbs)
+            with torch.enable_grad():
+                order[i] = surrogate_order(surrogate, x, edges(np.empty(0, np.int64)), n,
+                                           int(prepared.y_new[i]), cand, S)
+        if len(_SURROGATE_ORDERS) >= 8:
+            _SURROGATE_ORDERS.clear()
+        _SURROGATE_ORDERS[key] = order
+    return _SURROGATE_ORDERS[key]
 
 
 def run_unit(spec: StudySpec, unit: Unit) -> pd.DataFrame:
@@ -553,6 +732,7 @@ def run_unit(spec: StudySpec, unit: Unit) -> pd.DataFrame:
     frames = []
     for target in target_classes:
         rows_mask = np.ones(prepared.y_new.size, dtype=bool) if target is None else prepared.y_new != target
+        adaptive = None
         if unit.attack in ADAPTIVE_ATTACKS:
             order = np.full((prepared.y_new.size, S), -1, dtype=np.int64)
 
@@ -560,20 +740,12 @@ def run_unit(spec: StudySpec, unit: Unit) -> pd.DataFrame:
                 cand = np.setdiff1d(np.arange(graph.num_nodes), nbs)
                 return grbcd_order(model, x, clean, graph.num_nodes, cand, S)
         elif unit.attack in SURROGATE_ATTACKS:
-            order = np.full((prepared.y_new.size, S), -1, dtype=np.int64)
-            surrogate = _surrogate(spec, prepared, unit.graph_seed)
-
-            surrogate_order = nettack_order if unit.attack == "nettack" else sga_order
-
-            def adaptive(i, x, clean, nbs):
-                cand = np.setdiff1d(np.arange(graph.num_nodes), nbs)
-                return surrogate_order(surrogate, x, clean, graph.num_nodes, int(prepared.y_new[i]), cand, S)
+            order = surrogate_orders(spec, unit, prepared, S)
         else:
             # rows whose label is the target class are dropped below; give them another class
             tc = None if target is None else np.where(rows_mask, target, (target + 1) % graph.num_classes)
             order = attack_order(unit.attack, graph.features, graph.labels, prepared.x_new, prepared.y_new,
                                  prepared.nb_node, prepared.nb_base, S, seed=unit.graph_seed, target_class=tc)
-            adaptive = None
         f0, ff, order = f_flips(model, prepared, order, steps, adaptive)
         g0, gf = g_flips(prepared, order)
         valid = (order >= 0).sum(1)

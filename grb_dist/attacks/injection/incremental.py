@@ -64,6 +64,15 @@ def supports_incremental(model: torch.nn.Module) -> bool:
     return "incremental_layer" in type(model).__dict__ or "incremental" in type(model).__dict__
 
 
+def program_depth(model: torch.nn.Module) -> int | None:
+    """The most propagations on any path of ``model``'s declared program (its output at a
+    node depends on nodes that many hops away at most), or ``None`` when it declares none."""
+    if not supports_incremental(model):
+        return None
+    with torch.no_grad():
+        return int(model.incremental(_Count(), _H(0, 0)).depth)
+
+
 class Ops:
     """The operations a model's program is written in (see :mod:`.incremental`).
 
