@@ -503,7 +503,7 @@ def _csv(value: Optional[str]) -> Optional[list[str]]:
 @app.command()
 @handle_errors
 def study(
-    job: Optional[Path] = typer.Option(None, "--job", help="Study job file (YAML; default: the shipped grb_dist/jobs/studies/over-robustness-csbm.yaml)."),
+    job: Optional[Path] = typer.Option(None, "--job", help="Study job file (YAML), or a shipped study: over-robustness-csbm (default), over-robustness-cba, over-robustness-cora-ml."),
     out: Path = typer.Option(Path("results"), "--out", help="Output directory; the study writes OUT/<study>/ (nodes/ Parquet per unit, reduced tables, plots/)."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: a local Ray started here)."),
     num_cpus: Optional[int] = typer.Option(None, "--num-cpus", help="CPUs of the local Ray (default: all)."),
@@ -531,8 +531,14 @@ def study(
     from grb_dist.errors import ConfigError
     from grb_dist.semantics.study import load_spec, run_study
 
+    shipped = importlib.resources.files("grb_dist") / "jobs" / "studies"
+    studies = sorted(p.name[: -len(".yaml")] for p in shipped.iterdir() if p.name.endswith(".yaml"))
     if job is None:
-        job = Path(str(importlib.resources.files("grb_dist") / "jobs" / "studies" / "over-robustness-csbm.yaml"))
+        job = Path("over-robustness-csbm")
+    if not job.exists() and str(job) in studies:  # a shipped study by name
+        job = Path(str(shipped / f"{job}.yaml"))
+    elif not job.exists():
+        raise ConfigError(f"job file {job} does not exist; give a YAML file or a shipped study ({', '.join(studies)})")
     overrides: dict = {"graphs": graphs, "nodes": nodes, "max_steps": max_steps, "seed": seed,
                        "attacks": _csv(attacks), "budgets": _csv(budgets)}
     if k is not None:
@@ -546,6 +552,7 @@ def study(
     if models is not None:
         names = _csv(models) or []
         overrides["models"] = {m: dict(spec.models.get(m, {})) for m in names}
+        overrides["per_K"] = {k: {m: v for m, v in e.items() if m in names} for k, e in spec.per_K.items()}
     if dataset is not None:
         overrides["graph"] = {**dict(spec.graph), "path": str(dataset)}
     if epochs is not None:

@@ -4,6 +4,7 @@ store and CLI."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -210,14 +211,15 @@ def test_g_flip_is_where_the_bayes_decision_changes():
                             prepared.y_new, prepared.nb_node, prepared.nb_base, 8)
     g0, flip = ss.g_flips(prepared, order)
     labels = prepared.graph.labels
+    step = np.stack([prepared.g_step[labels == c][0] for c in range(2)], 1)  # C x C: by class only
+    assert np.allclose(prepared.g_step, step.T[labels])
     for i in range(prepared.y_new.size):
         counts = np.zeros(2)
         np.add.at(counts, labels[prepared.nb_base[prepared.nb_node == i]], 1)
         steps = int(min(flip[i], 8)) if np.isfinite(flip[i]) else 8
         for k in range(steps + 1):
             c = counts + np.bincount(labels[order[i, :k]], minlength=2)
-            delta = c @ prepared.g_step.T
-            decision = int((prepared.g_scores[i] - (counts @ prepared.g_step.T) + delta).argmax())
+            decision = int((prepared.g_scores[i] - (counts @ step.T) + c @ step.T).argmax())
             assert (decision != g0[i]) == (np.isfinite(flip[i]) and k >= flip[i])
 
 
@@ -464,3 +466,71 @@ def test_model_and_its_lp_variant_share_one_training():
         torch.testing.assert_close(shared(x, ei), fresh(x, ei))
     assert acc == acc_fresh
     assert [u.model for u in ss.units(spec)] == ["gcn", "gcn_lp"]
+
+
+# ------------------------------------------------------------------------------ CBA, per-K settings
+
+
+def _tiny_cba_graph():
+    from grb_dist.datasets.csbm import CBAConfig, sample_cba
+
+    config = CBAConfig(num_nodes=40, num_classes=2, num_features=4, K=1.0, m=2, affinity_same=3.0, affinity_diff=1.0)
+    graph, means = sample_cba(config, seed=1)
+    return config, graph, means
+
+
+def test_cba_bayes_terms_match_a_node_by_node_likelihood():
+    from grb_dist.datasets.csbm import cba_bayes_terms
+
+    config, graph, means = _tiny_cba_graph()
+    x = np.array([[0.3, -0.2, 0.1, 0.5]], dtype=np.float32)
+    nbs = np.array([2, 7, 30])
+    scores, step, _ = cba_bayes_terms(graph, config, means, x, np.zeros(3, dtype=np.int64), nbs)
+    deg = np.bincount(graph.edge_index[0], minlength=40)
+    want = np.zeros(2)
+    for c in range(2):
+        w = np.array([(1 + deg[j]) * (3.0 if graph.labels[j] == c else 1.0) for j in range(40)])
+        p = w / w.sum()
+        pi = 1 - (1 - p) ** 2  # picked at least once in m = 2 draws
+        want[c] = -((x[0] - means[c]) ** 2).sum() / 2 + sum(
+            math.log(pi[j]) if j in nbs else math.log(1 - pi[j]) for j in range(40))
+    np.testing.assert_allclose(scores[0], want, rtol=1e-9)
+    # Theorem 5: an edge to a node of the other class moves the posterior towards that class
+    u = np.flatnonzero(graph.labels == 1)[0]
+    assert step[u, 1] - step[u, 0] > 0
+
+
+def test_cba_new_nodes_attach_as_the_process_says():
+    from grb_dist.datasets.csbm import CBAConfig, cba_attachment, sample_cba_new_nodes
+
+    config, graph, means = _tiny_cba_graph()
+    one = CBAConfig(**{**config.__dict__, "m": 1})
+    _, y, nb_node, nb_base = sample_cba_new_nodes(graph, one, means, 40000, seed=0)
+    assert np.bincount(nb_node, minlength=40000).tolist() == [1] * 40000  # m = 1: one edge each
+    p = cba_attachment(graph, one)
+    for c in range(2):
+        freq = np.bincount(nb_base[y[nb_node] == c], minlength=40) / (y == c).sum()
+        np.testing.assert_allclose(freq, p[c], atol=0.01)
+    _, _, nb_node2, nb_base2 = sample_cba_new_nodes(graph, config, means, 500, seed=0)
+    pairs = set(zip(nb_node2.tolist(), nb_base2.tolist()))
+    assert len(pairs) == nb_node2.size and np.bincount(nb_node2).max() <= 2  # repeats merged
+
+
+def test_cba_study_unit_has_a_bayes_reference(tmp_path):
+    spec = ss.load_spec(None, **{**TINY, "graph": {"kind": "cba", "num_nodes": 150, "num_classes": 2,
+                                                     "num_features": 8, "m": 2}})
+    rows = ss.run_unit(spec, ss.Unit(1.0, 0, "gcn", "l2-weak"))
+    assert set(rows["g_clean"]) <= {0, 1} and (rows["degree"] >= 1).all()
+    assert np.isfinite(rows["g_flip"]).any()  # edges to the other class change the Bayes decision
+    assert ss.load_spec(Path("grb_dist/jobs/studies/over-robustness-cba.yaml")).kind == "cba"
+
+
+def test_per_k_settings_override_the_models_at_that_k():
+    spec = ss.load_spec(None, **{**TINY, "K": [0.5, 1.0], "per_K": {0.5: {"gcn": {"dropout": 0.9}}}})
+    assert spec.models_at(0.5)["gcn"] == {"hidden_sizes": [8], "dropout": 0.9}
+    assert spec.models_at(1.0)["gcn"] == {"hidden_sizes": [8]}
+    for per_k, message in [({2.0: {"gcn": {}}}, "not one of the study's K"),
+                           ({0.5: {"sage": {}}}, "not in models"),
+                           ({0.5: {"gcn": {"no_such": 1}}}, "no_such")]:
+        with pytest.raises(ConfigError, match=message):
+            ss.load_spec(None, **{**TINY, "K": [0.5, 1.0], "per_K": per_k})

@@ -342,6 +342,62 @@ def sample_cba(config: CBAConfig, seed: int = 0, name: str = "cba") -> tuple[Gra
     return graph, means
 
 
+def cba_attachment(graph: Graph, config: CBAConfig) -> np.ndarray:
+    """C x N probabilities that one attachment of a new class-c node picks each known node:
+    ``(1 + k_j) omega(c, y_j)`` normalised over the known nodes (seed 002, appendix C)."""
+    deg = np.bincount(graph.edge_index[0], minlength=graph.num_nodes).astype(np.float64)
+    same = graph.labels[None, :] == np.arange(config.num_classes)[:, None]
+    w = (1.0 + deg)[None, :] * np.where(same, config.affinity_same, config.affinity_diff)
+    total = w.sum(1, keepdims=True)
+    if np.any(total <= 0):
+        raise ConfigError("CBA: a class has no node it can attach to (affinities zero)")
+    return w / total
+
+
+def sample_cba_new_nodes(
+    graph: Graph, config: CBAConfig, means: np.ndarray, num_new: int, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``num_new`` nodes, each added alone to ``graph`` by the CBA process (labels,
+    features, ``m`` attachments with replacement, repeats merged).
+
+    Returns ``(x_new, y_new, nb_node, nb_base)``: features and labels of the new nodes and
+    their edges (new index, known node id), sorted by new index."""
+    rng = np.random.default_rng(seed)
+    y_new = rng.integers(0, config.num_classes, size=num_new).astype(np.int64)
+    x_new = rng.standard_normal((num_new, graph.num_features), dtype=np.float32) * config.sigma
+    x_new += means[y_new].astype(np.float32)
+    cdf = np.cumsum(cba_attachment(graph, config), axis=1)
+    draws = rng.random((num_new, config.m))
+    picks = np.empty((num_new, config.m), dtype=np.int64)
+    for c in range(config.num_classes):  # inverse-CDF sampling, all nodes of a class at once
+        rows = y_new == c
+        picks[rows] = np.minimum(np.searchsorted(cdf[c], draws[rows] * cdf[c, -1], side="right"), graph.num_nodes - 1)
+    pairs = np.unique(np.stack([np.repeat(np.arange(num_new), config.m), picks.ravel()], 1), axis=0)
+    return x_new, y_new, pairs[:, 0], pairs[:, 1]
+
+
+def cba_bayes_terms(
+    graph: Graph, config: CBAConfig, means: np.ndarray, x_new: np.ndarray, nb_node: np.ndarray, nb_base: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The Bayes classifier of new CBA nodes (seed 002, Theorem 1 with the CBA likelihood of
+    appendix F.4): each known node j is a neighbour of a new class-c node with probability
+    ``pi_j(c) = 1 - (1 - p_j(c))^m``, ``p_j(c)`` from :func:`cba_attachment`, and the
+    log-likelihood adds ``log pi_j(c)`` for a neighbour and ``log(1 - pi_j(c))`` otherwise.
+
+    Returns ``(scores, step, feat)``: T x C log-posteriors (up to a constant), the N x C
+    change of each class's log-posterior when an edge to known node j is added, and the
+    T x C feature terms."""
+    x = np.asarray(x_new, dtype=np.float64)
+    feat = -((x[:, None, :] - means[None].astype(np.float64)) ** 2).sum(-1) / (2 * config.sigma**2)
+    p = cba_attachment(graph, config)  # C x N
+    log_miss = config.m * np.log1p(-np.minimum(p, 1.0 - 1e-12))  # log(1 - pi) = m log(1 - p)
+    log_hit = np.log(np.maximum(-np.expm1(log_miss), 1e-300))  # log pi
+    step = (log_hit - log_miss).T  # N x C
+    scores = feat + log_miss.sum(1)[None, :]
+    np.add.at(scores, nb_node, step[nb_base])
+    return scores, step, feat
+
+
 def bayes_log_posterior(
     graph: Graph, config: CSBMConfig, means: np.ndarray, nodes: np.ndarray, edge_index: np.ndarray | None = None
 ) -> np.ndarray:

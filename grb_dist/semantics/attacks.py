@@ -301,21 +301,12 @@ def sga_order(
     return grbcd_order(surrogate, x, edge_index, node, pool, steps, cls=label)
 
 
-def adjacent_counts(order: np.ndarray, labels: np.ndarray, num_classes: int) -> np.ndarray:
-    """T x steps x C: one-hot of the class of each added neighbour (zeros for padding)."""
-    valid = order >= 0
-    cls = np.where(valid, labels[np.where(valid, order, 0)], 0)
-    onehot = np.eye(num_classes)[cls]
-    return onehot * valid[..., None]
-
-
 __all__: Sequence[str] = [
     "ADAPTIVE_ATTACKS",
     "SURROGATE_ATTACKS",
     "ATTACKS",
     "DATA_ATTACKS",
     "WEIGHTED_BASES",
-    "adjacent_counts",
     "attack_order",
     "check_attack",
     "grbcd_order",

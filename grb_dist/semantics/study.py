@@ -36,7 +36,6 @@ from grb_dist.errors import ConfigError
 from grb_dist.semantics.attacks import (
     ADAPTIVE_ATTACKS,
     SURROGATE_ATTACKS,
-    adjacent_counts,
     attack_order,
     check_attack,
     grbcd_order,
@@ -57,7 +56,9 @@ ROW_COLUMNS = (
 )
 #: Budgets reduced by default (the paper's local budgets and no bound).
 DEFAULT_BUDGETS = ("1", "2", "3", "4", "deg", "deg+2", "inf")
-GRAPH_KINDS = ("csbm", "npz")
+GRAPH_KINDS = ("csbm", "cba", "npz")
+#: Graph kinds sampled per K, with a Bayes classifier as the reference.
+SYNTHETIC = ("csbm", "cba")
 REFERENCES = ("bayes", "none")
 
 
@@ -68,15 +69,18 @@ class StudySpec:
     Attributes:
         study: the study's name (its directory under the output; letters, digits, ``-_.``).
         graph: ``kind: csbm`` with ``num_nodes``, ``num_classes``, ``num_features``,
-            ``sigma``, ``p``, ``q``; or ``kind: npz`` with ``path`` (a real graph) and
-            ``features`` (``raw``, or ``row``: rows scaled to sum 1).
-        K: the CSBM mean distances (ignored for real graphs).
+            ``sigma``, ``p``, ``q``; ``kind: cba`` with ``m``, ``affinity_same``,
+            ``affinity_diff`` instead of ``p``, ``q``; or ``kind: npz`` with ``path`` (a
+            real graph) and ``features`` (``raw``, or ``row``: rows scaled to sum 1).
+        K: the CSBM / CBA mean distances (ignored for real graphs).
         graphs: graphs (seeds) per K; for a real graph, the number of splits.
         nodes: new (test) nodes per graph.
         seed: base seed of graphs, splits, new nodes, models and DICE.
-        reference: ``bayes`` (CSBM only) or ``none``.
+        reference: ``bayes`` (CSBM and CBA) or ``none``.
         models: model name -> hyper-parameters (as in a sweep job's ``models:``; ``train:``
             inside an entry overrides the training settings).
+        per_K: K -> model name -> hyper-parameters merged over ``models`` at that K (the
+            paper tunes every model per K).
         attacks: attack names.
         budgets: local budgets reduced into tables: integers, ``deg``, ``deg+N``, ``inf``.
         max_steps: the most edges an attack adds (the cap of the ``inf`` budget).
@@ -94,6 +98,7 @@ class StudySpec:
     seed: int = 0
     reference: str = "bayes"
     models: Mapping[str, Any] = field(default_factory=lambda: {"gcn": {"hidden_sizes": [64]}})
+    per_K: Mapping[Any, Any] = field(default_factory=dict)
     attacks: tuple[str, ...] = ("l2-weak",)
     budgets: tuple[str, ...] = DEFAULT_BUDGETS
     max_steps: int = 64
@@ -105,6 +110,11 @@ class StudySpec:
     def kind(self) -> str:
         return str(self.graph.get("kind", "csbm"))
 
+    @property
+    def synthetic(self) -> bool:
+        """A CSBM or CBA study (graphs sampled per K, Bayes reference available)."""
+        return self.kind in SYNTHETIC
+
     def core(self) -> dict[str, Any]:
         """The settings a unit's rows depend on (hashed into unit ids)."""
         d = asdict(self)
@@ -112,7 +122,16 @@ class StudySpec:
             d.pop(key)
         d["graph"] = dict(self.graph)
         d["models"] = {k: v for k, v in self.models.items()}
+        d["per_K"] = {str(float(k)): dict(v) for k, v in self.per_K.items()}
         return d
+
+    def models_at(self, K: float) -> dict[str, Any]:
+        """``models`` with the ``per_K`` entries of ``K`` merged over each model's entry."""
+        extra = next((v for k, v in self.per_K.items() if math.isclose(float(k), float(K))), {})
+        out = {str(k): dict(v or {}) for k, v in self.models.items()}
+        for name, params in extra.items():
+            out[str(name)] = {**out.get(str(name), {}), **dict(params or {})}
+        return out
 
 
 @dataclass(frozen=True)
@@ -173,7 +192,7 @@ def load_spec(path: str | Path | None = None, *, check: bool = True, **overrides
         data["budgets"] = tuple(str(b) for b in data["budgets"])
     if "attacks" in data:
         data["attacks"] = tuple(str(a).lower() for a in data["attacks"])
-    for key in ("graph", "models", "train"):
+    for key in ("graph", "models", "train", "per_K"):
         if key in data and not isinstance(data[key], Mapping):
             raise ConfigError(f"job file: {key} must be a mapping")
     try:
@@ -222,8 +241,8 @@ def check_spec(spec: StudySpec) -> None:
         raise ConfigError(f"graph kind {spec.kind!r} is not one of {', '.join(GRAPH_KINDS)}")
     if spec.reference not in REFERENCES:
         raise ConfigError(f"reference {spec.reference!r} is not one of {', '.join(REFERENCES)}")
-    if spec.reference == "bayes" and spec.kind != "csbm":
-        raise ConfigError("a reference classifier (bayes) needs a CSBM; a real graph has none: set reference: none")
+    if spec.reference == "bayes" and not spec.synthetic:
+        raise ConfigError("a reference classifier (bayes) needs a CSBM or CBA; a real graph has none: set reference: none")
     if spec.graphs < 1 or spec.nodes < 1:
         raise ConfigError(f"graphs and nodes must be >= 1, got {spec.graphs} and {spec.nodes}")
     if spec.max_steps < 1:
@@ -236,13 +255,13 @@ def check_spec(spec: StudySpec) -> None:
         _check_budget(b)
     if not spec.attacks or not spec.models:
         raise ConfigError("at least one attack and one model are needed")
-    if spec.kind == "csbm":
+    if spec.synthetic:
         if not spec.K:
             raise ConfigError("at least one K is needed")
         for k in spec.K:
             if not math.isfinite(k) or k < 0:
                 raise ConfigError(f"K must be >= 0, got {k}")
-        csbm_config(spec, spec.K[0])  # n too small for the classes, p/q out of range
+        graph_config(spec, spec.K[0])  # n too small for the classes, p/q or m out of range
     else:
         unknown = set(spec.graph) - {"kind", "path", "features"}
         if unknown:
@@ -254,14 +273,27 @@ def check_spec(spec: StudySpec) -> None:
             raise ConfigError("graph kind npz needs a path to the .npz file (graph.path, or --dataset)")
         if not Path(str(path)).is_file():
             raise ConfigError(f"dataset file {path} does not exist")
+    for k, entries in spec.per_K.items():
+        try:
+            known_k = spec.synthetic and any(math.isclose(float(k), float(x)) for x in spec.K)
+        except (TypeError, ValueError):
+            known_k = False
+        if not known_k:
+            raise ConfigError(f"per_K: {k!r} is not one of the study's K values ({', '.join(f'{x:g}' for x in spec.K)})")
+        if not isinstance(entries, Mapping) or not all(isinstance(v, Mapping) for v in entries.values()):
+            raise ConfigError(f"per_K.{k}: expected model name -> hyper-parameter mapping")
+        unknown = sorted(str(m) for m in entries if str(m) not in {str(x) for x in spec.models})
+        if unknown:
+            raise ConfigError(f"per_K.{k}: model(s) {', '.join(unknown)} not in models:")
     for name in spec.models:
         check_name(str(name))
-        resolve_params(str(name), spec.models)
+        for k in spec.K if spec.synthetic else (float("nan"),):
+            resolve_params(str(name), spec.models_at(k))
         for attack in spec.attacks:
             check_attack(attack, str(name).lower())
     for attack in spec.attacks:
         check_attack(attack)
-        if attack == "l2-weak-class" and spec.kind == "csbm" and int(spec.graph.get("num_classes", 2)) < 2:
+        if attack == "l2-weak-class" and spec.synthetic and int(spec.graph.get("num_classes", 2)) < 2:
             raise ConfigError("l2-weak-class needs at least 2 classes")
     unknown = set(spec.train) - {"epochs", "patience", "lr", "weight_decay"}
     if unknown:
@@ -292,9 +324,31 @@ def csbm_config(spec: StudySpec, K: float):
     )
 
 
+def cba_config(spec: StudySpec, K: float):
+    """The :class:`CBAConfig` of the study's graph section at mean distance ``K``."""
+    from grb_dist.datasets.csbm import CBAConfig
+
+    g = dict(spec.graph)
+    unknown = set(g) - {"kind", "num_nodes", "num_classes", "num_features", "sigma", "m", "affinity_same", "affinity_diff"}
+    if unknown:
+        raise ConfigError(f"graph: unknown key(s) {', '.join(sorted(unknown))} for a CBA "
+                          "(num_nodes, num_classes, num_features, sigma, m, affinity_same, affinity_diff)")
+    n, c, m = int(g.get("num_nodes", 1000)), int(g.get("num_classes", 2)), int(g.get("m", 2))
+    if n < 2 * c or c < 2:
+        raise ConfigError(f"CBA num_nodes={n} is too small for {c} classes (need at least 2 per class)")
+    return CBAConfig(num_nodes=n, num_classes=c, num_features=int(g.get("num_features", 21)), K=float(K),
+                     sigma=float(g.get("sigma", 1.0)), m=m, affinity_same=float(g.get("affinity_same", 3.16)),
+                     affinity_diff=float(g.get("affinity_diff", 0.74)))
+
+
+def graph_config(spec: StudySpec, K: float):
+    """:func:`csbm_config` or :func:`cba_config`, by the study's graph kind."""
+    return cba_config(spec, K) if spec.kind == "cba" else csbm_config(spec, K)
+
+
 def units(spec: StudySpec) -> list[Unit]:
     """Every unit of the study, in a stable order."""
-    ks = spec.K if spec.kind == "csbm" else (float("nan"),)
+    ks = spec.K if spec.synthetic else (float("nan"),)
     names = [str(m) for m in spec.models]
 
     def beside_base(m: str) -> tuple[int, bool]:  # ``gcn_lp`` right after ``gcn``: one training
@@ -318,8 +372,9 @@ class Prepared:
 
     ``nb_node`` / ``nb_base``: the clean edges of the new nodes (new index, base id).
     ``g_scores``: T x C clean log-posteriors of the Bayes classifier (``None``: no reference);
-    ``g_step``: C x C change of class c's log-posterior when an edge to a class-c' node is
-    added; ``g_features``: T features-only Bayes decisions.
+    ``g_step``: N x C change of class c's log-posterior when an edge to known node j is
+    added (on a CSBM it depends on j's class only, on a CBA on its degree too);
+    ``g_features``: T features-only Bayes decisions.
     """
 
     graph: Any
@@ -382,6 +437,23 @@ def prepare_csbm(spec: StudySpec, K: float, graph_seed: int) -> Prepared:
         np.add.at(counts, (nb_node, graph.labels[nb_base]), 1.0)
         sizes = np.bincount(graph.labels, minlength=config.num_classes).astype(np.float64)
         scores, step, feat = bayes_terms(config, means, x_new, counts, sizes)
+        prepared.g_scores, prepared.g_step, prepared.g_features = scores, step[:, graph.labels].T, feat.argmax(1)
+    return prepared
+
+
+def prepare_cba(spec: StudySpec, K: float, graph_seed: int) -> Prepared:
+    """Sample the known CBA graph, its split and ``spec.nodes`` new nodes, each attached
+    to the known graph alone (appendix C), and the CBA Bayes classifier's terms."""
+    from grb_dist.datasets.csbm import cba_bayes_terms, sample_cba, sample_cba_new_nodes
+
+    config = cba_config(spec, K)
+    graph, means = sample_cba(config, seed=graph_seed, name=f"cba-K{K:g}")
+    rng = np.random.default_rng([graph_seed, 1])
+    graph = graph.with_split(_train_val_split(graph.num_nodes, spec.train_fraction, rng))
+    x_new, y_new, nb_node, nb_base = sample_cba_new_nodes(graph, config, means, spec.nodes, seed=graph_seed + 7919)
+    prepared = Prepared(graph, x_new, y_new, nb_node, nb_base)
+    if spec.reference == "bayes":
+        scores, step, feat = cba_bayes_terms(graph, config, means, x_new, nb_node, nb_base)
         prepared.g_scores, prepared.g_step, prepared.g_features = scores, step, feat.argmax(1)
     return prepared
 
@@ -422,13 +494,14 @@ _PREPARED: dict[str, Prepared] = {}
 
 
 def prepare(spec: StudySpec, K: float, graph_seed: int) -> Prepared:
-    """:func:`prepare_csbm` or :func:`prepare_npz`, cached per process (units of the same
+    """:func:`prepare_csbm`, :func:`prepare_cba` or :func:`prepare_npz`, cached per process (units of the same
     graph share it)."""
     key = json.dumps({"core": spec.core(), "K": K, "seed": graph_seed}, sort_keys=True, default=str)
     if key not in _PREPARED:
         if len(_PREPARED) > 8:
             _PREPARED.clear()
-        _PREPARED[key] = prepare_csbm(spec, K, graph_seed) if spec.kind == "csbm" else prepare_npz(spec, graph_seed)
+        make = {"csbm": prepare_csbm, "cba": prepare_cba}.get(spec.kind)
+        _PREPARED[key] = make(spec, K, graph_seed) if make else prepare_npz(spec, graph_seed)
     return _PREPARED[key]
 
 
@@ -442,8 +515,10 @@ def prepare(spec: StudySpec, K: float, graph_seed: int) -> Prepared:
 _INNER: dict[str, tuple[dict, float]] = {}
 
 
-def train_study_model(spec: StudySpec, prepared: Prepared, name: str, seed: int, graph_key: str = ""):
-    """The model ``name`` trained inductively on the known graph; returns (module, val acc).
+def train_study_model(spec: StudySpec, prepared: Prepared, name: str, seed: int, graph_key: str = "",
+                      K: float = float("nan")):
+    """The model ``name`` (its settings at ``K``) trained inductively on the known graph;
+    returns (module, val acc).
 
     With a ``graph_key`` (the graph's identity), the trained underlying network is kept per
     process and reused by the ``_lp`` variant with the same settings (seeded training:
@@ -454,7 +529,7 @@ def train_study_model(spec: StudySpec, prepared: Prepared, name: str, seed: int,
     from grb_dist.models.registry import check_name
     from grb_dist.models.train import TrainConfig, seed_everything
 
-    params, overrides = resolve_params(name, spec.models)
+    params, overrides = resolve_params(name, spec.models_at(K))
     train = from_dict(TrainConfig, {**dict(spec.train), **overrides, "seed": seed}, where="train")
     ms = check_name(name)
     inner_params = {k: v for k, v in params.items() if k != "lp"}
@@ -494,10 +569,9 @@ def g_flips(prepared: Prepared, order: np.ndarray) -> tuple[np.ndarray, np.ndarr
     t = order.shape[0]
     if prepared.g_scores is None:
         return np.full(t, -1, dtype=np.int64), np.full(t, np.inf)
-    labels = prepared.graph.labels
-    C = prepared.g_scores.shape[1]
-    onehot = adjacent_counts(order, labels, C)  # T x S x C'
-    delta = np.cumsum(onehot @ prepared.g_step.T, axis=1)  # T x S x C
+    valid = order >= 0
+    steps = np.where(valid[..., None], prepared.g_step[np.where(valid, order, 0)], 0.0)  # T x S x C
+    delta = np.cumsum(steps, axis=1)
     g0 = prepared.g_scores.argmax(1)
     scores = prepared.g_scores[:, None, :] + delta
     changed = scores.argmax(2) != g0[:, None]
@@ -683,7 +757,7 @@ def _trained(spec: StudySpec, unit: Unit) -> tuple:
     key = json.dumps([asdict(spec), unit.K, unit.graph_seed, unit.model], sort_keys=True, default=str)
     if key not in _LAST_TRAINED:
         prepared = prepare(spec, unit.K, unit.graph_seed)
-        model, val_acc = train_study_model(spec, prepared, unit.model, unit.graph_seed, _graph_key(spec, unit))
+        model, val_acc = train_study_model(spec, prepared, unit.model, unit.graph_seed, _graph_key(spec, unit), unit.K)
         _LAST_TRAINED.clear()
         _LAST_TRAINED[key] = (prepared, model, val_acc)
     return _LAST_TRAINED[key]
@@ -951,6 +1025,6 @@ def write_tables(directory: str | Path, budgets: Sequence[str] = DEFAULT_BUDGETS
 
 __all__ = [
     "DEFAULT_BUDGETS", "ROW_COLUMNS", "Prepared", "StudySpec", "Unit", "bayes_terms", "check_spec",
-    "csbm_config", "f_flips", "g_flips", "load_spec", "metrics_table", "node_steps", "pending_units",
+    "cba_config", "csbm_config", "f_flips", "graph_config", "prepare_cba", "g_flips", "load_spec", "metrics_table", "node_steps", "pending_units",
     "prepare", "read_nodes", "run_study", "run_unit", "table1", "table2", "units", "write_tables",
 ]
