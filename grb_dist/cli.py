@@ -455,6 +455,14 @@ def report(
     from grb_dist.report import build_report, build_study_report, check_output_dir, is_study_dir, write_report
     from grb_dist.store import RunStore
 
+    if not is_study_dir(run_dir) and run_dir.is_dir() and not (run_dir / "manifest.json").exists():
+        # an output directory of grb-dist study (OUT, holding OUT/<study>): the study in it
+        studies = sorted(d for d in run_dir.iterdir() if d.is_dir() and is_study_dir(d))
+        if len(studies) == 1:
+            run_dir = studies[0]
+        elif studies:
+            raise GrbDistError(f"{run_dir} holds {len(studies)} studies; give one: "
+                               + ", ".join(str(d) for d in studies))
     if is_study_dir(run_dir):
         out = check_output_dir(output if output is not None else run_dir / "report")
         rep = build_study_report(run_dir)

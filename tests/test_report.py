@@ -282,8 +282,15 @@ def test_report_of_a_study(tmp_path):
     assert f'data-value="{float(value["R"].iloc[0])!r}"' in html
     # the study itself is left as it was; a study without rows is a one-line error
     assert sorted(p.relative_to(directory) for p in directory.rglob("*") if "report" not in p.parts) == before
+    # the study command's --out directory: its one study is found
+    r = runner.invoke(_app(), ["report", str(tmp_path), "-o", str(tmp_path / "page")])
+    assert r.exit_code == 0, r.output
+    assert "tiny" in (tmp_path / "page" / PAGE).read_text()
     empty = tmp_path / "empty"
     (empty / "nodes").mkdir(parents=True)
     (empty / "study.json").write_text("{}")
     r = runner.invoke(_app(), ["report", str(empty)])
     assert r.exit_code != 0 and "no rows yet" in r.output and not (empty / "report").exists()
+    r = runner.invoke(_app(), ["report", str(tmp_path)])  # two studies there: they are named
+    assert r.exit_code != 0 and "holds 2 studies" in r.output
+
