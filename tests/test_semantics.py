@@ -534,3 +534,49 @@ def test_per_k_settings_override_the_models_at_that_k():
                            ({0.5: {"gcn": {"no_such": 1}}}, "no_such")]:
         with pytest.raises(ConfigError, match=message):
             ss.load_spec(None, **{**TINY, "K": [0.5, 1.0], "per_K": per_k})
+
+
+def test_tune_picks_the_best_setting_per_k_and_fills_lp_variants():
+    from grb_dist.semantics import tune as st
+
+    assert st.grid({"b": [1, 2], "a": [0]}) == [{"a": 0, "b": 1}, {"a": 0, "b": 2}]
+    spec = ss.load_spec(None, **{**TINY, "K": [0.5, 1.0], "models": {
+        "gcn": {"hidden_sizes": [8]}, "lp": {"alpha": 0.7, "iterations": 10},
+        "gcn_lp": {"hidden_sizes": [8], "lp": {"alpha": 0.7, "iterations": 10}}}})
+    table = pd.DataFrame({"K": [0.5, 0.5, 0.5, 1.0, 1.0], "model": ["gcn", "gcn", "lp", "gcn", "gcn"],
+                          "setting": [{"dropout": 0.0, "lr": 0.1}, {"dropout": 0.5, "lr": 0.1}, {"alpha": 0.9},
+                                      {"dropout": 0.0, "lr": 0.1}, {"dropout": 0.5, "lr": 0.1}],
+                          "val_accuracy": [0.7, 0.8, 0.6, 0.9, 0.8], "best": [False, True, True, True, False]})
+    per_k = st.per_k_section(spec, table)
+    assert per_k[0.5]["gcn"] == {"dropout": 0.5, "train": {"lr": 0.1}}
+    assert per_k[0.5]["lp"] == {"alpha": 0.9}
+    # Model+LP: the model's best and LP's best alpha (its other LP settings kept)
+    assert per_k[0.5]["gcn_lp"] == {"dropout": 0.5, "train": {"lr": 0.1}, "lp": {"alpha": 0.9, "iterations": 10}}
+    assert per_k[1.0]["gcn_lp"] == {"dropout": 0.0, "train": {"lr": 0.1}}
+    tuned = ss.load_spec(None, **{**TINY, "K": [0.5, 1.0], "models": spec.models, "per_K": per_k})
+    assert tuned.models_at(0.5)["gcn"]["dropout"] == 0.5 and tuned.models_at(1.0)["gcn"]["dropout"] == 0.0
+
+
+def test_study_tune_cli_writes_a_tuned_job(tmp_path):
+    import yaml
+
+    job = {**TINY, "study": "tiny-tune", "search": {"gcn": {"dropout": [0.0, 0.9]}, "lp": {"alpha": [0.1, 0.9]}}}
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    out = tmp_path / "tuned.yaml"
+    result = CliRunner().invoke(app, ["study-tune", str(out), "--job", str(path), "--graphs", "1", "--no-ray"])
+    assert result.exit_code == 0, result.output
+    tuned = ss.load_spec(out)
+    assert set(tuned.per_K) == {1.0} and set(tuned.per_K[1.0]) == {"gcn", "lp"}
+    assert tuned.per_K[1.0]["lp"]["alpha"] in (0.1, 0.9) and "val accuracy" in result.output
+    assert tuned.models == ss.load_spec(path).models  # the job's own settings are kept
+    # errors before any work, nothing written
+    for extra, message in [({"search": {"gcn_lp": {"dropout": [0.1]}},
+                             "models": {**TINY["models"], "gcn_lp": {"hidden_sizes": [8]}}}, "takes the best settings"),
+                           ({"search": {"sage": {"dropout": [0.1]}}}, "not in the study's models"),
+                           ({"search": {"gcn": {"dropout": []}}}, "non-empty list"),
+                           ({"search": {"gcn": {"no_such": [1]}}}, "no_such")]:
+        path.write_text(yaml.safe_dump({**job, **extra}))
+        bad = tmp_path / "bad.yaml"
+        result = CliRunner().invoke(app, ["study-tune", str(bad), "--job", str(path), "--no-ray"])
+        assert result.exit_code != 0 and message in result.output and not bad.exists(), result.output

@@ -25,7 +25,7 @@ import json
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -80,7 +80,9 @@ class StudySpec:
         models: model name -> hyper-parameters (as in a sweep job's ``models:``; ``train:``
             inside an entry overrides the training settings).
         per_K: K -> model name -> hyper-parameters merged over ``models`` at that K (the
-            paper tunes every model per K).
+            paper tunes every model per K; ``grb-dist study-tune`` writes it).
+        search: model name -> {parameter: [values]}, the grid ``grb-dist study-tune``
+            searches per K (:mod:`grb_dist.semantics.tune`); it does not change the rows.
         attacks: attack names.
         budgets: local budgets reduced into tables: integers, ``deg``, ``deg+N``, ``inf``.
         max_steps: the most edges an attack adds (the cap of the ``inf`` budget).
@@ -99,6 +101,7 @@ class StudySpec:
     reference: str = "bayes"
     models: Mapping[str, Any] = field(default_factory=lambda: {"gcn": {"hidden_sizes": [64]}})
     per_K: Mapping[Any, Any] = field(default_factory=dict)
+    search: Mapping[str, Any] = field(default_factory=dict)
     attacks: tuple[str, ...] = ("l2-weak",)
     budgets: tuple[str, ...] = DEFAULT_BUDGETS
     max_steps: int = 64
@@ -118,12 +121,33 @@ class StudySpec:
     def core(self) -> dict[str, Any]:
         """The settings a unit's rows depend on (hashed into unit ids)."""
         d = asdict(self)
-        for key in ("K", "graphs", "attacks", "budgets"):
+        for key in ("K", "graphs", "attacks", "budgets", "search"):
             d.pop(key)
         d["graph"] = dict(self.graph)
         d["models"] = {k: v for k, v in self.models.items()}
         d["per_K"] = {str(float(k)): dict(v) for k, v in self.per_K.items()}
         return d
+
+    def narrowed(self, K: Sequence[float] | None = None, models: Sequence[str] | None = None) -> "StudySpec":
+        """This study on the given K values and models only (their ``per_K`` and
+        ``search`` entries kept, the others dropped)."""
+        ks = tuple(float(k) for k in K) if K is not None else self.K
+        names = [str(m) for m in models or ()]
+
+        def kept(k: Any) -> bool:
+            if K is None:
+                return True
+            try:
+                return any(math.isclose(float(k), x) for x in ks)
+            except (TypeError, ValueError):
+                return True  # left for check_spec to name
+
+        if models is None:  # nothing to drop: names the job does not know stay, for check_spec
+            return replace(self, K=ks, per_K={k: e for k, e in self.per_K.items() if kept(k)})
+        return replace(self, K=ks, models={m: dict(self.models.get(m, {}) or {}) for m in names},
+                       per_K={k: {m: v for m, v in dict(e).items() if str(m) in names}
+                              for k, e in self.per_K.items() if kept(k)},
+                       search={m: v for m, v in self.search.items() if str(m) in names})
 
     def models_at(self, K: float) -> dict[str, Any]:
         """``models`` with the ``per_K`` entries of ``K`` merged over each model's entry."""
@@ -192,7 +216,7 @@ def load_spec(path: str | Path | None = None, *, check: bool = True, **overrides
         data["budgets"] = tuple(str(b) for b in data["budgets"])
     if "attacks" in data:
         data["attacks"] = tuple(str(a).lower() for a in data["attacks"])
-    for key in ("graph", "models", "train", "per_K"):
+    for key in ("graph", "models", "train", "per_K", "search"):
         if key in data and not isinstance(data[key], Mapping):
             raise ConfigError(f"job file: {key} must be a mapping")
     try:
@@ -295,6 +319,10 @@ def check_spec(spec: StudySpec) -> None:
         check_attack(attack)
         if attack == "l2-weak-class" and spec.synthetic and int(spec.graph.get("num_classes", 2)) < 2:
             raise ConfigError("l2-weak-class needs at least 2 classes")
+    if spec.search:
+        from grb_dist.semantics.tune import check_search
+
+        check_search(spec, spec.search)
     unknown = set(spec.train) - {"epochs", "patience", "lr", "weight_decay"}
     if unknown:
         raise ConfigError(f"train: unknown key(s) {', '.join(sorted(unknown))}")
@@ -688,13 +716,14 @@ class BallView:
 
 
 def f_flips(model, prepared: Prepared, order: np.ndarray, steps: np.ndarray,
-            adaptive: Callable[[int, Any, Any, np.ndarray], np.ndarray] | None = None
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            adaptive: Callable[[int, Any, Any, np.ndarray], np.ndarray] | None = None,
+            ball: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """f's clean decision at each new node and the first prefix of its order (1-based) at
     which it changes (inf when not within the node's ``steps``), adding one edge at a time.
 
-    Models with a known receptive field are evaluated on v's ball (:class:`BallView`),
-    after a check on the first attacked node that the ball and the whole graph agree.
+    Models with a known receptive field are evaluated on v's ball (:class:`BallView`;
+    ``ball=False``: always on the whole graph), after a check on the first attacked node
+    that the ball and the whole graph agree.
     Returns (f_clean, f_flip, order) — ``order`` is the adaptive attack's when given.
     """
     import torch
@@ -704,7 +733,7 @@ def f_flips(model, prepared: Prepared, order: np.ndarray, steps: np.ndarray,
     f0 = np.zeros(t, dtype=np.int64)
     flips = np.full(t, np.inf)
     uses_graph = getattr(getattr(model, "model", model), "uses_graph", True) or hasattr(model, "model")
-    hops = receptive_hops(model) if uses_graph else None
+    hops = receptive_hops(model) if uses_graph and ball else None
     view = BallView(model, prepared, hops) if hops is not None else None
     checked = False
     order = order.copy()
