@@ -118,7 +118,7 @@ def figure_3a(out: Path, graphs: int, nodes: int, num_cpus: int, epochs: int, ki
             if r.empty:
                 cells.append(f"{'-':>22}")
                 continue
-            paper = PAPER_FIG3A.get((model, k))
+            paper = PAPER_FIG3A.get((model, k)) if kind == "csbm" else None
             tag = f" [{paper:.1f}]" if paper is not None else ""
             cells.append(f"{100 * r.R_over.iloc[0]:>5.1f}+-{100 * np.nan_to_num(r.se.iloc[0]):>4.1f} acc {100 * acc[(model, k)]:>4.1f}{tag}")
         print(f"{model:>8} " + " ".join(cells))

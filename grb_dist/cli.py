@@ -561,22 +561,21 @@ def _study_spec(job: Path, k: Optional[str], models: Optional[str], epochs: Opti
     """The checked study of ``job`` with the command line's overrides (``--k`` and
     ``--models`` narrow its per_K and search sections too)."""
     from grb_dist.errors import ConfigError
-    from grb_dist.semantics.study import check_spec, load_spec
+    from grb_dist.semantics.study import load_spec
 
-    ks = None
     if k is not None:
         try:
-            ks = [float(v) for v in _csv(k) or []]
+            overrides["K"] = [float(v) for v in _csv(k) or []]
         except ValueError:
             raise ConfigError(f"--k must be comma-separated numbers, got {k!r}") from None
-    spec = load_spec(job, check=False, **overrides)
-    if dataset is not None or epochs is not None:
-        graph = {**dict(spec.graph), "path": str(dataset)} if dataset is not None else spec.graph
-        train = {**dict(spec.train), "epochs": epochs} if epochs is not None else spec.train
-        spec = load_spec(job, check=False, **{**overrides, "graph": graph, "train": train})
-    spec = spec.narrowed(ks, _csv(models) if models is not None else None)
-    check_spec(spec)
-    return spec
+    spec = load_spec(job, check=False)
+    if models is not None:
+        overrides["models"] = {m: dict(spec.models.get(m, {}) or {}) for m in _csv(models) or []}
+    if dataset is not None:
+        overrides["graph"] = {**dict(spec.graph), "path": str(dataset)}
+    if epochs is not None:
+        overrides["train"] = {**dict(spec.train), "epochs": epochs}
+    return load_spec(job, **overrides)
 
 
 def _study_job(job: Optional[Path]) -> Path:

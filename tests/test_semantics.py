@@ -580,3 +580,17 @@ def test_study_tune_cli_writes_a_tuned_job(tmp_path):
         bad = tmp_path / "bad.yaml"
         result = CliRunner().invoke(app, ["study-tune", str(bad), "--job", str(path), "--no-ray"])
         assert result.exit_code != 0 and message in result.output and not bad.exists(), result.output
+
+
+def test_overridden_models_and_k_narrow_the_jobs_per_k_and_search(tmp_path):
+    import yaml
+
+    shipped = ss.load_spec(Path("grb_dist/jobs/studies/over-robustness-csbm.yaml"), models={"gcn": {"hidden_sizes": [8]}})
+    assert set(shipped.search) == {"gcn"}
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({**TINY, "K": [0.5, 1.0], "per_K": {0.5: {"gcn": {"dropout": 0.1}, "lp": {"alpha": 0.2}}}}))
+    assert ss.load_spec(path, K=[1.0]).per_K == {}
+    assert ss.load_spec(path, models={"gcn": {}}).per_K == {0.5: {"gcn": {"dropout": 0.1}}}
+    path.write_text(yaml.safe_dump({**TINY, "per_K": {3.0: {"gcn": {}}}}))  # the job's own mistake is named
+    with pytest.raises(ConfigError, match="not one of the study's K"):
+        ss.load_spec(path)

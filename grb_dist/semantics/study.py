@@ -25,7 +25,7 @@ import json
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -128,27 +128,6 @@ class StudySpec:
         d["per_K"] = {str(float(k)): dict(v) for k, v in self.per_K.items()}
         return d
 
-    def narrowed(self, K: Sequence[float] | None = None, models: Sequence[str] | None = None) -> "StudySpec":
-        """This study on the given K values and models only (their ``per_K`` and
-        ``search`` entries kept, the others dropped)."""
-        ks = tuple(float(k) for k in K) if K is not None else self.K
-        names = [str(m) for m in models or ()]
-
-        def kept(k: Any) -> bool:
-            if K is None:
-                return True
-            try:
-                return any(math.isclose(float(k), x) for x in ks)
-            except (TypeError, ValueError):
-                return True  # left for check_spec to name
-
-        if models is None:  # nothing to drop: names the job does not know stay, for check_spec
-            return replace(self, K=ks, per_K={k: e for k, e in self.per_K.items() if kept(k)})
-        return replace(self, K=ks, models={m: dict(self.models.get(m, {}) or {}) for m in names},
-                       per_K={k: {m: v for m, v in dict(e).items() if str(m) in names}
-                              for k, e in self.per_K.items() if kept(k)},
-                       search={m: v for m, v in self.search.items() if str(m) in names})
-
     def models_at(self, K: float) -> dict[str, Any]:
         """``models`` with the ``per_K`` entries of ``K`` merged over each model's entry."""
         extra = next((v for k, v in self.per_K.items() if math.isclose(float(k), float(K))), {})
@@ -219,6 +198,7 @@ def load_spec(path: str | Path | None = None, *, check: bool = True, **overrides
     for key in ("graph", "models", "train", "per_K", "search"):
         if key in data and not isinstance(data[key], Mapping):
             raise ConfigError(f"job file: {key} must be a mapping")
+    _narrow(data, overrides)
     try:
         spec = StudySpec(**data)
     except TypeError as exc:
@@ -226,6 +206,31 @@ def load_spec(path: str | Path | None = None, *, check: bool = True, **overrides
     if check:
         check_spec(spec)
     return spec
+
+
+def _narrow(data: dict[str, Any], overrides: Mapping[str, Any]) -> None:
+    """Overridden ``models`` / ``K`` narrow the job file's ``per_K`` and ``search`` to them
+    (entries of models or K values the overrides left out are dropped). Sections given as
+    overrides themselves, and the job's entries otherwise, are kept as written, for
+    :func:`check_spec` to judge."""
+    search = overrides.get("search") is None and isinstance(data.get("search"), Mapping)
+    per_k = overrides.get("per_K") is None and isinstance(data.get("per_K"), Mapping)
+    if overrides.get("models") is not None:
+        names = {str(m) for m in data["models"]}
+        if search:
+            data["search"] = {m: v for m, v in data["search"].items() if str(m) in names}
+        if per_k:
+            data["per_K"] = {k: {m: v for m, v in e.items() if str(m) in names} if isinstance(e, Mapping) else e
+                             for k, e in data["per_K"].items()}
+    if overrides.get("K") is not None and per_k:
+
+        def listed(k: Any) -> bool:
+            try:
+                return any(math.isclose(float(k), x) for x in data["K"])
+            except (TypeError, ValueError):
+                return True
+
+        data["per_K"] = {k: e for k, e in data["per_K"].items() if listed(k)}
 
 
 def _check_budget(b: str) -> None:
