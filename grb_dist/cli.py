@@ -640,7 +640,11 @@ def study_tune(
     per_k = per_k_section(spec, table)
     tuned = {**data, "per_K": {**{float(x): v for x, v in (data.get("per_K") or {}).items()}, **per_k}}
     header = f"# {spec.study} tuned by grb-dist study-tune ({graphs} graph(s) per K)\n"
-    write_bytes((header + yaml.safe_dump(tuned, sort_keys=False)).encode(), output)
+    class NoAliases(yaml.SafeDumper):  # every entry written out, no &id001 / *id001
+        def ignore_aliases(self, data):
+            return True
+
+    write_bytes((header + yaml.dump(tuned, Dumper=NoAliases, sort_keys=False)).encode(), output)
     best = table[table["best"]]
     view = Table("K", "model", "best setting", "val accuracy")
     for row in best.itertuples():

@@ -391,6 +391,13 @@ def test_study_on_ray_writes_the_same_rows(tmp_path):
     on_ray = ss.read_nodes(directory)
     local = ss.run_unit(spec, ss.Unit(1.0, 0, "gcn", "l2-weak"))
     pd.testing.assert_frame_equal(on_ray.reset_index(drop=True), local.reset_index(drop=True))
+    # the per-K search runs on Ray the same way, with the same scores
+    from grb_dist.semantics.tune import tune
+
+    search = {"gcn": {"dropout": [0.0, 0.5]}}
+    on_ray = tune(spec, search, graphs=1, num_cpus=1)
+    here = tune(spec, search, graphs=1, use_ray=False)
+    pd.testing.assert_frame_equal(on_ray, here)
 
 
 # ------------------------------------------------------------------------------ speed-ups
@@ -594,3 +601,21 @@ def test_overridden_models_and_k_narrow_the_jobs_per_k_and_search(tmp_path):
     path.write_text(yaml.safe_dump({**TINY, "per_K": {3.0: {"gcn": {}}}}))  # the job's own mistake is named
     with pytest.raises(ConfigError, match="not one of the study's K"):
         ss.load_spec(path)
+
+
+def test_a_study_directory_holds_one_setting_and_shows_the_last_run(tmp_path):
+    spec = ss.load_spec(None, **TINY)
+    directory = ss.run_study(spec, tmp_path, use_ray=False)
+    assert len(list((directory / "nodes").glob("*.parquet"))) == 3
+    # fewer models: their units are the same files (nothing re-run), the tables show them only
+    fewer = ss.load_spec(None, **{**TINY, "models": {"gcn": TINY["models"]["gcn"]}})
+    assert ss.pending_units(fewer, tmp_path) == []
+    ss.run_study(fewer, tmp_path, use_ray=False)
+    assert set(pd.read_parquet(directory / "metrics.parquet")["model"]) == {"gcn"}
+    assert set(ss.read_nodes(directory)["model"]) == {"gcn"}
+    # another model setting is another unit; other shared settings are refused before any work
+    other = ss.load_spec(None, **{**TINY, "models": {"gcn": {"hidden_sizes": [4]}}})
+    assert len(ss.pending_units(other, tmp_path)) == 1
+    with pytest.raises(ConfigError, match="other settings .*nodes"):
+        ss.run_study(ss.load_spec(None, **{**TINY, "nodes": 13}), tmp_path, use_ray=False)
+    assert len(list((directory / "nodes").glob("*.parquet"))) == 3

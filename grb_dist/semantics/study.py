@@ -119,13 +119,19 @@ class StudySpec:
         return self.kind in SYNTHETIC
 
     def core(self) -> dict[str, Any]:
-        """The settings a unit's rows depend on (hashed into unit ids)."""
-        d = asdict(self)
-        for key in ("K", "graphs", "attacks", "budgets", "search"):
-            d.pop(key)
-        d["graph"] = dict(self.graph)
+        """The settings a unit's rows depend on, every model's included."""
+        d = self.shared()
         d["models"] = {k: v for k, v in self.models.items()}
         d["per_K"] = {str(float(k)): dict(v) for k, v in self.per_K.items()}
+        return d
+
+    def shared(self) -> dict[str, Any]:
+        """The settings every unit's rows depend on (graphs, nodes, training ...): not the
+        lists of K, graphs, models, attacks and budgets, nor the models' settings."""
+        d = asdict(self)
+        for key in ("K", "graphs", "attacks", "budgets", "search", "models", "per_K"):
+            d.pop(key)
+        d["graph"] = dict(self.graph)
         return d
 
     def models_at(self, K: float) -> dict[str, Any]:
@@ -147,8 +153,13 @@ class Unit:
     attack: str
 
     def unit_id(self, spec: StudySpec) -> str:
-        """Content hash of the study's settings and this unit."""
-        payload = json.dumps({"spec": spec.core(), "unit": asdict(self)}, sort_keys=True, default=str)
+        """Content hash of what this unit's rows depend on: the study's shared settings, the
+        unit's model's settings at its K, and the unit (other models' settings do not count,
+        so a study re-run with models added or removed keeps the others' units)."""
+        from grb_dist.defenses.build import resolve_params
+
+        model = resolve_params(self.model, spec.models_at(self.K)) if spec.models else None
+        payload = json.dumps({"spec": spec.shared(), "model": model, "unit": asdict(self)}, sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
@@ -529,7 +540,7 @@ _PREPARED: dict[str, Prepared] = {}
 def prepare(spec: StudySpec, K: float, graph_seed: int) -> Prepared:
     """:func:`prepare_csbm`, :func:`prepare_cba` or :func:`prepare_npz`, cached per process (units of the same
     graph share it)."""
-    key = json.dumps({"core": spec.core(), "K": K, "seed": graph_seed}, sort_keys=True, default=str)
+    key = json.dumps({"shared": spec.shared(), "K": K, "seed": graph_seed}, sort_keys=True, default=str)
     if key not in _PREPARED:
         if len(_PREPARED) > 8:
             _PREPARED.clear()
@@ -783,7 +794,7 @@ _LAST_TRAINED: dict[str, tuple] = {}
 
 
 def _graph_key(spec: StudySpec, unit: Unit) -> str:
-    return json.dumps([spec.core(), unit.K, unit.graph_seed], sort_keys=True, default=str)
+    return json.dumps([spec.shared(), unit.K, unit.graph_seed], sort_keys=True, default=str)
 
 
 def _trained(spec: StudySpec, unit: Unit) -> tuple:
@@ -918,6 +929,7 @@ def run_study(
     each unit's rows atomically, then the reduced tables; returns the study directory."""
     check_spec(spec)
     directory = study_dir(out, spec)
+    _check_same_settings(spec, directory)
     todo = pending_units(spec, out)
     say = progress or (lambda _msg: None)
     total = len(units(spec))
@@ -951,6 +963,20 @@ def run_study(
     return directory
 
 
+def _check_same_settings(spec: StudySpec, directory: Path) -> None:
+    """A study directory holds units of one set of shared settings: a run whose settings
+    differ (nodes, graph, training ...) would mix its rows with the old ones."""
+    old = stored_spec(directory)
+    if old is None:
+        return
+    before, now = old.shared(), spec.shared()
+    changed = sorted(k for k in set(before) | set(now)
+                     if json.dumps(before.get(k), sort_keys=True, default=str) != json.dumps(now.get(k), sort_keys=True, default=str))
+    if changed:
+        raise ConfigError(f"{directory} holds study {spec.study!r} run with other settings ({', '.join(changed)}); "
+                          "give another --out or another study name")
+
+
 def _write_spec(spec: StudySpec, directory: Path) -> None:
     from grb_dist.store.parquet import write_bytes
 
@@ -974,9 +1000,28 @@ def study_budgets(directory: str | Path) -> tuple[str, ...]:
     return DEFAULT_BUDGETS
 
 
+def stored_spec(directory: str | Path) -> StudySpec | None:
+    """The study last run in ``directory`` (its study.json), or None when unreadable."""
+    try:
+        data = json.loads((Path(directory) / "study.json").read_text())
+        known = set(StudySpec.__dataclass_fields__)
+        return StudySpec(**{k: v for k, v in data.items() if k in known})
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
 def read_nodes(directory: str | Path) -> pd.DataFrame:
-    """Every unit's rows of a study directory (empty frame with the columns when none)."""
+    """The rows of the units of the study last run in ``directory`` (its study.json; every
+    unit file when there is none), an empty frame with the columns when none."""
     files = sorted(p for p in (Path(directory) / "nodes").glob("*.parquet") if not p.name.startswith("."))
+    spec = stored_spec(directory)
+    if spec is not None:
+        try:
+            wanted = {u.unit_id(spec) for u in units(spec)}
+        except (ConfigError, TypeError, ValueError, AttributeError):
+            wanted = None
+        if wanted is not None:
+            files = [f for f in files if f.stem in wanted]
     if not files:
         return pd.DataFrame(columns=list(ROW_COLUMNS))
     return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
