@@ -619,3 +619,11 @@ def test_a_study_directory_holds_one_setting_and_shows_the_last_run(tmp_path):
     with pytest.raises(ConfigError, match="other settings .*nodes"):
         ss.run_study(ss.load_spec(None, **{**TINY, "nodes": 13}), tmp_path, use_ray=False)
     assert len(list((directory / "nodes").glob("*.parquet"))) == 3
+    # a directory none of whose files has an id of its study.json (written before unit ids
+    # named only the unit's own model) is read whole
+    import json
+
+    stored = json.loads((directory / "study.json").read_text())
+    stored["models"] = {"gcn": {"hidden_sizes": [16]}}
+    (directory / "study.json").write_text(json.dumps(stored))
+    assert set(ss.read_nodes(directory)["model"]) == {"gcn", "lp", "mlp"}

@@ -92,6 +92,9 @@ def plot_degree_robustness(nodes: pd.DataFrame, path: Path, K: float | None = 1.
     g = g.groupby("degree")["value"].mean().reset_index()
     ax.plot(g["degree"], g["value"], color="black", linestyle="--", linewidth=2, label="semantic boundary (Bayes)")
     ax.set_xlabel("node degree")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # degrees are whole numbers
     ax.set_ylabel("mean robustness (edges added)")
     ax.set_title(f"Degree-dependent robustness, K = {k:g} ({attack})")
     ax.legend(fontsize=8)

@@ -1012,7 +1012,9 @@ def stored_spec(directory: str | Path) -> StudySpec | None:
 
 def read_nodes(directory: str | Path) -> pd.DataFrame:
     """The rows of the units of the study last run in ``directory`` (its study.json; every
-    unit file when there is none), an empty frame with the columns when none."""
+    unit file when there is none, or when none of the files has an id of that study, as
+    in a directory written before unit ids named only the unit's own model), an empty
+    frame with the columns when none."""
     files = sorted(p for p in (Path(directory) / "nodes").glob("*.parquet") if not p.name.startswith("."))
     spec = stored_spec(directory)
     if spec is not None:
@@ -1020,7 +1022,7 @@ def read_nodes(directory: str | Path) -> pd.DataFrame:
             wanted = {u.unit_id(spec) for u in units(spec)}
         except (ConfigError, TypeError, ValueError, AttributeError):
             wanted = None
-        if wanted is not None:
+        if wanted is not None and any(f.stem in wanted for f in files):
             files = [f for f in files if f.stem in wanted]
     if not files:
         return pd.DataFrame(columns=list(ROW_COLUMNS))
