@@ -134,7 +134,7 @@ def figure_3a(out: Path, graphs: int, nodes: int, num_cpus: int, epochs: int, ki
 
 def figure_4(out: Path, dataset: Path, nodes: int, num_cpus: int, max_steps: int, epochs: int,
              features: str = "row") -> None:
-    spec = load_spec(JOBS / "studies" / "over-robustness-cora-ml.yaml", study=f"reproduce-fig4-{features}",
+    spec = load_spec(JOBS / "studies" / "over-robustness-cora-ml.yaml", study=f"reproduce-fig4-{dataset.stem}-{features}",
                      graph={"kind": "npz", "path": str(dataset), "features": features}, nodes=nodes, max_steps=max_steps,
                      models={"gcn": {"hidden_sizes": [64], "dropout": 0.5}},
                      train={"epochs": epochs, "patience": 50, "lr": 0.01, "weight_decay": 0.0005})
@@ -145,7 +145,7 @@ def figure_4(out: Path, dataset: Path, nodes: int, num_cpus: int, max_steps: int
     write_plots(directory)
     mx = per_node_class_robustness(rows, "inf", "max")
     mn = per_node_class_robustness(rows, "inf", "min")
-    print(f"\nFigure 4: GCN on inductive Cora-ML ({features} features), robustness (edges added until the "
+    print(f"\nFigure 4: GCN on inductive {dataset.stem} ({features} features), robustness (edges added until the "
           f"prediction changes, capped at {max_steps}) by degree; largest / smallest over target classes")
     print(f"{'degree':>6} {'nodes':>6} {'median max':>11} {'median min':>11}")
     for d in range(1, 9):
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--table-nodes", type=int, default=None, help="new nodes per graph for Tables 1-2 (default --nodes)")
     p.add_argument("--epochs", type=int, default=300)
     p.add_argument("--num-cpus", type=int, default=2)
-    p.add_argument("--cora-ml", type=Path, default=None)
+    p.add_argument("--cora-ml", type=Path, default=None, help="the .npz of Figure 4 (Cora-ML; Cora or CiteSeer work too)")
     p.add_argument("--cora-nodes", type=int, default=60)
     p.add_argument("--cora-steps", type=int, default=48)
     p.add_argument("--cora-features", default="row", help="row (rows scaled to sum 1) or raw")
