@@ -605,8 +605,11 @@ def test_overridden_models_and_k_narrow_the_jobs_per_k_and_search(tmp_path):
 
 def test_a_study_directory_holds_one_setting_and_shows_the_last_run(tmp_path):
     spec = ss.load_spec(None, **TINY)
-    directory = ss.run_study(spec, tmp_path, use_ray=False)
+    said: list[str] = []
+    directory = ss.run_study(spec, tmp_path, use_ray=False, progress=said.append)
     assert len(list((directory / "nodes").glob("*.parquet"))) == 3
+    assert said[0].endswith("3 units, 0 done, 3 to run") and said[-1].startswith("[3/3] K=1 graph=0 ")
+    assert all(line.endswith("left)") for line in said[1:])  # elapsed time and what is left
     # fewer models: their units are the same files (nothing re-run), the tables show them only
     fewer = ss.load_spec(None, **{**TINY, "models": {"gcn": TINY["models"]["gcn"]}})
     assert ss.pending_units(fewer, tmp_path) == []

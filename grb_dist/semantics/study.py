@@ -937,11 +937,17 @@ def run_study(
     directory.mkdir(parents=True, exist_ok=True)
     _write_spec(spec, directory)
     start = time.perf_counter()
+
+    def done(count: int, unit: Unit) -> None:
+        elapsed = time.perf_counter() - start
+        left = elapsed / count * (len(todo) - count)
+        say(f"[{count}/{len(todo)}] K={unit.K:g} graph={unit.graph_seed} {unit.model} {unit.attack} "
+            f"({elapsed:.0f} s, about {_duration(left)} left)")
+
     if todo and not use_ray:
         for i, (unit, path) in enumerate(todo, 1):
             _write_rows(run_unit(spec, unit), path)
-            say(f"[{i}/{len(todo)}] K={unit.K:g} graph={unit.graph_seed} {unit.model} {unit.attack} "
-                f"({time.perf_counter() - start:.0f} s)")
+            done(i, unit)
     elif todo:
         from grb_dist.sweep.runner import RaySettings
         from grb_dist.sweep.tasks import run_units
@@ -953,14 +959,22 @@ def run_study(
             unit, path = todo[i]
             _write_rows(frame, path)
             finished[0] += 1
-            say(f"[{finished[0]}/{len(todo)}] K={unit.K:g} graph={unit.graph_seed} {unit.model} {unit.attack} "
-                f"({time.perf_counter() - start:.0f} s)")
+            done(finished[0], unit)
 
         run_units(_unit_task, [(f"study {u.model} {u.attack} K={u.K:g}", (spec_dict, asdict(u))) for u, _ in todo],
                   on_result, settings=RaySettings(address=address, num_cpus=num_cpus, include_dashboard=False),
                   job_name=f"grb-dist study {spec.study}")
     write_tables(directory, spec.budgets)
     return directory
+
+
+def _duration(seconds: float) -> str:
+    """``42 s``, ``7 min``, ``2.5 h``: a remaining time, as precise as it can be."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _check_same_settings(spec: StudySpec, directory: Path) -> None:
