@@ -32,13 +32,22 @@ def _figure():
     return plt
 
 
-def _save(fig, path: Path) -> Path:
+def _save(plt, fig, path: Path) -> Path:
+    """Write ``fig`` to ``path`` as PNG (atomically) and close it."""
     from grb_dist.store.parquet import atomic_path
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=130, bbox_inches="tight")
+    plt.close(fig)
     return path
+
+
+def _finish_lines(plt, fig, ax, path: Path) -> Path:
+    """Legend and grid of a line chart, then :func:`_save`."""
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return _save(plt, fig, path)
 
 
 def plot_over_robustness(nodes: pd.DataFrame, path: Path, attack: str = "l2-weak", budget: str = "deg") -> Path | None:
@@ -56,11 +65,7 @@ def plot_over_robustness(nodes: pd.DataFrame, path: Path, attack: str = "l2-weak
     ax.set_xlabel("K (distance of class means / sigma)")
     ax.set_ylabel("R_over")
     ax.set_title(f"Robustness beyond semantic change ({attack}, budget {budget})")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    out = _save(fig, path)
-    plt.close(fig)
-    return out
+    return _finish_lines(plt, fig, ax, path)
 
 
 def _rob_by_degree(nodes: pd.DataFrame, budget: str, column: str) -> pd.DataFrame:
@@ -97,11 +102,7 @@ def plot_degree_robustness(nodes: pd.DataFrame, path: Path, K: float | None = 1.
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # degrees are whole numbers
     ax.set_ylabel("mean robustness (edges added)")
     ax.set_title(f"Degree-dependent robustness, K = {k:g} ({attack})")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    out = _save(fig, path)
-    plt.close(fig)
-    return out
+    return _finish_lines(plt, fig, ax, path)
 
 
 def per_node_class_robustness(nodes: pd.DataFrame, budget: str = "inf", how: str = "max") -> pd.DataFrame:
@@ -133,9 +134,7 @@ def plot_degree_boxplot(nodes: pd.DataFrame, path: Path, models: Sequence[str] |
         ax.set_title(model)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("structure perturbations until the prediction changes")
-    out = _save(fig, path)
-    plt.close(fig)
-    return out
+    return _save(plt, fig, path)
 
 
 def write_plots(directory: str | Path) -> list[Path]:

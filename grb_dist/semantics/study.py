@@ -537,16 +537,23 @@ def prepare_npz(spec: StudySpec, graph_seed: int) -> Prepared:
 _PREPARED: dict[str, Prepared] = {}
 
 
+def _remember(cache: dict[str, Any], key: str, make: Callable[[], Any], limit: int) -> Any:
+    """``cache[key]``, made by ``make()`` on a miss; a cache holding ``limit`` entries is
+    emptied first (the per-process caches of this module stay small)."""
+    if key not in cache:
+        value = make()
+        if len(cache) >= limit:
+            cache.clear()
+        cache[key] = value
+    return cache[key]
+
+
 def prepare(spec: StudySpec, K: float, graph_seed: int) -> Prepared:
     """:func:`prepare_csbm`, :func:`prepare_cba` or :func:`prepare_npz`, cached per process (units of the same
     graph share it)."""
     key = json.dumps({"shared": spec.shared(), "K": K, "seed": graph_seed}, sort_keys=True, default=str)
-    if key not in _PREPARED:
-        if len(_PREPARED) > 8:
-            _PREPARED.clear()
-        make = {"csbm": prepare_csbm, "cba": prepare_cba}.get(spec.kind)
-        _PREPARED[key] = make(spec, K, graph_seed) if make else prepare_npz(spec, graph_seed)
-    return _PREPARED[key]
+    make = {"csbm": prepare_csbm, "cba": prepare_cba}.get(spec.kind)
+    return _remember(_PREPARED, key, lambda: make(spec, K, graph_seed) if make else prepare_npz(spec, graph_seed), 9)
 
 
 # ---------------------------------------------------------------------------------------
@@ -591,9 +598,8 @@ def train_study_model(spec: StudySpec, prepared: Prepared, name: str, seed: int,
     module = result.model.eval()
     if shareable:
         inner = module.model if isinstance(module, LabelPropagationOn) else module
-        if len(_INNER) >= 32:
-            _INNER.clear()
-        _INNER[key] = ({k: v.detach().clone() for k, v in inner.state_dict().items()}, float(result.best_val_accuracy))
+        _remember(_INNER, key, lambda: ({k: v.detach().clone() for k, v in inner.state_dict().items()},
+                                         float(result.best_val_accuracy)), 32)
     return module, float(result.best_val_accuracy)
 
 
@@ -800,12 +806,12 @@ def _graph_key(spec: StudySpec, unit: Unit) -> str:
 def _trained(spec: StudySpec, unit: Unit) -> tuple:
     """``(prepared graph, model, validation accuracy)`` of ``unit``'s (K, graph, model)."""
     key = json.dumps([asdict(spec), unit.K, unit.graph_seed, unit.model], sort_keys=True, default=str)
-    if key not in _LAST_TRAINED:
+
+    def train() -> tuple:
         prepared = prepare(spec, unit.K, unit.graph_seed)
-        model, val_acc = train_study_model(spec, prepared, unit.model, unit.graph_seed, _graph_key(spec, unit), unit.K)
-        _LAST_TRAINED.clear()
-        _LAST_TRAINED[key] = (prepared, model, val_acc)
-    return _LAST_TRAINED[key]
+        return (prepared, *train_study_model(spec, prepared, unit.model, unit.graph_seed, _graph_key(spec, unit), unit.K))
+
+    return _remember(_LAST_TRAINED, key, train, 1)
 
 
 #: Orders of the surrogate attacks (Nettack, SGA) per graph: they depend on the surrogate,
@@ -817,8 +823,7 @@ def surrogate_orders(spec: StudySpec, unit: Unit, prepared: Prepared, S: int) ->
     """T x S edge orders of ``unit.attack`` (Nettack or SGA) on its seeded surrogate."""
     import torch
 
-    key = json.dumps([_graph_key(spec, unit), unit.attack, S])
-    if key not in _SURROGATE_ORDERS:
+    def compute() -> np.ndarray:
         surrogate = _surrogate(spec, prepared, unit.graph_seed)
         surrogate_order = nettack_order if unit.attack == "nettack" else sga_order
         n = prepared.graph.num_nodes
@@ -828,10 +833,9 @@ def surrogate_orders(spec: StudySpec, unit: Unit, prepared: Prepared, S: int) ->
             with torch.enable_grad():
                 order[i] = surrogate_order(surrogate, x, edges(np.empty(0, np.int64)), n,
                                            int(prepared.y_new[i]), cand, S)
-        if len(_SURROGATE_ORDERS) >= 8:
-            _SURROGATE_ORDERS.clear()
-        _SURROGATE_ORDERS[key] = order
-    return _SURROGATE_ORDERS[key]
+        return order
+
+    return _remember(_SURROGATE_ORDERS, json.dumps([_graph_key(spec, unit), unit.attack, S]), compute, 8)
 
 
 def run_unit(spec: StudySpec, unit: Unit) -> pd.DataFrame:
