@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import io
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import pandas as pd
 
@@ -127,23 +127,28 @@ document.querySelectorAll("table.board").forEach(function (table) {
 """
 
 
+def html_cell(text: str, value: float | None) -> str:
+    """A ``<td>``: numbers carry their exact value in ``data-value`` (sorting), text is
+    left-aligned."""
+    if value is None:
+        return f'<td class="text">{html.escape(text)}</td>'
+    return f'<td data-value="{value!r}">{html.escape(text)}</td>'
+
+
+def html_table(name: str, head: str, rows: Sequence[Sequence[str]]) -> str:
+    """A sortable ``<table class="board">`` of header cells ``head`` and rows of ``<td>``s."""
+    body = "".join("<tr>" + "".join(tds) + "</tr>" for tds in rows)
+    return (f'<table class="board" data-board="{html.escape(name)}">\n<thead><tr>{head}</tr></thead>\n'
+            f"<tbody>{body}</tbody>\n</table>\n")
+
+
 def to_html(board: pd.DataFrame, name: str, heading: str = "h3") -> str:
     """A board as a heading and a sortable ``<table class="board">`` (numeric cells carry
     their value in ``data-value``)."""
     cols = _columns(name)
     head = "".join(f'<th class="{"text" if k in _TEXT_KEYS else "num"}">{html.escape(h)}</th>' for h, k in cols)
-    body = []
-    for _, r in board.iterrows():
-        tds = []
-        for _, key in cols:
-            text, value = _cell(r, key, board.columns, " ± ")
-            if value is None:
-                tds.append(f'<td class="text">{html.escape(text)}</td>')
-            else:
-                tds.append(f'<td data-value="{value!r}">{html.escape(text)}</td>')
-        body.append("<tr>" + "".join(tds) + "</tr>")
-    return (f"<{heading}>{html.escape(title(name))}</{heading}>\n<table class=\"board\" data-board=\"{html.escape(name)}\">\n"
-            f"<thead><tr>{head}</tr></thead>\n<tbody>{''.join(body)}</tbody>\n</table>\n")
+    rows = [[html_cell(*_cell(r, key, board.columns, " ± ")) for _, key in cols] for _, r in board.iterrows()]
+    return f"<{heading}>{html.escape(title(name))}</{heading}>\n" + html_table(name, head, rows)
 
 
 def html_page(boards: Mapping[str, pd.DataFrame]) -> str:

@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from grb_dist.leaderboard.rank import parse_name
-from grb_dist.leaderboard.render import SORT_SCRIPT, STYLE, to_html
+from grb_dist.leaderboard.render import SORT_SCRIPT, STYLE, html_cell, html_table, to_html
 from grb_dist.report.figures import Figure
 from grb_dist.report.tables import RunInfo
 
@@ -96,19 +96,13 @@ def frame_table(frame: pd.DataFrame, name: str, digits: int = 4) -> str:
     integer = {c for c in numeric if pd.api.types.is_integer_dtype(frame[c])}
     head = "".join(f'<th class="{"num" if c in numeric else "text"}">{html.escape(str(c))}</th>'
                    for c in frame.columns)
-    body = []
-    for row in frame.itertuples(index=False):
-        tds = []
-        for c, v in zip(frame.columns, row):
-            if c in numeric and pd.notna(v):
-                value = float(v)
-                text = f"{int(v):,}" if c in integer else f"{value:.{digits}g}"
-                tds.append(f'<td data-value="{value!r}">{html.escape(text)}</td>')
-            else:
-                tds.append(f'<td class="text">{html.escape("-" if c in numeric else str(v))}</td>')
-        body.append("<tr>" + "".join(tds) + "</tr>")
-    return (f'<table class="board" data-board="{html.escape(name)}">\n<thead><tr>{head}</tr></thead>\n'
-            f"<tbody>{''.join(body)}</tbody>\n</table>\n")
+    def cell(c, v) -> str:
+        if c in numeric and pd.notna(v):
+            return html_cell(f"{int(v):,}" if c in integer else f"{float(v):.{digits}g}", float(v))
+        return html_cell("-" if c in numeric else str(v), None)
+
+    return html_table(name, head, [[cell(c, v) for c, v in zip(frame.columns, row)]
+                                   for row in frame.itertuples(index=False)])
 
 
 def _section(sid: str, heading: str, intro: str, figures: Sequence[Figure], grid: bool = False) -> str:
