@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from grb_dist.models.tensors import graph_tensors
 
 ROOT = Path(__file__).resolve().parents[1]
 CORA = ROOT.parent / "shared" / "datasets" / "grb-format" / "cora-legacy"
@@ -37,7 +38,7 @@ def setup():
     from grb_dist.defenses import resolve_params, train_defense
     from grb_dist.models.train import TrainConfig
     from grb_dist.sweep.spec import default_job_path, load_job
-    from grb_dist.config import to_dict
+    from grb_dist.core.config import to_dict
 
     spec = load_job(default_job_path("grb-cora"))
     graph = load_dataset(str(CORA), normalize=spec.normalize, seed=spec.seed)
@@ -57,10 +58,10 @@ def accuracy(graph, target, perturbed, targets) -> float:
 
 def strength(spec, graph, surrogate, target, seeds: list[int]) -> None:
     from grb_dist.attacks import build_attack
-    from grb_dist.graph import apply_modification
+    from grb_dist.models.tensors import apply_modification
 
     t = graph.targets("full")
-    clean = graph.tensors()
+    clean = graph_tensors(graph)
     base = accuracy(graph, target, clean, t)
     print(f"\n## strength on {graph.name} (full: {t.size} targets, {graph.num_edges} edges, 5% budget), "
           f"clean target accuracy {base:.4f}")
@@ -106,13 +107,13 @@ def compare_prbcd(spec, graph, surrogate, target, seeds: list[int], pyg_losses: 
     import warnings
 
     from grb_dist.attacks import build_attack
-    from grb_dist.graph import TorchGraph, apply_modification
+    from grb_dist.models.tensors import TorchGraph, apply_modification
 
     warnings.filterwarnings("ignore", message=".*contrib.*")
     from torch_geometric.contrib.nn import PRBCDAttack
 
     t = graph.targets("full")
-    clean = graph.tensors()
+    clean = graph_tensors(graph)
     base = accuracy(graph, target, clean, t)
     params = spec.attack_params("prbcd", "full", 0, "modification")
     ours_cfg = build_attack("prbcd", params, "modification")

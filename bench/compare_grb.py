@@ -109,6 +109,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from grb_dist.models.tensors import graph_tensors
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -231,7 +232,7 @@ def grb_dist_worker(data_dir: str, threads: int) -> None:
     import torch
 
     from grb_dist.attacks import build_attack
-    from grb_dist.graph import Graph
+    from grb_dist.core.graph import Graph
     from grb_dist.models.registry import build_model
 
     proto = os.fdopen(os.dup(1), "w")
@@ -349,7 +350,7 @@ def prepare_case(name: str, dataset: str, difficulty: str, case_dir: Path, args)
              **{f"weight_{i}": sd[f"layers.{i}.lin.weight"] for i in range(n_layers)},
              **{f"bias_{i}": sd[f"layers.{i}.bias"] for i in range(n_layers)})
     with torch.no_grad():
-        t = g.tensors()
+        t = graph_tensors(g)
         logits = surrogate(t.x, t.edge_index).numpy()
     return {"graph": g, "targets": targets, "surrogate_logits": logits, "targets_models": tgt,
             "load_s": t_load, "train_s": t_train}
@@ -359,7 +360,7 @@ def inj_stats(graph, targets, inj, lo: float, hi: float, n_inject: int, edges_pe
     import numpy as np
 
     from grb_dist.attacks import audit_injection
-    from grb_dist.errors import AuditError
+    from grb_dist.core.errors import AuditError
 
     f, e = inj.features, inj.edges
     pairs = e[0] * (graph.num_nodes + n_inject + 1) + e[1]
@@ -387,7 +388,7 @@ def run_case(name: str, cfg: dict, args, record: dict, work: Path) -> dict:
 
     from grb_dist.attacks.injection.tdgia import round_sizes
     from grb_dist.evaluation.evaluate import evaluate
-    from grb_dist.graph import Injection
+    from grb_dist.core.graph import Injection
 
     case_dir = work / name
     print(f"\n[{name}] loading {cfg['label']} and training the surrogate (seed {args.surrogate_seed}) and the "

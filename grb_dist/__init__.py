@@ -7,8 +7,7 @@ on first use, so ``import grb_dist`` stays light (no torch).
 
 from typing import Any
 
-#: The package version (pyproject.toml reads it from here); ``grb-dist --version`` prints it.
-__version__ = "0.1.0"
+from grb_dist.core.version import __version__
 
 #: Names re-exported from :mod:`grb_dist.extensions`, imported when first used.
 _EXTENSIONS = ("benchmark", "register_attack", "register_defense", "register_model")

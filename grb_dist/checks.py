@@ -3,7 +3,7 @@
 Everything a sweep or a training run is given (job files, CLI values, dataset names, the run
 directory, the Ray address, stored models) is checked here before Ray starts and before a
 run directory is made, so that bad input ends with one line naming the problem and nothing
-half-made on disk. Every function raises a :class:`~grb_dist.errors.GrbDistError` subclass.
+half-made on disk. Every function raises a :class:`~grb_dist.core.errors.GrbDistError` subclass.
 
 Upper bounds exist where memory (or the size of the plan) grows with a value:
 
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any, Iterable, Mapping
 
-from grb_dist.errors import ConfigError, StoreError
+from grb_dist.core.errors import ConfigError, StoreError
 
 #: Seeds lie in [0, SEED_LIMIT): numpy's and torch's generators take them as 64-bit integers.
 SEED_LIMIT = 2**63

@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
-from grb_dist import __version__
-from grb_dist.errors import GrbDistError
+from grb_dist.core.version import __version__
+from grb_dist.core.errors import GrbDistError
 
 VERBOSE_FLAGS = ("-v", "--verbose")
 
@@ -147,10 +147,10 @@ def train(
     Hyper-parameters come from the dataset's job file (seed 001 Tables 5-10), flags override them.
     --seed changes the model only; --split-seed changes the generated graph and the split.
     """
-    from grb_dist.config import to_dict
+    from grb_dist.core.config import to_dict
     from grb_dist.datasets import load_dataset
     from grb_dist.defenses import resolve_params, train_defense
-    from grb_dist.errors import ConfigError
+    from grb_dist.core.errors import ConfigError
     from grb_dist.evaluation import evaluate
     from grb_dist.models import MODELS
     from grb_dist.models.train import TrainConfig, report_epochs
@@ -217,7 +217,7 @@ def _epoch_progress(what: str) -> Iterator[Callable[[Mapping[str, float]], None]
 def _check_threads(threads: Optional[int]) -> None:
     """``--threads`` is in 1..1024 (or not given)."""
     if threads is not None and not 1 <= threads <= 1024:
-        from grb_dist.errors import ConfigError
+        from grb_dist.core.errors import ConfigError
 
         raise ConfigError(f"--threads must be in 1..1024, got {threads}")
 
@@ -366,7 +366,7 @@ def _check_cluster_memory(prepared) -> None:
 def _check_flush(rows: int, seconds: float) -> None:
     import math
 
-    from grb_dist.errors import ConfigError
+    from grb_dist.core.errors import ConfigError
 
     if not 1 <= rows <= 10_000_000:
         raise ConfigError(f"--flush-rows must be in 1..10,000,000, got {rows}")
@@ -391,8 +391,8 @@ def leaderboard(
 
     Also refreshes RUN_DIR/leaderboard/<scenario>/ (unless the run is read-only).
     """
-    from grb_dist.errors import ConfigError
-    from grb_dist.graph import difficulty_key
+    from grb_dist.core.errors import ConfigError
+    from grb_dist.core.names import difficulty_key
     from grb_dist.leaderboard import FORMATS, render
     from grb_dist.checks import check_output_file, run_is_writable
     from grb_dist.store import RunStore
@@ -534,7 +534,7 @@ def study(
     atomically to OUT/<study>/nodes/<unit id>.parquet and a re-run only does missing units.
     """
     from grb_dist.checks import check_ray_address, check_writable_dir
-    from grb_dist.errors import ConfigError
+    from grb_dist.core.errors import ConfigError
     from grb_dist.semantics.study import run_study
 
     job = _study_job(job)
@@ -560,7 +560,7 @@ def _study_spec(job: Path, k: Optional[str], models: Optional[str], epochs: Opti
                 dataset: Optional[Path] = None, **overrides):
     """The checked study of ``job`` with the command line's overrides (``--k`` and
     ``--models`` narrow its per_K and search sections too)."""
-    from grb_dist.errors import ConfigError
+    from grb_dist.core.errors import ConfigError
     from grb_dist.semantics.study import load_spec
 
     if k is not None:
@@ -582,7 +582,7 @@ def _study_job(job: Optional[Path]) -> Path:
     """``job``, or the shipped study it names (default: over-robustness-csbm)."""
     import importlib.resources
 
-    from grb_dist.errors import ConfigError
+    from grb_dist.core.errors import ConfigError
 
     shipped = importlib.resources.files("grb_dist") / "jobs" / "studies"
     studies = sorted(p.name[: -len(".yaml")] for p in shipped.iterdir() if p.name.endswith(".yaml"))
@@ -616,7 +616,7 @@ def study_tune(
     import yaml
 
     from grb_dist.checks import check_ray_address
-    from grb_dist.errors import ConfigError
+    from grb_dist.core.errors import ConfigError
     from grb_dist.semantics.tune import per_k_section, tune
     from grb_dist.store.parquet import write_bytes
 
@@ -659,7 +659,7 @@ def study_plot(
     study_dir: Path = typer.Argument(..., help="A study directory (OUT/<study>) with nodes/*.parquet."),
 ) -> None:
     """Re-reduce a study's rows into its tables and write its figures (PNG) under plots/."""
-    from grb_dist.errors import ConfigError
+    from grb_dist.core.errors import ConfigError
     from grb_dist.semantics.plots import write_plots
     from grb_dist.semantics.study import study_budgets, write_tables
 

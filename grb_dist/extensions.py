@@ -66,8 +66,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from grb_dist.errors import ConfigError, GrbDistError
-from grb_dist.registry import normalize_name, spec_of
+from grb_dist.core.errors import ConfigError, GrbDistError
+from grb_dist.core.names import normalize_name, spec_of
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -511,7 +511,7 @@ def benchmark_rows(scores: pd.DataFrame, boards: Mapping[str, pd.DataFrame], def
     import numpy as np
     import pandas as pd
 
-    from grb_dist.graph import DIFFICULTIES
+    from grb_dist.core.names import DIFFICULTIES
 
     mine = scores[scores["defense"].isin(defenses)]
     keys = ["scenario", "difficulty", "defense", "attack", "surrogate"]

@@ -8,7 +8,7 @@ import numpy as np
 
 from grb_dist.datasets.csbm import CSBMConfig, sample_csbm
 from grb_dist.datasets.split import grb_split
-from grb_dist.graph import Graph, canonical_edges
+from grb_dist.core.graph import Graph, canonical_edges
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 CORA_LEGACY = SHARED / "grb-format" / "cora-legacy"

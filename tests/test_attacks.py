@@ -24,9 +24,11 @@ from grb_dist.attacks.injection.tdgia import class_balanced_order, round_sizes
 from grb_dist.datasets.csbm import CSBMConfig, sample_csbm
 from grb_dist.datasets.normalize import normalize_features
 from grb_dist.datasets.split import grb_split
-from grb_dist.errors import ConfigError, UnknownNameError
-from grb_dist.graph import Graph, apply_injection
+from grb_dist.core.errors import ConfigError, UnknownNameError
+from grb_dist.core.graph import Graph
+from grb_dist.models.tensors import apply_injection
 from grb_dist.models import build_model
+from grb_dist.models.tensors import graph_tensors
 
 JOBS = Path(__file__).resolve().parents[1] / "grb_dist" / "jobs"
 ALL = sorted(ATTACKS.names())
@@ -134,7 +136,7 @@ def test_receptive_field_subgraph_matches_full_graph():
     with torch.no_grad():
         local = ctx.logits(inj_x, local_edges)
         inj = ctx.to_injection(inj_x, local_edges)
-        t = g.tensors()
+        t = graph_tensors(g)
         x, ei = apply_injection(t.x, t.edge_index, torch.from_numpy(inj.features), torch.from_numpy(inj.edges))
         full = m(x, ei)[torch.as_tensor(targets)]
         clean = m(t.x, t.edge_index)[torch.as_tensor(targets)].argmax(1)
@@ -259,7 +261,7 @@ def test_job_file_attack_sections_build(job):
 def test_fgsm_inject_tensor_level(g):
     m = surrogate(g)
     m.train()
-    t = g.tensors()
+    t = graph_tensors(g)
     targets = torch.as_tensor(g.split["train"])
     gen = torch.Generator().manual_seed(0)
     feats, edges = fgsm_inject(

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from grb_dist.attacks import AUDIT_RULES, audit_injection
-from grb_dist.errors import AuditError
-from grb_dist.graph import Graph, Injection, canonical_edges
+from grb_dist.core.errors import AuditError
+from grb_dist.core.graph import Graph, Injection, canonical_edges
 
 N, D = 8, 3
 BUDGET = dict(n_inject=2, edges_per_node=3, feat_min=-1.0, feat_max=1.0)

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from grb_dist.attacks import attack_class, build_attack
 from grb_dist.cli import app
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 from grb_dist.leaderboard.rank import attack_board
 from grb_dist.report import build_report
 from grb_dist.report.tables import budget_curves, has_budget_sweep

@@ -97,7 +97,7 @@ def test_ray_settings_threads_reach_the_workers(monkeypatch):
     import pytest
     import torch
 
-    from grb_dist.errors import ConfigError
+    from grb_dist.core.errors import ConfigError
     from grb_dist.sweep import runner as ray_runner
 
     with pytest.raises(ConfigError, match="1..1024"):

@@ -4,7 +4,7 @@ import pytest
 from grb_dist.datasets.csbm import (
     CBAConfig, CSBMConfig, bayes_predict, class_means, sample_cba, sample_csbm, sample_inductive_nodes,
 )
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 
 
 def _stats(g):

@@ -9,7 +9,7 @@ import pytest
 from grb_dist.datasets import CATALOG, load_dataset, load_grb_dir, load_npz_graph, normalize_features
 from grb_dist.datasets.grb import GRB_FILES, download_grb
 from grb_dist.datasets.split import grb_split
-from grb_dist.errors import ConfigError, DatasetError, UnknownNameError
+from grb_dist.core.errors import ConfigError, DatasetError, UnknownNameError
 
 from helpers import CORA_LEGACY, NPZ
 

@@ -14,14 +14,16 @@ import yaml
 from grb_dist.datasets import load_dataset
 from grb_dist.defenses import ATConfig, InjectionAT, build_defense, resolve_params, train_defense
 from grb_dist.defenses import at as at_module
-from grb_dist.errors import ConfigError, UnknownNameError
+from grb_dist.core.errors import ConfigError, UnknownNameError
 from grb_dist.evaluation import evaluate
-from grb_dist.graph import Graph, apply_injection, canonical_edges
+from grb_dist.core.graph import Graph, canonical_edges
+from grb_dist.models.tensors import apply_injection
 from grb_dist.models import MODELS, build_model, check_name
 from grb_dist.models.gnnguard import GNNGuard, GNNGuardConfig, guard_weights
 from grb_dist.models.lp import LPConfig, label_spreading
 from grb_dist.models.svd import GCNSVD, GCNSVDConfig, svd_edge_weights
 from grb_dist.models.train import TrainConfig, induced
+from grb_dist.models.tensors import graph_tensors
 
 from helpers import CORA_LEGACY, tiny_csbm
 
@@ -156,7 +158,7 @@ def test_job_defenses_resolve_and_build(job, tiny):
 
 def test_gnnguard_agrees_with_dense():
     g = random_graph(10, 0.4, seed=3)
-    t = g.tensors()
+    t = graph_tensors(g)
     x = t.x.clone().requires_grad_(True)
     n = g.num_nodes
     thr = 0.1
@@ -186,7 +188,7 @@ def test_gnnguard_agrees_with_dense():
 def test_gnnguard_backprop_reaches_injected_features(tiny):
     torch.manual_seed(0)
     model = build_defense("gnnguard", tiny, SMALL["gnnguard"]).eval()
-    t = tiny.tensors()
+    t = graph_tensors(tiny)
     inj = torch.full((3, tiny.num_features), 0.5, requires_grad=True)
     edges = torch.tensor([[tiny.num_nodes] * 3 + [tiny.num_nodes + 1], [0, 1, 2, 3]])
     x, ei = apply_injection(t.x, t.edge_index, inj, edges)
@@ -196,7 +198,7 @@ def test_gnnguard_backprop_reaches_injected_features(tiny):
 
 def test_gcnsvd_agrees_with_dense():
     g = random_graph(14, 0.35, seed=1)
-    t = g.tensors()
+    t = graph_tensors(g)
     n, k = g.num_nodes, 4
     a = dense_adj(t.edge_index, n)
     u, s, vh = torch.linalg.svd(a)
@@ -238,7 +240,7 @@ def clique_graph(classes: int = 3, size: int = 6) -> Graph:
 def test_lp_recovers_clique_labels():
     g = clique_graph()
     model = build_defense("lp", g, {"alpha": 0.9, "iterations": 30})
-    t = g.tensors()
+    t = graph_tensors(g)
     out = model(t.x, t.edge_index)
     assert torch.equal(out.argmax(1), t.y)
     assert torch.allclose(out.exp().sum(1), torch.ones(g.num_nodes), atol=1e-5)
@@ -250,7 +252,7 @@ def test_lp_uses_training_labels_only():
     others = np.setdiff1d(np.arange(g.num_nodes), g.split["train"])
     scrambled[others] = (scrambled[others] + 1) % 3
     g2 = Graph(features=g.features, edge_index=g.edge_index, labels=scrambled, split=g.split, num_classes=3)
-    t = g.tensors()
+    t = graph_tensors(g)
     a = build_defense("lp", g, {})(t.x, t.edge_index)
     b = build_defense("lp", g2, {})(t.x, t.edge_index)
     assert torch.equal(a, b)
@@ -258,7 +260,7 @@ def test_lp_uses_training_labels_only():
 
 def test_lp_on_model_predictions():
     g = clique_graph()
-    t = g.tensors()
+    t = graph_tensors(g)
     torch.manual_seed(0)
     model = build_defense("mlp_lp", g, {"hidden_sizes": [8], "lp": {"alpha": 0.95, "iterations": 40}}).eval()
     # an untrained MLP's soft predictions are near uniform: the clamped labels dominate
@@ -274,7 +276,7 @@ def test_lp_on_model_predictions():
 def test_rgcn_evaluation_is_deterministic(tiny):
     torch.manual_seed(0)
     model = build_defense("rgcn", tiny, SMALL["rgcn"])
-    t = tiny.tensors()
+    t = graph_tensors(tiny)
     model.eval()
     with torch.no_grad():
         a, b = model(t.x, t.edge_index), model(t.x, t.edge_index)
@@ -287,7 +289,7 @@ def test_rgcn_evaluation_is_deterministic(tiny):
 def test_rgcn_kl_regulariser(tiny):
     torch.manual_seed(0)
     model = build_defense("rgcn", tiny, {**SMALL["rgcn"], "kl_weight": 5e-4}).train()
-    t = tiny.tensors()
+    t = graph_tensors(tiny)
     model(t.x, t.edge_index)
     reg = model.regularization()
     assert reg is not None and reg.requires_grad and torch.isfinite(reg)
@@ -309,7 +311,7 @@ def test_state_dict_round_trip(name, tiny):
     other = build_defense(name, tiny, params)
     other.load_state_dict(torch.load(buf, weights_only=True))
     other.eval()
-    t = tiny.tensors()
+    t = graph_tensors(tiny)
     inj = torch.zeros(2, tiny.num_features)
     x, ei = apply_injection(t.x, t.edge_index, inj, torch.tensor([[tiny.num_nodes] * 2, [0, 1]]))
     with torch.no_grad():
@@ -402,7 +404,7 @@ def test_defense_trains_on_cora(name, cora):
 def test_rgcn_matches_dense_gaussian_convolution():
     """R-GCN at evaluation against the dense formulas of its docstring on a tiny graph."""
     g = tiny_csbm(n=60, classes=3, features=6, seed=2)
-    t = g.tensors()
+    t = graph_tensors(g)
     torch.manual_seed(0)
     model = build_defense("rgcn", g, {"hidden_sizes": [5]}).eval()
     n = g.num_nodes

@@ -23,7 +23,7 @@ from grb_dist.attacks import ATTACKS, MODIFICATION_ATTACKS, build_attack
 from grb_dist.attacks.injection.rnd import RND
 from grb_dist.attacks.modification.rnd import RND as ModRND
 from grb_dist.defenses import build_defense, train_defense
-from grb_dist.errors import ConfigError, UnknownNameError
+from grb_dist.core.errors import ConfigError, UnknownNameError
 from grb_dist.extensions import ExtensionTypeError
 from grb_dist.models import MODELS
 from grb_dist.models.gcn import GCN

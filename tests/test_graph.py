@@ -2,8 +2,10 @@ import numpy as np
 import pytest
 import torch
 
-from grb_dist.errors import DatasetError
-from grb_dist.graph import Graph, Injection, canonical_edges, perturbed_tensors
+from grb_dist.core.errors import DatasetError
+from grb_dist.core.graph import Graph, Injection, canonical_edges
+from grb_dist.models.tensors import perturbed_tensors
+from grb_dist.models.tensors import graph_tensors
 
 from helpers import path_graph
 
@@ -76,5 +78,5 @@ def test_tensors_of_read_only_arrays():
     g = path_graph(30)
     ro = g.features.copy()
     ro.setflags(write=False)
-    t = g.with_features(ro).tensors()
+    t = graph_tensors(g.with_features(ro))
     assert t.x.shape == (30, 4)

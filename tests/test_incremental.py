@@ -22,9 +22,10 @@ from grb_dist.attacks.injection.incremental import IncrementalSurrogate, support
 from grb_dist.datasets import load_dataset
 from grb_dist.datasets.csbm import CSBMConfig, sample_csbm
 from grb_dist.datasets.split import grb_split
-from grb_dist.graph import apply_injection
+from grb_dist.models.tensors import apply_injection
 from grb_dist.models.gcn import GCN
 from grb_dist.models.registry import build_model
+from grb_dist.models.tensors import graph_tensors
 
 CORA_LEGACY = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "grb-format" / "cora-legacy"
 ARCHS = ["gcn", "gat", "gin", "appnp", "tagcn", "sage", "sgc", "mlp"]
@@ -72,7 +73,7 @@ def test_logits_and_gradients_equal_the_ordinary_forward(csbm, arch):
     model = _model(arch, g, dtype=torch.float64)
     for p in model.parameters():
         p.requires_grad_(False)
-    t = g.tensors()
+    t = graph_tensors(g)
     targets = torch.as_tensor(g.targets("hard"))
     inc = IncrementalSurrogate(model, t.x, t.edge_index, targets)
     torch.testing.assert_close(inc.clean_logits, model(t.x, t.edge_index)[targets], rtol=1e-10, atol=1e-10)
@@ -182,7 +183,7 @@ def test_attacks_on_one_surrogate_share_its_clean_pass(csbm):
 
 
 def test_precision_option(csbm):
-    from grb_dist.errors import ConfigError
+    from grb_dist.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="unknown precision 'fp16'"):
         build_attack("fgsm", {"precision": "fp16"})

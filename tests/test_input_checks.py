@@ -19,8 +19,8 @@ from grb_dist.checks import (
 from grb_dist.datasets import CATALOG, load_dataset, load_grb_dir, load_npz_graph
 from grb_dist.datasets.grb import GRB_FILES, download_grb, file_sha256, verify_dataset_dir
 from grb_dist.datasets.split import grb_split
-from grb_dist.errors import ConfigError, DatasetError, GrbDistError
-from grb_dist.graph import Graph, canonical_edges
+from grb_dist.core.errors import ConfigError, DatasetError, GrbDistError
+from grb_dist.core.graph import Graph, canonical_edges
 from grb_dist.sweep.spec import apply_overrides, default_job_path, jobs_dir, load_job, parse_job, validate_spec
 
 from helpers import CORA_LEGACY, NPZ, path_graph, small
@@ -428,7 +428,7 @@ def test_memory_check_names_the_largest_task():
 
 
 def test_canonical_edges_and_sorted_unique_match_numpy():
-    from grb_dist.graph import sorted_unique
+    from grb_dist.core.graph import sorted_unique
 
     rng = np.random.default_rng(3)
     for n, m in ((2, 3), (50, 400), (3000, 20000)):

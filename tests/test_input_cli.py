@@ -224,7 +224,7 @@ def test_cluster_memory_checked_once_joined(workdir, monkeypatch):
     import ray
 
     from grb_dist.cli import _check_cluster_memory
-    from grb_dist.errors import ConfigError
+    from grb_dist.core.errors import ConfigError
     from grb_dist.sweep.session import prepare, resolve_job
 
     spec = resolve_job("csbm", None, {"attacks": "rnd", "defenses": "gcn", "difficulties": "full", "repeats": 1,

@@ -204,7 +204,7 @@ def test_render_formats(fmt, needle):
 
 
 def test_render_unknown_format():
-    from grb_dist.errors import ConfigError
+    from grb_dist.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="format"):
         render({}, "pdf")

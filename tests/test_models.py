@@ -3,10 +3,11 @@ import pytest
 import torch
 
 from grb_dist.datasets import load_dataset
-from grb_dist.errors import ConfigError, UnknownNameError
+from grb_dist.core.errors import ConfigError, UnknownNameError
 from grb_dist.evaluation import evaluate
 from grb_dist.models import ARCHITECTURES, MODELS, build_model, model_config
 from grb_dist.models.train import TrainConfig, train
+from grb_dist.models.tensors import graph_tensors
 
 from helpers import CORA_LEGACY, tiny_csbm
 
@@ -91,7 +92,7 @@ def test_bad_train_config():
 def test_sparse_propagation_equals_edge_index_path(tiny, name, monkeypatch):
     torch.manual_seed(0)
     model = build_model(name, tiny.num_features, tiny.num_classes, {"hidden_sizes": [8, 8]}).eval()
-    t = tiny.tensors()
+    t = graph_tensors(tiny)
     x = t.x.clone().requires_grad_()
     sparse = model(x, t.edge_index)
     (g_sparse,) = torch.autograd.grad(sparse.sum(), x)
@@ -112,7 +113,7 @@ def _dense_norm_adj(edge_index, n):
 
 def test_gcn_sgc_appnp_match_dense_formulas(tiny):
     """GCN, SGC and APPNP against the textbook dense computation on a tiny graph."""
-    t = tiny.tensors()
+    t = graph_tensors(tiny)
     a = _dense_norm_adj(t.edge_index, tiny.num_nodes)
     torch.manual_seed(0)
     gcn = build_model("gcn", tiny.num_features, tiny.num_classes, {"hidden_sizes": [8]}).eval()
@@ -138,7 +139,7 @@ def test_propagation_graph_is_cached_per_edge_index(tiny, monkeypatch):
     calls = []
     original = type(model).propagation_graph
     monkeypatch.setattr(type(model), "propagation_graph", lambda self, ei, n: calls.append(1) or original(self, ei, n))
-    t = tiny.tensors()
+    t = graph_tensors(tiny)
     ei = t.edge_index.clone()
     first = model(t.x, ei)
     model(t.x, ei)

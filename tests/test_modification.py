@@ -12,10 +12,12 @@ from grb_dist.attacks.audit import MODIFICATION_RULES, audit_modification
 from grb_dist.attacks.modification import MODIFICATION_ATTACKS
 from grb_dist.attacks.modification.base import ModContext, Budget, attack_loss, project_budget
 from grb_dist.attacks.modification.weighted import WeightedSurrogate
-from grb_dist.errors import AuditError, ConfigError, GrbDistError
-from grb_dist.graph import Modification, apply_modification, canonical_pairs
+from grb_dist.core.errors import AuditError, ConfigError, GrbDistError
+from grb_dist.core.graph import Modification, canonical_pairs
+from grb_dist.models.tensors import apply_modification
 from grb_dist.models.registry import build_model
 from grb_dist.sweep.spec import apply_overrides, parse_job, plan, validate_spec
+from grb_dist.models.tensors import graph_tensors
 from helpers import small, tiny_csbm
 
 GRADIENT_ATTACKS = ("fga", "pgd", "prbcd", "grbcd")
@@ -50,7 +52,7 @@ def test_apply_then_inverse_gives_back_the_clean_graph(graph):
     mod = ctx.result(flips, nodes, feats)
     assert mod.removed.shape[1] == 7 and mod.added.shape[1] == 9
     before = (graph.features.copy(), graph.edge_index.copy())
-    clean = graph.tensors()
+    clean = graph_tensors(graph)
     perturbed = apply_modification(clean, mod)
     assert np.array_equal(graph.features, before[0]) and np.array_equal(graph.edge_index, before[1])
     assert len(edge_set(perturbed.edge_index)) == graph.edge_index.shape[1] + 2 * (9 - 7)
@@ -131,7 +133,7 @@ def test_weighted_surrogate_equals_the_forward_on_the_modified_graph(graph, name
     ws = WeightedSurrogate(model, x, torch.as_tensor(graph.edge_index))
     sign = torch.as_tensor(np.where(ctx.exists(pairs), -1.0, 1.0), dtype=torch.float64)
     got = ws.logits(torch.as_tensor(pairs), sign)
-    clean = graph.tensors()
+    clean = graph_tensors(graph)
     perturbed = apply_modification(clean._replace(x=x), ctx.result(pairs))
     want = model(perturbed.x, perturbed.edge_index)
     assert torch.allclose(got, want, atol=1e-10)
@@ -186,7 +188,7 @@ def test_gradient_attacks_are_audited_deterministic_and_leave_the_graph_alone(gr
 
 def test_gradient_attacks_raise_the_surrogate_loss(graph, surrogate):
     targets = graph.targets("full")
-    clean = graph.tensors()
+    clean = graph_tensors(graph)
     with torch.no_grad():
         y = surrogate(clean.x, clean.edge_index).argmax(1)[targets]
 

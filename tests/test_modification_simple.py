@@ -19,8 +19,10 @@ from grb_dist.attacks.modification.selection import select_ranked
 from grb_dist.attacks.modification.spectral import adjacency, sum_of_powers
 from grb_dist.attacks.modification.stack import STACK, STACKConfig
 from grb_dist.datasets import load_dataset
-from grb_dist.errors import ConfigError
-from grb_dist.graph import Graph, Modification, apply_modification, canonical_edges
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.graph import Graph, Modification, canonical_edges
+from grb_dist.models.tensors import apply_modification
+from grb_dist.models.tensors import graph_tensors
 
 from helpers import CORA_LEGACY, tiny_csbm
 
@@ -124,7 +126,7 @@ def check_attack(name: str, graph: Graph, targets: np.ndarray, **options) -> Mod
         assert keys(other.removed, n) | keys(other.added, n) != keys(mod.removed, n) | keys(mod.added, n)
     assert np.array_equal(graph.features, x0) and np.array_equal(graph.edge_index, ei0)
     assert np.array_equal(graph.labels, y0)
-    clean = graph.tensors()
+    clean = graph_tensors(graph)
     perturbed = apply_modification(clean, mod)
     assert edge_set(perturbed.edge_index) != edge_set(clean.edge_index)
     back = apply_modification(perturbed, mod.inverse(graph))
@@ -211,7 +213,7 @@ def test_flip_isolation_rule_matches_sequential_reference(allow: bool) -> None:
     else:
         expect = ranked[:, sequential_select(ranked, np.ones(ranked.shape[1], bool), deg, budget)]
     assert keys(mod.removed, 9) == keys(expect, 9)
-    after = np.bincount(apply_modification(g.tensors(), mod).edge_index[0].numpy(), minlength=9)
+    after = np.bincount(apply_modification(graph_tensors(g), mod).edge_index[0].numpy(), minlength=9)
     assert allow or (after >= 1).all()
     assert not allow or mod.removed.shape[1] == g.num_edges
 

@@ -134,7 +134,7 @@ def test_write_report_is_atomic(tmp_path, monkeypatch):
         real(data, path)
 
     monkeypatch.setattr(parquet, "write_bytes", failing)
-    from grb_dist.errors import ConfigError
+    from grb_dist.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="No space left"):
         write_report(rep, tmp_path / "out")

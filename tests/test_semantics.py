@@ -13,8 +13,8 @@ import torch
 from typer.testing import CliRunner
 
 from grb_dist.cli import app
-from grb_dist.errors import ConfigError
-from grb_dist.graph import Graph, canonical_edges
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.graph import Graph, canonical_edges
 from grb_dist.semantics import attacks as sa
 from grb_dist.semantics import metrics as sm
 from grb_dist.semantics import study as ss

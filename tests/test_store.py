@@ -17,8 +17,8 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 
-from grb_dist.errors import StoreError
-from grb_dist.graph import Injection
+from grb_dist.core.errors import StoreError
+from grb_dist.core.graph import Injection
 from grb_dist.store import (
     RunLock, RunLockedError, RunStore, ScoreWriter, atomic_path, fingerprint_parts, graph_fingerprint, schema, write_table,
 )

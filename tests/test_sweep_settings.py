@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 from grb_dist.sweep.runner import RaySettings, _check_reachable, _partition
 
 

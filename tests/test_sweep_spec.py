@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from grb_dist.errors import ConfigError, GrbDistError
+from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.sweep.spec import (
     CLEAN, JobSpec, apply_overrides, content_hash, default_job_path, jobs_dir, load_job, parse_job, plan,
     validate_spec,

@@ -7,7 +7,7 @@ import pytest
 
 from grb_dist.datasets.csbm import CSBMConfig, bayes_predict, sample_csbm, sample_inductive_nodes
 from grb_dist.datasets.split import grb_split
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 
 
 def _band_degrees(g):

@@ -15,9 +15,10 @@ from grb_dist.attacks.injection.speit import SPEIT, SPEITConfig
 from grb_dist.attacks.injection.tdgia import TDGIA, TDGIAConfig
 from grb_dist.attacks.modification import MODIFICATION_ATTACKS, ModificationAttack, ModificationConfig
 from grb_dist import extensions
-from grb_dist.config import from_dict
-from grb_dist.errors import ConfigError
-from grb_dist.registry import Registry
+from grb_dist.core.config import from_dict
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.names import SCENARIOS
+from grb_dist.core.registry import Registry
 
 #: Registered attacks: name -> class (names are the paper acronyms).
 ATTACKS: Registry[type[InjectionAttack]] = Registry(
@@ -26,7 +27,6 @@ ATTACKS: Registry[type[InjectionAttack]] = Registry(
 
 
 #: The scenarios of the benchmark and their attack registries.
-SCENARIOS = ("injection", "modification")
 REGISTRIES = {"injection": ATTACKS, "modification": MODIFICATION_ATTACKS}
 # Names that are not registered (user attacks are added with grb_dist.register_attack):
 # entry points of installed packages (group grb_dist.attacks) and module:Class specs.
@@ -74,8 +74,8 @@ def build_attack(name: str, params: Mapping[str, Any], scenario: str = "injectio
 
     ``params`` is the merge of a job's shared attack section, the difficulty's budget and
     the attack's own entry. Unknown keys and invalid values raise
-    :class:`~grb_dist.errors.ConfigError` before any work; an unknown name raises
-    :class:`~grb_dist.errors.UnknownNameError` listing the valid names. ``<attack>@<budget>``
+    :class:`~grb_dist.core.errors.ConfigError` before any work; an unknown name raises
+    :class:`~grb_dist.core.errors.UnknownNameError` listing the valid names. ``<attack>@<budget>``
     (an entry of a budget axis) builds ``<attack>``.
     """
     cls = attack_class(name, scenario)

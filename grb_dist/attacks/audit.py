@@ -1,8 +1,8 @@
 """Threat-model audits of perturbations (GRB injection and modification scenarios).
 
-:func:`audit_injection` checks an :class:`~grb_dist.graph.Injection`,
-:func:`audit_modification` a :class:`~grb_dist.graph.Modification`, against the budget;
-both raise :class:`~grb_dist.errors.AuditError` naming the first violated rule. Nothing is
+:func:`audit_injection` checks an :class:`~grb_dist.core.graph.Injection`,
+:func:`audit_modification` a :class:`~grb_dist.core.graph.Modification`, against the budget;
+both raise :class:`~grb_dist.core.errors.AuditError` naming the first violated rule. Nothing is
 ever repaired (no clamping, no dropping): a perturbation either passes as it is or is
 rejected.
 
@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from grb_dist.errors import AuditError
-from grb_dist.graph import Graph, Injection, Modification, undirected_keys
+from grb_dist.core.errors import AuditError
+from grb_dist.core.graph import Graph, Injection, Modification, undirected_keys
 
 RULES = (
     "shape", "node_count", "edge_endpoints", "self_loop", "duplicate_edge",

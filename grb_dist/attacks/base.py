@@ -25,9 +25,10 @@ import torch
 
 from grb_dist.attacks.audit import audit_injection
 from grb_dist.attacks.injection.common import AttackContext, SurrogateCache, build_context, surrogate_mode
-from grb_dist.errors import ConfigError
-from grb_dist.graph import Graph, Injection
-from grb_dist.precision import check_precision, precision_mode
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.graph import Graph, Injection
+from grb_dist.core.names import check_precision
+from grb_dist.models.precision import precision_mode
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ class AttackConfig:
         step_size: step size (sign step for FGSM/PGD, Adam learning rate for SPEIT/TDGIA).
         seed: seed of every random choice of the attack.
         precision: ``fp32`` (default), ``tf32`` (GPU only) or ``bf16`` for the surrogate's
-            dense products during the optimisation (:mod:`grb_dist.precision`).
+            dense products during the optimisation (:mod:`grb_dist.models.precision`).
     """
 
     n_inject: int = 60

@@ -1,7 +1,7 @@
 """Datasets: the catalogue, the official GRB layout, ``.npz`` files, CSBM graphs, splits.
 
 Importing this package does not import torch (``grb-dist datasets`` lists the catalogue and
-what is cached in well under a second): the modules here import :mod:`grb_dist.graph`
+what is cached in well under a second): the modules here import :mod:`grb_dist.core.graph`
 (which needs torch) only inside the functions that build a graph, and ``Graph`` is
 re-exported lazily.
 """
@@ -18,10 +18,10 @@ from grb_dist.datasets.grb import default_cache_dir, download_grb, is_grb_dir, l
 from grb_dist.datasets.normalize import NORMALIZATIONS, normalize_features
 from grb_dist.datasets.npz import load_npz_graph
 from grb_dist.datasets.split import grb_split
-from grb_dist.errors import DatasetError
+from grb_dist.core.errors import DatasetError
 
 if TYPE_CHECKING:
-    from grb_dist.graph import Graph
+    from grb_dist.core.graph import Graph
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """``Graph`` on first use (it imports torch)."""
     if name == "Graph":
-        from grb_dist.graph import Graph
+        from grb_dist.core.graph import Graph
 
         return Graph
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

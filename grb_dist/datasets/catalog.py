@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from grb_dist.datasets.csbm import CSBMConfig
-from grb_dist.registry import Registry
+from grb_dist.core.registry import Registry
 
 _TSINGHUA = "https://cloud.tsinghua.edu.cn/f/{}/?dl=1"
 

@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 
-if TYPE_CHECKING:  # grb_dist.graph imports torch: the config classes load without it
+if TYPE_CHECKING:  # grb_dist.core.graph imports torch: the config classes load without it
     import torch
 
-    from grb_dist.graph import Graph
+    from grb_dist.core.graph import Graph
 
 
 @dataclass(frozen=True)
@@ -225,7 +225,7 @@ def _sample_weighted_edges(labels: np.ndarray, p: float, q: float, rng: np.rando
 
 def sample_csbm(config: CSBMConfig, seed: int = 0, name: str = "csbm") -> tuple[Graph, np.ndarray]:
     """Sample a CSBM graph; returns ``(graph, class_means)``. The graph has no split yet."""
-    from grb_dist.graph import Graph, canonical_edges
+    from grb_dist.core.graph import Graph, canonical_edges
 
     rng = np.random.default_rng(seed)
     c = config
@@ -249,7 +249,7 @@ def sample_inductive_nodes(
     new) with probability p (same class) or q (different class). Returns a new graph whose
     last ``num_new`` nodes are the new ones; the split of ``graph`` is kept.
     """
-    from grb_dist.graph import Graph, canonical_edges
+    from grb_dist.core.graph import Graph, canonical_edges
 
     config._plain_only("sample_inductive_nodes")
     rng = np.random.default_rng(seed)
@@ -316,7 +316,7 @@ class CBAConfig:
 
 def sample_cba(config: CBAConfig, seed: int = 0, name: str = "cba") -> tuple[Graph, np.ndarray]:
     """Sample a CBA graph: node i attaches m times with probability ~ (1 + deg_j) * omega(y_i, y_j)."""
-    from grb_dist.graph import Graph, canonical_edges
+    from grb_dist.core.graph import Graph, canonical_edges
 
     rng = np.random.default_rng(seed)
     c = config

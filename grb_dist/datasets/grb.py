@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Mapping
 import numpy as np
 
 from grb_dist.datasets.npz import open_npz, read_array, read_sparse
-from grb_dist.errors import DatasetError
+from grb_dist.core.errors import DatasetError
 
 if TYPE_CHECKING:
-    from grb_dist.graph import Graph
+    from grb_dist.core.graph import Graph
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def is_grb_dir(path: Path) -> bool:
 
 def load_grb_dir(path: str | Path, name: str | None = None) -> Graph:
     """Load a dataset directory in the official GRB layout, with its official split."""
-    from grb_dist.graph import Graph, canonical_edges  # torch: only when a graph is built
+    from grb_dist.core.graph import Graph, canonical_edges
 
     path = Path(path)
     name = name or path.name

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from grb_dist.errors import ConfigError
-from grb_dist.registry import unknown_name_message
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.names import unknown_name_message
 
 NORMALIZATIONS = ("arctan", "tanh", "standardize", "none")
 

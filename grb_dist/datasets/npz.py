@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from grb_dist.errors import DatasetError
+from grb_dist.core.errors import DatasetError
 
 if TYPE_CHECKING:
-    from grb_dist.graph import Graph
+    from grb_dist.core.graph import Graph
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ def edge_report(src: np.ndarray, dst: np.ndarray, n: int) -> dict[str, int]:
     ``reverse_edges_added`` (pairs stored in one direction only get their reverse).
     Every count is >= 0.
     """
-    from grb_dist.graph import sorted_unique
+    from grb_dist.core.graph import sorted_unique
 
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
@@ -174,7 +174,7 @@ def load_npz_graph(path: str | Path, name: str | None = None) -> tuple[Graph, di
     canonical (symmetrised, no self-loops, no duplicates). The graph has no split yet.
     Graphs without attributes (polblogs) get identity features, as is customary.
     """
-    from grb_dist.graph import Graph, canonical_edges  # torch: only when a graph is built
+    from grb_dist.core.graph import Graph, canonical_edges
 
     path = Path(path)
     name = name or path.stem

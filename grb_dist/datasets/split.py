@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grb_dist.errors import DatasetError
+from grb_dist.core.errors import DatasetError
 
 MIN_NODES = 20
 

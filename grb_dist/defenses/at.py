@@ -32,9 +32,9 @@ from typing import Any, Mapping
 import torch
 
 from grb_dist.attacks.injection.fgsm import fgsm_inject
-from grb_dist.config import from_dict
-from grb_dist.errors import ConfigError
-from grb_dist.graph import apply_injection
+from grb_dist.core.config import from_dict
+from grb_dist.core.errors import ConfigError
+from grb_dist.models.tensors import apply_injection
 from grb_dist.models.train import InductiveView
 
 log = logging.getLogger(__name__)
@@ -188,7 +188,7 @@ class ModificationAT:
 
         from grb_dist.attacks.injection.incremental import frozen_parameters
         from grb_dist.attacks.modification.weighted import WeightedSurrogate
-        from grb_dist.errors import ConfigError
+        from grb_dist.core.errors import ConfigError
 
         with frozen_parameters(model):
             try:

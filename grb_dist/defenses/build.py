@@ -21,15 +21,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from grb_dist.config import from_dict
+from grb_dist.core.config import from_dict
 from grb_dist.defenses.at import at_config, training_attack
-from grb_dist.errors import ConfigError
-from grb_dist.graph import Graph
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.graph import Graph
 from grb_dist.models.lp import LabelPropagation, LabelPropagationOn, LPConfig
 from grb_dist.models.registry import ModelSpec, check_name, model_config, split_suffixes
 from grb_dist.models.svd import GCNSVD
 from grb_dist.models.train import TrainConfig, TrainResult, induced, seed_everything, train_model
-from grb_dist.registry import normalize_name
+from grb_dist.core.names import normalize_name
 
 #: Key of the label propagation settings inside a ``*_lp`` model's parameters.
 LP_KEY = "lp"

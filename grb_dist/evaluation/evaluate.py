@@ -6,14 +6,16 @@ from typing import Iterable
 
 import torch
 
-from grb_dist.graph import DIFFICULTIES, Graph, Injection, TorchGraph, perturbed_tensors
-from grb_dist.precision import precision_mode
+from grb_dist.core.names import DIFFICULTIES
+from grb_dist.core.graph import Graph, Injection
+from grb_dist.models.tensors import TorchGraph, perturbed_tensors
+from grb_dist.models.precision import precision_mode
 
 
 @torch.no_grad()
 def predict_tensors(model: torch.nn.Module, tensors: TorchGraph, precision: str = "fp32") -> torch.Tensor:
     """Predicted classes of every node of ``tensors``, model in eval mode, no grad, in
-    ``precision`` (:mod:`grb_dist.precision`)."""
+    ``precision`` (:mod:`grb_dist.models.precision`)."""
     was_training = model.training
     model.eval()
     try:

@@ -25,12 +25,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from grb_dist.core.names import CLEAN, DIFFICULTIES, SCENARIOS
 from grb_dist.evaluation.metrics import attack_scores, defense_scores
 from grb_dist.store import schema
 
-CLEAN = "none"
-#: The GRB scenarios, in the order boards are listed; other values follow, sorted.
-SCENARIOS = ("injection", "modification")
 #: Scenario of a scores table without a ``scenario`` column (the GRB leaderboard setting).
 DEFAULT_SCENARIO = "injection"
 KINDS = ("attacks", "defenses")
@@ -141,8 +139,6 @@ def leaderboards(scores: pd.DataFrame, difficulties: list[str] | None = None,
     """``{"<scenario>/attacks-<difficulty>": ..., "<scenario>/defenses-<difficulty>": ...}``
     for each scenario present in ``scores`` (or the given ones) and each difficulty that
     scenario holds (or the given ones), in the GRB order easy, medium, hard, full."""
-    from grb_dist.graph import DIFFICULTIES
-
     out: dict[str, pd.DataFrame] = {}
     for scenario in scenarios or scenarios_of(scores):
         _, mine = of_scenario(scores, scenario)

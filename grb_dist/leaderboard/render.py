@@ -246,6 +246,6 @@ def render(boards: Mapping[str, pd.DataFrame], fmt: str = "md") -> str:
     if fmt == "latex":
         return "% grb-dist leaderboards; needs \\usepackage{booktabs}\n\n" + "\n".join(
             to_latex(b, n) for n, b in boards.items())
-    from grb_dist.errors import ConfigError
+    from grb_dist.core.errors import ConfigError
 
     raise ConfigError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from torch import nn
 from torch_geometric.nn import APPNP as APPNPProp
 
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
 from grb_dist.models.gcn import normalized_adjacency_t
 

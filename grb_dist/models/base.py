@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch_geometric.utils import to_torch_csr_tensor
 
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

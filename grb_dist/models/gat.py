@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from torch_geometric.nn import GATConv
 
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
 
 

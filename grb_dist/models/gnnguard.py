@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch_geometric.nn import GATConv, GCNConv
 from torch_geometric.utils import remove_self_loops, scatter, softmax
 
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ from typing import Any, Callable, Mapping
 from torch import nn
 
 from grb_dist import extensions
-from grb_dist.config import from_dict
-from grb_dist.errors import ConfigError
+from grb_dist.core.config import from_dict
+from grb_dist.core.errors import ConfigError
 from grb_dist.models.appnp import APPNP
 from grb_dist.models.base import GraphModel
 from grb_dist.models.gat import GAT
@@ -45,7 +45,8 @@ from grb_dist.models.rgcn import RGCN
 from grb_dist.models.sgc import SGC
 from grb_dist.models.svd import GCNSVD
 from grb_dist.models.tagcn import TAGCN
-from grb_dist.registry import Registry, normalize_name
+from grb_dist.core.registry import Registry
+from grb_dist.core.names import normalize_name
 
 
 @dataclass(frozen=True)

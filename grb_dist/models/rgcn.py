@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.utils import add_remaining_self_loops, degree, remove_self_loops, spmm, to_torch_csr_tensor
 
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
 
 

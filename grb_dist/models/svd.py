@@ -31,7 +31,7 @@ from torch_geometric.nn import GCNConv
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.utils import coalesce, remove_self_loops, to_torch_csr_tensor
 
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
 
 EDGE_CHUNK = 1 << 20

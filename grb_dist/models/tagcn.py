@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from torch_geometric.nn import TAGConv
 
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
 
 

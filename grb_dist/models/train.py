@@ -22,10 +22,11 @@ import numpy as np
 import torch
 from torch_geometric.utils import subgraph
 
-from grb_dist.errors import ConfigError
-from grb_dist.graph import Graph
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.graph import Graph
 from grb_dist.models.base import GraphModel
 from grb_dist.models.registry import build_model
+from grb_dist.models.tensors import graph_tensors
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class InductiveView:
 def induced(graph: Graph, nodes: np.ndarray, loss_nodes: np.ndarray, device) -> InductiveView:
     """The subgraph induced by ``nodes``; ``loss_nodes`` (a subset) are located in it."""
     nodes = np.sort(np.asarray(nodes, dtype=np.int64))
-    t = graph.tensors(device)
+    t = graph_tensors(graph, device)
     idx = torch.as_tensor(nodes, device=device)
     ei, _ = subgraph(idx, t.edge_index, relabel_nodes=True, num_nodes=graph.num_nodes)
     local = torch.as_tensor(np.searchsorted(nodes, np.asarray(loss_nodes, dtype=np.int64)), device=device)

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from grb_dist.errors import ConfigError, GrbDistError
+from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.leaderboard.rank import leaderboards, of_scenario, scenarios_of
 from grb_dist.report.figures import Figure, budget_lines, difficulty_lines, heatmap
 from grb_dist.report.page import SECTIONS, build_html

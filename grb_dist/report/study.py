@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import pandas as pd
 
-from grb_dist.errors import ConfigError, GrbDistError
+from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.report.figures import Figure
 from grb_dist.report.page import StudyTable, build_study_html
 from grb_dist.report.tables import RunInfo, environment

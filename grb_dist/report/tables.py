@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from grb_dist.graph import DIFFICULTIES
+from grb_dist.core.names import DIFFICULTIES
 from grb_dist.leaderboard.rank import CLEAN, of_scenario, scenarios_of
 
 #: Column name of the clean accuracy in an accuracy matrix (always the first column).
@@ -132,9 +132,9 @@ def budget_curves(scores: pd.DataFrame, scenario: str) -> dict[str, pd.DataFrame
 def environment() -> dict[str, str]:
     """Versions of the software producing the report (package metadata only: nothing heavy
     is imported)."""
-    import grb_dist
+    from grb_dist.core.version import __version__
 
-    out = {"grb-dist": grb_dist.__version__, "python": platform.python_version()}
+    out = {"grb-dist": __version__, "python": platform.python_version()}
     for name in ("torch", "ray", "torch-geometric", "pandas", "pyarrow"):
         try:
             out[name] = metadata.version(name)

@@ -37,7 +37,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 
 #: Attacks whose order depends on the data only (not on the attacked model).
 DATA_ATTACKS = ("l2-weak", "l2-strong", "dice", "l2-weak-class")
@@ -57,7 +57,7 @@ def check_attack(attack: str, model: str | None = None) -> None:
     """Raise :class:`ConfigError` for an unknown attack, or an adaptive attack on a model
     that is not differentiable in edge weights (label propagation, attention)."""
     if attack not in ATTACKS:
-        from grb_dist.registry import unknown_name_message
+        from grb_dist.core.names import unknown_name_message
 
         raise ConfigError(unknown_name_message("semantics attack", attack, ATTACKS))
     if model is not None and attack in ADAPTIVE_ATTACKS:

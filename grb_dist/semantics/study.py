@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 from grb_dist.semantics.attacks import (
     ADAPTIVE_ATTACKS,
     SURROGATE_ATTACKS,
@@ -507,7 +507,7 @@ def prepare_npz(spec: StudySpec, graph_seed: int) -> Prepared:
     edges to known nodes kept, edges among them dropped), ``spec.nodes`` of them attacked;
     the known nodes are split ``train_fraction`` / rest into train / validation."""
     from grb_dist.datasets.npz import load_npz_graph
-    from grb_dist.graph import Graph
+    from grb_dist.core.graph import Graph
 
     full, _ = load_npz_graph(Path(str(spec.graph["path"])))
     if spec.graph.get("features", "raw") == "row":  # rows scaled to sum 1 (bag-of-words)
@@ -574,7 +574,7 @@ def train_study_model(spec: StudySpec, prepared: Prepared, name: str, seed: int,
     With a ``graph_key`` (the graph's identity), the trained underlying network is kept per
     process and reused by the ``_lp`` variant with the same settings (seeded training:
     the weights are those a fresh training would give)."""
-    from grb_dist.config import from_dict
+    from grb_dist.core.config import from_dict
     from grb_dist.defenses.build import build_defense, resolve_params, train_defense
     from grb_dist.models.lp import LabelPropagationOn
     from grb_dist.models.registry import check_name
@@ -605,7 +605,7 @@ def train_study_model(spec: StudySpec, prepared: Prepared, name: str, seed: int,
 
 def _surrogate(spec: StudySpec, prepared: Prepared, seed: int):
     """Nettack's and SGA's surrogate (:data:`NETTACK_SURROGATE`) trained on the known graph."""
-    from grb_dist.config import from_dict
+    from grb_dist.core.config import from_dict
     from grb_dist.defenses.build import train_defense
     from grb_dist.models.train import TrainConfig
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 
 #: Search keys that are training settings (put under the model entry's ``train:``).
 TRAIN_KEYS = ("lr", "weight_decay")

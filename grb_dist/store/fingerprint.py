@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from grb_dist.graph import Graph
+from grb_dist.core.graph import Graph
 
 PARTS = ("features", "edges", "labels", "split", "normalize")
 

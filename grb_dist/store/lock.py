@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from grb_dist.errors import StoreError
+from grb_dist.core.errors import StoreError
 
 LOCK_NAME = ".lock"
 

@@ -50,9 +50,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-import grb_dist
-from grb_dist.errors import StoreError
-from grb_dist.graph import Injection, Modification
+from grb_dist.core.version import __version__
+from grb_dist.core.errors import StoreError
+from grb_dist.core.graph import Injection, Modification
 from grb_dist.store import schema
 from grb_dist.store.lock import RunLock, pid_alive
 
@@ -375,7 +375,7 @@ class RunStore:
             jobs.append({"config_hash": config_hash, "first_run": now})
         manifest = {
             "store_format": STORE_FORMAT,
-            "version": grb_dist.__version__,
+            "version": __version__,
             "created_at": (old or {}).get("created_at", now),
             "dataset": dict((old or {}).get("dataset") or dataset),
             "components": merged_components(old, components),
@@ -481,7 +481,7 @@ class RunStore:
         buf = io.BytesIO()
         torch.save(dict(state_dict), buf)
         write_bytes(buf.getvalue(), self.model_path(stem))
-        row = {**meta, "version": grb_dist.__version__}
+        row = {**meta, "version": __version__}
         write_table(pa.Table.from_pylist([row], schema=schema.MODELS), self.meta_path(stem))
 
     def read_state_dict(self, stem: str) -> dict[str, Any]:
@@ -537,7 +537,7 @@ class RunStore:
             "num_original": int(perturbation.num_original),
             "n_inject": n_inject,
             "num_features": int(feats.shape[1]) if feats.ndim == 2 else 0,
-            "version": grb_dist.__version__,
+            "version": __version__,
         }
         cols = {k: [v] for k, v in row.items()}
         cols["features"] = pa.array([feats.ravel()], type=pa.list_(pa.float32()))

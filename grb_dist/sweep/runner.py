@@ -47,9 +47,9 @@ from urllib.parse import urlparse
 import ray
 import ray.exceptions
 
-import grb_dist
-from grb_dist.errors import ConfigError, GrbDistError
-from grb_dist.graph import Graph
+from grb_dist.core.version import __version__
+from grb_dist.core.errors import ConfigError, GrbDistError
+from grb_dist.core.graph import Graph
 from grb_dist.store import RunStore, ScoreWriter
 from grb_dist.sweep import worker
 from grb_dist.sweep.progress import Stage
@@ -876,7 +876,7 @@ def _row(plan: Plan, c: ScoreCell, r: dict, defense_seed: int, pert: tuple[float
         "defense_seed": defense_seed, "accuracy": float(r["accuracy"]), "n_targets": int(r["n_targets"]),
         **sizes, "attack_seconds": float(attack_seconds),
         "score_seconds": float(r["score_seconds"]), "defense_train_seconds": float(r["defense_train_seconds"]),
-        "version": grb_dist.__version__, "created_at": dt.datetime.now(dt.timezone.utc),
+        "version": __version__, "created_at": dt.datetime.now(dt.timezone.utc),
     }
 
 

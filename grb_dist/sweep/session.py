@@ -12,8 +12,8 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from grb_dist.errors import ConfigError, GrbDistError
-from grb_dist.graph import Graph
+from grb_dist.core.errors import ConfigError, GrbDistError
+from grb_dist.core.graph import Graph
 from grb_dist.leaderboard import leaderboards, render, scenarios_of, to_arrow
 from grb_dist.leaderboard.render import to_markdown
 from grb_dist.store import RunLock, RunStore, fingerprint_parts

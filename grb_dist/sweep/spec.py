@@ -35,20 +35,19 @@ from grb_dist.checks import (
     MAX_REPEATS, check_budgets, check_dataset_ref, check_int, check_model_bounds, check_plan_size,
     check_positive_number, check_seed, document_size, is_name, read_job_text,
 )
-from grb_dist.config import from_dict, to_dict
+from grb_dist.core.config import from_dict, to_dict
 from grb_dist.datasets import NORMALIZATIONS
 from grb_dist.defenses import at_config, resolve_params
-from grb_dist.errors import ConfigError, GrbDistError
-from grb_dist.graph import DIFFICULTIES
+from grb_dist.core.errors import ConfigError, GrbDistError
+from grb_dist.core.names import CLEAN, DIFFICULTIES
 from grb_dist.models import MODELS
-from grb_dist.registry import normalize_name, unknown_name_message
+from grb_dist.core.names import normalize_name, unknown_name_message
 
 #: Seed offset of the attacker's surrogates relative to the defenders' seed.
 SURROGATE_SEED_OFFSET = 1
 #: Attack seed of repeat r: ``seed + ATTACK_SEED_STRIDE * (r + 1)``.
 ATTACK_SEED_STRIDE = 1000
 #: The attack name of clean (unperturbed) rows.
-CLEAN = "none"
 #: Name of the default job (and dataset).
 DEFAULT_JOB = "csbm"
 

@@ -20,9 +20,11 @@ import torch
 from grb_dist.attacks import SurrogateCache, build_attack
 from grb_dist.defenses import build_defense, train_defense
 from grb_dist.evaluation import difficulty_accuracy, predict_tensors
-from grb_dist.graph import Graph, Injection, Modification, perturb_tensors
+from grb_dist.core.graph import Graph, Injection, Modification
+from grb_dist.models.tensors import perturb_tensors
 from grb_dist.models.train import TrainConfig
 from grb_dist.sweep.spec import AttackCell, ModelTask
+from grb_dist.models.tensors import graph_tensors
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +124,7 @@ class Scorer:
     def __init__(self, graph: Graph, models: Mapping[str, tuple[Mapping, Mapping, float]], device: str = "cpu"):
         self.graph = graph
         self.device = device
-        self.clean = graph.tensors(device)  # once: every perturbation is applied to these
+        self.clean = graph_tensors(graph, device)  # once: every perturbation is applied to these
         self.models = {name: load_model(graph, name, p, sd, device) for name, (p, sd, _) in models.items()}
         self.train_seconds = {name: float(s) for name, (_, _, s) in models.items()}
 

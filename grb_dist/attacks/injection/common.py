@@ -2,7 +2,7 @@
 selection, the batched targets' loss and the sign-ascent loop.
 
 Everything here is sparse: the perturbed graph is the (local) edge_index with the injected
-block appended (:func:`grb_dist.graph.apply_injection`); no N x N matrix is ever built.
+block appended (:func:`grb_dist.core.graph.apply_injection`); no N x N matrix is ever built.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ import torch.nn.functional as F
 from torch_geometric.utils import k_hop_subgraph
 
 from grb_dist.attacks.injection.incremental import IncrementalSurrogate, frozen_parameters, supports_incremental
-from grb_dist.graph import Graph, Injection, apply_injection
+from grb_dist.core.graph import Graph, Injection
+from grb_dist.models.tensors import apply_injection
+from grb_dist.models.tensors import graph_tensors
 
 log = logging.getLogger(__name__)
 
@@ -231,7 +233,7 @@ def build_context(
 
 def _surrogate_parts(graph: Graph, model: torch.nn.Module, targets: np.ndarray, device: torch.device,
                      incremental: bool) -> dict:
-    t = graph.tensors(device)
+    t = graph_tensors(graph, device)
     n = graph.num_nodes
     tgt = torch.as_tensor(targets, dtype=torch.long, device=device)
     deg = torch.bincount(t.edge_index[0], minlength=n)[tgt]

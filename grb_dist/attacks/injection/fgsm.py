@@ -19,8 +19,8 @@ from grb_dist.attacks.injection.common import (
     surrogate_mode,
     target_loss,
 )
-from grb_dist.errors import ConfigError
-from grb_dist.graph import apply_injection
+from grb_dist.core.errors import ConfigError
+from grb_dist.models.tensors import apply_injection
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import torch
 
 from grb_dist.attacks.base import AttackConfig, InjectionAttack
 from grb_dist.attacks.injection.common import AttackContext, random_edges, sign_ascent, target_loss
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

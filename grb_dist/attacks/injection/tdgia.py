@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from grb_dist.attacks.base import AttackConfig, InjectionAttack
 from grb_dist.attacks.injection.common import AttackContext, chunked_edges, input_grad
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 registry line each.
 
 Every attack subclasses :class:`~grb_dist.attacks.modification.base.ModificationAttack`
-and returns an audited :class:`~grb_dist.graph.Modification`.
+and returns an audited :class:`~grb_dist.core.graph.Modification`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from grb_dist.attacks.modification.pgd import PGD
 from grb_dist.attacks.modification.prbcd import PRBCD
 from grb_dist.attacks.modification.rnd import RND
 from grb_dist.attacks.modification.stack import STACK
-from grb_dist.registry import Registry
+from grb_dist.core.registry import Registry
 
 #: Registered modification attacks: name -> class (names are the paper acronyms).
 MODIFICATION_ATTACKS: Registry[type[ModificationAttack]] = Registry("modification attack", {

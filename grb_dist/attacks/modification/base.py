@@ -35,9 +35,10 @@ from grb_dist.attacks.audit import audit_modification
 from grb_dist.attacks.base import ConfiguredAttack, check_targets, resolve_feature_limits
 from grb_dist.attacks.injection.common import surrogate_mode
 from grb_dist.attacks.modification.weighted import WeightedSurrogate
-from grb_dist.errors import ConfigError
-from grb_dist.graph import Graph, Modification, canonical_pairs, undirected_keys
-from grb_dist.precision import check_precision
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.graph import Graph, Modification, canonical_pairs, undirected_keys
+from grb_dist.core.names import check_precision
+from grb_dist.models.tensors import graph_tensors
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +263,7 @@ class ModContext:
 
     @cached_property
     def tensors(self):
-        return self.graph.tensors(self.device)
+        return graph_tensors(self.graph, self.device)
 
     @cached_property
     def predictions(self) -> np.ndarray:

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 
 from grb_dist.attacks.modification.base import ModContext, ModificationAttack, ModificationConfig
-from grb_dist.errors import ConfigError
-from grb_dist.graph import Modification
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.graph import Modification
 
 ROUNDS = 16
 

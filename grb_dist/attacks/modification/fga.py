@@ -23,8 +23,8 @@ import torch
 
 from grb_dist.attacks.modification.base import ModContext, ModificationAttack, ModificationConfig, check_loss
 from grb_dist.attacks.modification.grbcd import greedy_flips
-from grb_dist.errors import ConfigError
-from grb_dist.graph import Modification
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.graph import Modification
 
 
 @dataclass(frozen=True)

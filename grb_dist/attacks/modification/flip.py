@@ -13,8 +13,8 @@ from scipy.sparse.linalg import eigsh
 from grb_dist.attacks.modification.base import ModContext, ModificationAttack, ModificationConfig
 from grb_dist.attacks.modification.selection import check_bool, check_choice, rank_order, select_ranked
 from grb_dist.attacks.modification.spectral import adjacency
-from grb_dist.errors import ConfigError
-from grb_dist.graph import Modification
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.graph import Modification
 
 VARIANTS = ("degree", "betweenness", "eigenvector")
 MODES = ("descend", "ascend")

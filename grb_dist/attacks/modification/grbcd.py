@@ -23,8 +23,8 @@ from grb_dist.attacks.modification.base import (
     ModContext, ModificationAttack, ModificationConfig, candidate_pairs, check_loss,
 )
 from grb_dist.attacks.modification.prbcd import default_block_size
-from grb_dist.errors import ConfigError
-from grb_dist.graph import Modification
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.graph import Modification
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from grb_dist.attacks.modification.spectral import SpectralAttack, SpectralConfig, sum_of_powers
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

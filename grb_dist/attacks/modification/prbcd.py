@@ -30,8 +30,8 @@ import torch
 from grb_dist.attacks.modification.base import (
     ModContext, ModificationAttack, ModificationConfig, check_loss, project_budget, sample_flips,
 )
-from grb_dist.errors import ConfigError
-from grb_dist.graph import Modification
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.graph import Modification
 
 #: Weights below this count as zero (the entry is resampled, never flipped).
 EPS = 1e-7

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from grb_dist.attacks.modification.base import ModContext, ModificationAttack, ModificationConfig
-from grb_dist.graph import Modification
+from grb_dist.core.graph import Modification
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 
 MAX_ROUNDS = 200
 

@@ -38,8 +38,8 @@ from scipy.sparse.linalg import LinearOperator, eigsh
 
 from grb_dist.attacks.modification.base import ModContext, ModificationAttack, ModificationConfig
 from grb_dist.attacks.modification.selection import check_bool, check_choice, rank_order, select_ranked
-from grb_dist.errors import ConfigError
-from grb_dist.graph import Modification
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.graph import Modification
 
 CHUNK = 1 << 17
 

@@ -29,7 +29,7 @@ from typing import Any, Callable
 import torch
 
 from grb_dist.attacks.injection.incremental import Ops, supports_incremental
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 
 #: Surrogates whose program is differentiable in edge weights, for error messages.
 WEIGHTED_MODELS = "gcn, sgc, appnp, tagcn, gin, sage, mlp (and their _ln variants)"

@@ -10,7 +10,7 @@ import dataclasses
 import typing
 from typing import Any, Mapping, TypeVar
 
-from grb_dist.errors import ConfigError
+from grb_dist.core.errors import ConfigError
 
 C = TypeVar("C")
 

@@ -21,16 +21,7 @@ from typing import Iterator
 
 import torch
 
-from grb_dist.errors import ConfigError
-
-PRECISIONS = ("fp32", "tf32", "bf16")
-
-
-def check_precision(precision: str) -> str:
-    """Validate ``precision``; raise :class:`ConfigError` naming the valid ones."""
-    if precision not in PRECISIONS:
-        raise ConfigError(f"unknown precision {precision!r}; choose one of: {', '.join(PRECISIONS)}")
-    return precision
+from grb_dist.core.names import check_precision
 
 
 @contextlib.contextmanager

@@ -1,9 +1,9 @@
 """The graph types shared by every part of grb_dist.
 
 A :class:`Graph` holds numpy arrays (so that Ray can share it zero-copy through its object
-store); :meth:`Graph.tensors` gives torch views for models. An :class:`Injection` is the
+store); :mod:`grb_dist.models.tensors` gives torch views for models. An :class:`Injection` is the
 output of an injection attack: new nodes with features and edges to existing nodes; the
-original graph is never modified, :func:`apply_injection` returns the perturbed tensors. A
+original graph is never modified, the tensors module applies it. A
 :class:`Modification` is the output of a modification attack: edges removed and added among
 the original nodes and new features for some of them; :func:`apply_modification` returns
 the perturbed tensors, again without touching the input. :func:`perturb_tensors` applies
@@ -14,35 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Mapping, NamedTuple
+from typing import Mapping
 
 import numpy as np
-import torch
 
-from grb_dist.errors import DatasetError
+from grb_dist.core.errors import DatasetError
+from grb_dist.core.names import DIFFICULTIES, SPLIT_NAMES, difficulty_key
 
-SPLIT_NAMES = ("train", "val", "test_easy", "test_medium", "test_hard", "test_full")
-DIFFICULTIES = ("easy", "medium", "hard", "full")
-
-
-def difficulty_key(difficulty: str) -> str:
-    """Split key of a difficulty name (``easy`` -> ``test_easy``)."""
-    d = difficulty.lower()
-    if d.startswith("test_"):
-        d = d[5:]
-    if d not in DIFFICULTIES:
-        from grb_dist.registry import unknown_name_message
-
-        raise DatasetError(unknown_name_message("difficulty", difficulty, DIFFICULTIES))
-    return f"test_{d}"
-
-
-class TorchGraph(NamedTuple):
-    """Torch view of a graph: ``x`` (N x D float32), ``edge_index`` (2 x E int64), ``y`` (N)."""
-
-    x: torch.Tensor
-    edge_index: torch.Tensor
-    y: torch.Tensor
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,14 +79,6 @@ class Graph:
             raise DatasetError(f"graph {self.name!r} has no {key!r} split; apply grb_split first")
         return self.split[key]
 
-    def tensors(self, device: str | torch.device = "cpu") -> TorchGraph:
-        """Torch tensors of features, edges and labels on ``device`` (no copy on CPU)."""
-        return TorchGraph(
-            _as_tensor(self.features, device),
-            _as_tensor(self.edge_index, device),
-            _as_tensor(self.labels, device),
-        )
-
     def validate(self) -> "Graph":
         """Check shapes, dtypes, ranges and the split; raise :class:`DatasetError` on a defect."""
         validate_arrays(self.features, self.edge_index, self.labels, self.name)
@@ -130,14 +100,6 @@ class Graph:
             "classes": self.num_classes,
             **{f"n_{k}": int(v.size) for k, v in self.split.items()},
         }
-
-
-def _as_tensor(a: np.ndarray, device: str | torch.device) -> torch.Tensor:
-    if not a.flags.writeable:  # arrays from Ray's object store are read-only views
-        t = torch.from_numpy(a.copy()) if str(device) == "cpu" else torch.as_tensor(np.asarray(a))
-    else:
-        t = torch.from_numpy(a)
-    return t.to(device)
 
 
 def validate_arrays(features: np.ndarray, edge_index: np.ndarray, labels: np.ndarray, name: str) -> None:
@@ -302,41 +264,6 @@ class Injection:
         return int(self.features.shape[0])
 
 
-def apply_injection(
-    graph_x: torch.Tensor,
-    graph_edge_index: torch.Tensor,
-    inj_features: torch.Tensor,
-    inj_edges: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Perturbed ``(x, edge_index)``: features stacked, injected edges appended both ways.
-
-    Works on tensors so that attacks can differentiate through ``inj_features``.
-    """
-    x = torch.cat([graph_x, inj_features], dim=0)
-    if inj_edges.numel() == 0:
-        return x, graph_edge_index
-    both = torch.cat([inj_edges, inj_edges.flip(0)], dim=1)
-    return x, torch.cat([graph_edge_index, both], dim=1)
-
-
-def perturbed_tensors(graph: Graph, injection: Injection | None, device: str | torch.device = "cpu") -> TorchGraph:
-    """Torch tensors of ``graph`` with ``injection`` applied (labels of injected nodes are -1)."""
-    return inject_tensors(graph.tensors(device), injection)
-
-
-def inject_tensors(clean: TorchGraph, injection: Injection | None) -> TorchGraph:
-    """``clean`` (the tensors of a graph) with ``injection`` applied, on ``clean``'s device;
-    ``clean`` itself when there is nothing to inject."""
-    if injection is None or injection.n_inject == 0:
-        return clean
-    device = clean.x.device
-    x, ei = apply_injection(
-        clean.x, clean.edge_index, _as_tensor(injection.features, device), _as_tensor(injection.edges, device)
-    )
-    y = torch.cat([clean.y, torch.full((injection.n_inject,), -1, dtype=clean.y.dtype, device=device)])
-    return TorchGraph(x, ei, y)
-
-
 @dataclass(frozen=True, eq=False)
 class Modification:
     """A modification perturbation of a graph with N nodes: flipped edges and changed features.
@@ -400,36 +327,3 @@ def canonical_pairs(pairs: np.ndarray, num_nodes: int) -> np.ndarray:
     lo, hi = np.minimum(pairs[0], pairs[1]), np.maximum(pairs[0], pairs[1])
     order = np.argsort(lo * num_nodes + hi, kind="stable")
     return np.ascontiguousarray(np.stack([lo[order], hi[order]]))
-
-
-def apply_modification(clean: TorchGraph, modification: Modification | None) -> TorchGraph:
-    """``clean`` with ``modification`` applied (new tensors; ``clean`` is not changed).
-
-    Removed edges leave in both directions, added edges join in both directions, and the
-    result's edges are sorted by (source, target) like a loaded graph's."""
-    if modification is None or (modification.n_edge_flips == 0 and modification.n_nodes_modified == 0):
-        return clean
-    device = clean.x.device
-    n = clean.x.shape[0]
-    ei = clean.edge_index
-    if modification.removed.shape[1]:
-        r = _as_tensor(modification.removed, device)
-        gone = torch.cat([r[0] * n + r[1], r[1] * n + r[0]])
-        ei = ei[:, ~torch.isin(ei[0] * n + ei[1], gone)]
-    if modification.added.shape[1]:
-        a = _as_tensor(modification.added, device)
-        ei = torch.cat([ei, a, a.flip(0)], dim=1)
-    order = torch.argsort(ei[0] * n + ei[1])
-    ei = ei[:, order]
-    x = clean.x
-    if modification.n_nodes_modified:
-        x = x.clone()
-        x[_as_tensor(modification.nodes, device)] = _as_tensor(modification.features, device).to(x.dtype)
-    return TorchGraph(x, ei, clean.y)
-
-
-def perturb_tensors(clean: TorchGraph, perturbation: "Injection | Modification | None") -> TorchGraph:
-    """``clean`` with an injection or a modification applied."""
-    if isinstance(perturbation, Modification):
-        return apply_modification(clean, perturbation)
-    return inject_tensors(clean, perturbation)
