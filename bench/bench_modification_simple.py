@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from grb_dist.attacks.modification import MODIFICATION_ATTACKS
+from grb_dist.attacks.registry import MODIFICATION
 from grb_dist.datasets import load_dataset
 
 
@@ -102,7 +102,7 @@ def main() -> None:
     print(f"peak memory: {'VmHWM reset per attack' if resettable else 'process peak so far'}")
     print(f"{'attack':<28}{'seconds':>9}{'flips':>10}{'removed':>10}{'peak GiB':>10}")
     for name, options in runs:
-        cls = MODIFICATION_ATTACKS.get(name)
+        cls = MODIFICATION.get(name)
         attack = cls(cls.Config(ratio_edge_mod=args.ratio, **options))
         reset_peak()
         t = time.perf_counter()

@@ -9,20 +9,20 @@ from typing import Any
 
 from grb_dist.core.version import __version__
 
-#: Names re-exported from :mod:`grb_dist.extensions`, imported when first used.
-_EXTENSIONS = ("benchmark", "register_attack", "register_defense", "register_model")
+#: Names re-exported from :mod:`grb_dist.api`, imported when first used.
+_API = ("benchmark", "register_attack", "register_defense", "register_model")
 
 
 def __getattr__(name: str) -> Any:
-    if name in _EXTENSIONS:
-        from grb_dist import extensions
+    if name in _API:
+        from grb_dist import api
 
-        return getattr(extensions, name)
+        return getattr(api, name)
     raise AttributeError(f"module 'grb_dist' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXTENSIONS])
+    return sorted([*globals(), *_API])
 
 
-__all__ = ["__version__", *_EXTENSIONS]
+__all__ = ["__version__", *_API]

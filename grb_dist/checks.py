@@ -339,11 +339,10 @@ def _graph_bytes(g: GraphShape) -> int:
 def model_widths(name: str, params: Mapping[str, Any]) -> list[int]:
     """Output widths of a model's hidden layers (attention heads concatenated); [] for label
     propagation."""
-    from grb_dist.models.lp import LabelPropagation
     from grb_dist.models.registry import check_name as model_spec
     from grb_dist.models.registry import model_config
 
-    if model_spec(name).cls is LabelPropagation:
+    if model_spec(name).uses_train_labels:
         return []
     p = {k: v for k, v in dict(params).items() if k != "lp"}
     config = model_config(name, p)
@@ -417,7 +416,7 @@ def sweep_memory(spec: Any, graph: Any) -> list[TaskMemory]:
     """:func:`estimate_memory` of a validated job spec on its loaded graph."""
     from grb_dist.attacks import build_attack
     from grb_dist.defenses import resolve_params
-    from grb_dist.models import MODELS
+    from grb_dist.models.registry import check_name as model_spec
 
     g = GraphShape.of(graph)
     widths = {}
@@ -425,7 +424,7 @@ def sweep_memory(spec: Any, graph: Any) -> list[TaskMemory]:
     for name in dict.fromkeys((*spec.defenses, *spec.surrogates)):
         params, _ = resolve_params(name, spec.models)
         widths[name] = model_widths(name, params)
-        at = spec.adversarial_training if MODELS.get(name).adversarial else None
+        at = spec.adversarial_training if model_spec(name).adversarial else None
         models.append((name, widths[name], at))
     attacks = []
     max_k = 0
@@ -447,7 +446,7 @@ def check_injection_sizes(spec: Any, graph: Any) -> None:
     """``n_inject`` at most the graph's node count (the adversarial training's at most its
     training nodes): injecting more nodes than the graph has is no longer a perturbation."""
     from grb_dist.attacks import build_attack
-    from grb_dist.models import MODELS
+    from grb_dist.models.registry import check_name as model_spec
 
     n = graph.num_nodes
     for attack in spec.attacks if "injection" in spec.scenarios else ():
@@ -458,7 +457,7 @@ def check_injection_sizes(spec: Any, graph: Any) -> None:
                     f"attack {attack} on {difficulty}: n_inject={k:,} exceeds the {n:,} nodes of {graph.name!r}; "
                     "lower n_inject (GRB budgets inject about 1-3% of N)"
                 )
-    if any(MODELS.get(m).adversarial for m in (*spec.defenses, *spec.surrogates)):
+    if any(model_spec(m).adversarial for m in (*spec.defenses, *spec.surrogates)):
         k = int(spec.adversarial_training.get("n_inject", 0))
         n_train = int(graph.split["train"].size) if "train" in graph.split else n
         if k > n_train:

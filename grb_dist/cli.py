@@ -152,7 +152,7 @@ def train(
     from grb_dist.defenses import resolve_params, train_defense
     from grb_dist.core.errors import ConfigError
     from grb_dist.evaluation import evaluate
-    from grb_dist.models import MODELS
+    from grb_dist.models.registry import check_name
     from grb_dist.models.train import TrainConfig, report_epochs
     from grb_dist.checks import check_seed, check_train_inputs, check_train_memory
     from grb_dist.sweep.spec import default_job_path, load_job
@@ -170,7 +170,7 @@ def train(
     flags = {k: v for k, v in {"epochs": epochs, "lr": lr}.items() if v is not None}
     check_train_inputs(dataset, model, params, seed)
     config = TrainConfig(**{**to_dict(spec.train), **overrides, **flags, "seed": seed})
-    at = spec.adversarial_training if MODELS.get(model).adversarial else None
+    at = spec.adversarial_training if check_name(model).adversarial else None
     graph = load_dataset(dataset, data_dir=data_dir, normalize=normalize, seed=split_seed, download=download, verify=verify)
     check_train_memory(graph, model, params, at)
     if threads is not None:
@@ -269,7 +269,7 @@ def sweep(
     prepared = prepare(spec, out=out, data_dir=data_dir, download=download, verify=verify)  # validates; writes nothing
     check_sweep(prepared, local=address is None)  # run directory writable, stored models, memory: before Ray
 
-    from grb_dist.sweep.runner import RaySettings
+    from grb_dist.sweep.settings import RaySettings
 
     settings = RaySettings(address=address, num_cpus=num_cpus, include_dashboard=dashboard, threads=threads)
     lock, prepared = lock_run(prepared, wait=wait, on_wait=lambda who: err_console.print(
@@ -353,14 +353,12 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
 def _check_cluster_memory(prepared) -> None:
     """The sweep's largest task must fit the largest live node of the joined cluster (its Ray
     memory plus object store); before anything is written."""
-    import ray
-
     from grb_dist.checks import check_memory, sweep_memory
+    from grb_dist.sweep.ray_edge import largest_node_memory
 
-    sizes = [n.get("Resources", {}).get("memory", 0) + n.get("Resources", {}).get("object_store_memory", 0)
-             for n in ray.nodes() if n.get("Alive")]
-    if sizes and max(sizes) > 0:
-        check_memory(sweep_memory(prepared.spec, prepared.graph), int(max(sizes)), "the largest node of the cluster")
+    size = largest_node_memory()
+    if size > 0:
+        check_memory(sweep_memory(prepared.spec, prepared.graph), size, "the largest node of the cluster")
 
 
 def _check_flush(rows: int, seconds: float) -> None:

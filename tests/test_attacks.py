@@ -11,7 +11,7 @@ import torch
 import yaml
 
 from grb_dist.attacks import (
-    ATTACKS,
+    INJECTION,
     AttackConfig,
     InjectionAttack,
     audit_injection,
@@ -31,7 +31,7 @@ from grb_dist.models import build_model
 from grb_dist.models.tensors import graph_tensors
 
 JOBS = Path(__file__).resolve().parents[1] / "grb_dist" / "jobs"
-ALL = sorted(ATTACKS.names())
+ALL = sorted(INJECTION.names())
 
 
 def tiny_graph(n: int = 240, deg: float = 3.0, seed: int = 0) -> Graph:

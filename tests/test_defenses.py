@@ -19,6 +19,7 @@ from grb_dist.evaluation import evaluate
 from grb_dist.core.graph import Graph, canonical_edges
 from grb_dist.models.tensors import apply_injection
 from grb_dist.models import MODELS, build_model, check_name
+from grb_dist.models.registry import is_model_name
 from grb_dist.models.gnnguard import GNNGuard, GNNGuardConfig, guard_weights
 from grb_dist.models.lp import LPConfig, label_spreading
 from grb_dist.models.svd import GCNSVD, GCNSVDConfig, svd_edge_weights
@@ -82,8 +83,9 @@ def test_every_name_is_registered():
     names = ARCHS + ROBUST
     for m in names:
         for suffix in ["", "_ln", "_at", "_lp", "_ln_at"]:
-            assert f"{m}{suffix}" in MODELS
-    assert "lp" in MODELS
+            assert is_model_name(f"{m}{suffix}")
+    assert is_model_name("lp") and "lp" in MODELS
+    assert not is_model_name("gcn_at_ln") and not is_model_name("gcn_ln_ln")  # order, at most once
     assert check_name("GCN-LN").implied == {"layer_norm": True}
     assert check_name("rgcn_at").adversarial and check_name("gcn_lp").label_propagation
 

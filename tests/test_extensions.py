@@ -18,14 +18,14 @@ import torch
 from torch import nn
 
 import grb_dist
-from grb_dist import extensions
-from grb_dist.attacks import ATTACKS, MODIFICATION_ATTACKS, build_attack
+from grb_dist import api
+from grb_dist.attacks import INJECTION, MODIFICATION, build_attack
 from grb_dist.attacks.injection.rnd import RND
 from grb_dist.attacks.modification.rnd import RND as ModRND
 from grb_dist.defenses import build_defense, train_defense
 from grb_dist.core.errors import ConfigError, UnknownNameError
-from grb_dist.extensions import ExtensionTypeError
-from grb_dist.models import MODELS
+from grb_dist.core.errors import ExtensionTypeError
+from grb_dist.models.registry import MODELS, is_model_name, model_names
 from grb_dist.models.gcn import GCN
 from grb_dist.models.registry import check_name
 from grb_dist.models.train import TrainConfig
@@ -74,8 +74,8 @@ class MyRND(RND):
 def registry_cleanup():
     """Forget what a test registered (registrations are per process)."""
     yield
-    for r in extensions.registered():
-        extensions.unregister(r.name, r.kind)
+    for kind, name in api.registered():
+        api.unregister(name, kind)
 
 
 # ------------------------------------------------------------------ the registration API
@@ -84,8 +84,8 @@ def registry_cleanup():
 def test_register_defense_builds_trains_and_has_variants(registry_cleanup):
     g = tiny_csbm(n=200)
     assert grb_dist.register_defense("my-linear", Linear) == "my_linear"
-    assert {"my_linear", "my_linear_at", "my_linear_lp", "my_linear_at_lp"} <= set(MODELS.names())
-    assert "my_linear_ln" not in MODELS  # no config with layer_norm: no _ln variant
+    assert {"my_linear", "my_linear_at", "my_linear_lp", "my_linear_at_lp"} <= set(model_names())
+    assert not is_model_name("my_linear_ln")  # no config with layer_norm: no _ln variant
     with pytest.raises(ConfigError, match="layer_norm"):
         check_name("my_linear_ln")
     model = build_defense("my_linear", g, {})
@@ -119,7 +119,7 @@ def test_register_model_has_every_suffix(registry_cleanup):
 
 def test_register_attack_is_validated_like_builtins(registry_cleanup):
     assert grb_dist.register_attack("my_rnd", MyRND) == "my_rnd"
-    assert "my_rnd" in ATTACKS and "my_rnd" not in MODIFICATION_ATTACKS
+    assert "my_rnd" in INJECTION and "my_rnd" not in MODIFICATION
     attack = build_attack("my_rnd", {"n_inject": 3, "edges_per_node": 2})
     assert isinstance(attack, MyRND)
     with pytest.raises(ConfigError, match="unknown key"):
@@ -196,12 +196,15 @@ def spec_module(tmp_path, monkeypatch):
             pass
 
         NOT_A_CLASS = 3
+
+        def MAKE(d, c):
+            raise SystemExit("a spec must never call a function")
     '''))
     monkeypatch.syspath_prepend(str(tmp_path))
     yield "ext_spec_mod"
     sys.modules.pop("ext_spec_mod", None)
-    for r in extensions.registered():
-        extensions.unregister(r.name, r.kind)
+    for kind, name in api.registered():
+        api.unregister(name, kind)
 
 
 def test_specs_in_a_job(spec_module):
@@ -213,13 +216,16 @@ def test_specs_in_a_job(spec_module):
     assert list(spec.attacks) == ["ext_spec_mod.specrnd"]
     validate_spec(spec)  # imports the module and registers the three classes
     assert check_name("ext_spec_mod.specgcn_ln").implied == {"layer_norm": True}
-    assert "ext_spec_mod.specrnd" in ATTACKS
+    assert "ext_spec_mod.specrnd" in INJECTION
 
 
 @pytest.mark.parametrize("value, message", [
     ("no_such_module_xyz:Foo", "cannot import 'no_such_module_xyz'.*ModuleNotFoundError"),
     ("ext_spec_mod:Missing", "has no attribute 'Missing'"),
-    ("ext_spec_mod:NOT_A_CLASS", "expected a torch.nn.Module subclass or a factory"),
+    ("ext_spec_mod:NOT_A_CLASS", "names int 'NOT_A_CLASS', not a class"),
+    ("builtins:print", "not a class"),
+    ("os:system", "not a class"),
+    ("ext_spec_mod:MAKE", "not a class"),
     ("ext_spec_mod:SpecRND", "is an injection attack"),
     ("../ext_spec_mod:Lin", "not a module:Class spec"),
     ("ext_spec_mod:Lin()", "not a module:Class spec"),
@@ -316,7 +322,7 @@ def test_benchmark_a_module_defined_here(tmp_path, ray_local):
             models={"gcn": {"hidden_sizes": [8]}},
         )
     finally:
-        extensions.unregister("twohop")
+        api.unregister("twohop")
     assert list(rows.columns) == ["row", "scenario", "difficulty", "defense", "attack", "surrogate", "accuracy_mean",
                                   "accuracy_std", "n_repeats", "avg_3_min_mean", "weighted_mean", "rank",
                                   "clean_accuracy"]

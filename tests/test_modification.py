@@ -9,7 +9,7 @@ import torch
 
 from grb_dist.attacks import build_attack
 from grb_dist.attacks.audit import MODIFICATION_RULES, audit_modification
-from grb_dist.attacks.modification import MODIFICATION_ATTACKS
+from grb_dist.attacks.registry import MODIFICATION
 from grb_dist.attacks.modification.base import ModContext, Budget, attack_loss, project_budget
 from grb_dist.attacks.modification.weighted import WeightedSurrogate
 from grb_dist.core.errors import AuditError, ConfigError, GrbDistError
@@ -145,7 +145,7 @@ def test_weighted_surrogate_equals_the_forward_on_the_modified_graph(graph, name
 
 def test_attention_surrogates_are_refused(graph):
     model = build_model("gat", graph.num_features, graph.num_classes, {"hidden_sizes": [8]}).eval()
-    attack = MODIFICATION_ATTACKS.get("prbcd")(MODIFICATION_ATTACKS.get("prbcd").Config(steps=1))
+    attack = MODIFICATION.get("prbcd")(MODIFICATION.get("prbcd").Config(steps=1))
     with pytest.raises(ConfigError, match="not differentiable in edge weights"):
         attack.attack(graph, model, graph.targets("easy"))
 
@@ -169,7 +169,7 @@ def test_losses_rank_a_misclassification_higher():
 
 @pytest.mark.parametrize("name", GRADIENT_ATTACKS)
 def test_gradient_attacks_are_audited_deterministic_and_leave_the_graph_alone(graph, surrogate, name):
-    cls = MODIFICATION_ATTACKS.get(name)
+    cls = MODIFICATION.get(name)
     before = (graph.features.copy(), graph.edge_index.copy())
     targets = graph.targets("full")
     a = cls(cls.Config(steps=4, seed=7))
@@ -197,10 +197,10 @@ def test_gradient_attacks_raise_the_surrogate_loss(graph, surrogate):
         with torch.no_grad():
             return float(attack_loss(surrogate(g.x, g.edge_index)[targets], y, "ce"))
 
-    rnd = MODIFICATION_ATTACKS.get("rnd")
+    rnd = MODIFICATION.get("rnd")
     base = loss(rnd(rnd.Config(seed=0)).attack(graph, surrogate, targets))
     for name in GRADIENT_ATTACKS:
-        cls = MODIFICATION_ATTACKS.get(name)
+        cls = MODIFICATION.get(name)
         assert loss(cls(cls.Config(steps=10, seed=0)).attack(graph, surrogate, targets)) > base, name
 
 

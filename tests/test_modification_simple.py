@@ -10,7 +10,7 @@ import scipy.linalg
 import torch
 
 from grb_dist.attacks.audit import audit_modification
-from grb_dist.attacks.modification import MODIFICATION_ATTACKS
+from grb_dist.attacks.registry import MODIFICATION
 from grb_dist.attacks.modification.base import ModContext
 from grb_dist.attacks.modification.dice import DICE, DICEConfig
 from grb_dist.attacks.modification.flip import FLIP, FLIPConfig, sampled_betweenness
@@ -92,7 +92,7 @@ def sequential_select(pairs: np.ndarray, is_removal: np.ndarray, degrees: np.nda
 
 
 def run(name: str, graph: Graph, targets: np.ndarray, seed: int = 0, **options) -> tuple[Modification, int]:
-    cls = MODIFICATION_ATTACKS.get(name)
+    cls = MODIFICATION.get(name)
     attack = cls(cls.Config(seed=seed, **options))
     model = Linear(graph.num_features, graph.num_classes)
     mod = attack.attack(graph, model, targets)
@@ -169,7 +169,7 @@ def test_attack_on_cora(cora: Graph, name: str) -> None:
 
 def test_registry_flags() -> None:
     for name in SIMPLE:
-        cls = MODIFICATION_ATTACKS.get(name)
+        cls = MODIFICATION.get(name)
         assert cls.name == name
         assert cls.uses_surrogate == (name == "dice")
         assert not cls.edge_gradients and not cls.changes_features

@@ -7,13 +7,13 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from grb_dist.attacks import ATTACKS
+from grb_dist.attacks import INJECTION
 from grb_dist.cli import app
 from grb_dist.store import RunStore
 from grb_dist.store.parquet import STORE_FORMAT
 
 runner = CliRunner()
-ATTACK = next(a for a in ("rnd", "fgsm", *ATTACKS.names()) if a in ATTACKS)
+ATTACK = next(a for a in ("rnd", "fgsm", *INJECTION.names()) if a in INJECTION)
 
 
 def tree(path) -> list[str]:

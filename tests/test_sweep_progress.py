@@ -117,8 +117,11 @@ def test_sweep_reports_consistent_stage_counts_and_names_its_work(ray_local, tmp
     graph = load_dataset(spec.dataset, normalize=spec.normalize, seed=spec.seed)
     p = plan(spec, graph_fingerprint(graph, spec.normalize))
     names: list[str] = []
-    monkeypatch.setattr(runner, "_train_remote", _Recorder(runner._train_remote, names))
-    monkeypatch.setattr(runner, "_attack_remote", _Recorder(runner._attack_remote, names))
+    from grb_dist.sweep import ray_edge
+    from grb_dist.sweep.settings import RaySettings
+
+    monkeypatch.setattr(ray_edge, "_train_remote", _Recorder(ray_edge._train_remote, names))
+    monkeypatch.setattr(ray_edge, "_attack_remote", _Recorder(ray_edge._attack_remote, names))
     seen, actors = [], []
 
     def on_progress(pr) -> None:
@@ -131,7 +134,7 @@ def test_sweep_reports_consistent_stage_counts_and_names_its_work(ray_local, tmp
     with RunLock(tmp_path / "run") as lock:
         store = RunStore.open(tmp_path / "run", dataset=dataset_identity(spec, graph), components=run_components(p),
                               config=spec.to_dict(), config_hash=spec.config_hash, lock=lock)
-        summary = runner.run_sweep(p, graph, store, runner.RaySettings(), on_progress=on_progress)
+        summary = runner.run_sweep(p, graph, store, RaySettings(), on_progress=on_progress)
     assert summary.failures == 0 and summary.computed == len(p.scores)
     for pr in seen:
         for stage in (pr.train, pr.attack, pr.score):

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from grb_dist.attacks import ATTACKS
+from grb_dist.attacks import INJECTION
 from grb_dist.datasets import load_dataset
 from grb_dist.evaluation import evaluate
 from grb_dist.leaderboard import leaderboards
@@ -21,7 +21,7 @@ from grb_dist.sweep.spec import CLEAN, parse_job, plan, run_components, validate
 from grb_dist.defenses import build_defense
 
 #: Two real attacks (the cheapest registered ones).
-TEST_ATTACKS = ([a for a in ("rnd", "fgsm", "pgd", "speit", "tdgia") if a in ATTACKS] or ATTACKS.names())[:2]
+TEST_ATTACKS = ([a for a in ("rnd", "fgsm", "pgd", "speit", "tdgia") if a in INJECTION] or INJECTION.names())[:2]
 
 JOB = {
     "dataset": "csbm", "seed": 0, "repeats": 2, "difficulties": ["easy", "full"],
@@ -53,7 +53,8 @@ def job_plan(job, graph):
 
 
 def sweep(job, graph, run_dir, on_progress=None, flush_rows=4096, **settings):
-    from grb_dist.sweep.runner import RaySettings, run_sweep
+    from grb_dist.sweep.runner import run_sweep
+    from grb_dist.sweep.settings import RaySettings
 
     p = job_plan(job, graph)
     with RunLock(run_dir) as lock:

@@ -160,6 +160,7 @@ class InjectionAttack(ConfiguredAttack):
 
     Config: ClassVar[type[AttackConfig]] = AttackConfig
     name: ClassVar[str] = "injection"
+    scenario: ClassVar[str] = "injection"
     optimizes: ClassVar[bool] = True
     injected_links: ClassVar[bool] = False
 

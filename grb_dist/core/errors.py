@@ -30,3 +30,7 @@ class AuditError(GrbDistError):
 
 class StoreError(GrbDistError):
     """A result store is inconsistent with the requested run."""
+
+
+class ExtensionTypeError(ConfigError, TypeError):
+    """An object of the wrong kind was registered (not a GraphModel, Module or attack class)."""

@@ -154,3 +154,9 @@ def spec_of(name: str) -> tuple[str, str] | None:
     """``(module, attribute)`` of the spec whose registered name is ``name``, when
     :func:`normalize_name` has seen one in this process."""
     return _SPECS.get(name)
+
+
+def alias_spec(name: str, module: str, attr: str) -> None:
+    """Remember ``module:attr`` under registered name ``name`` (a spec with a defense suffix,
+    ``mypkg:MyGCN_ln``, names the architecture ``mypkg:MyGCN`` under ``mypkg.mygcn``)."""
+    _SPECS[name] = (module, attr)

@@ -1,29 +1,38 @@
-"""Name -> object tables with one forgiving lookup.
+"""Name -> entry tables: the one registry type of grb_dist.
 
-Names are matched ignoring case, ``-`` and ``_`` (``GCN-LN`` == ``gcn_ln``); a miss raises
-:class:`UnknownNameError` with a one-line message: the closest valid names first ("did you
-mean ...?"), then the valid names (cut short when there are many, see
-:func:`unknown_name_message`).
+Each package owns its table, built from this type (the models and defenses of
+:mod:`grb_dist.models.registry`, the attacks of each scenario in
+:mod:`grb_dist.attacks.registry`); ``register_*`` functions add to them. A table never
+imports anything of grb_dist: what it knows of its entries comes from the hooks its owner
+gives it.
 
-Tables hold the built-in entries they are created with; :meth:`Registry.add` registers more
-(user models, defenses and attacks, see :mod:`grb_dist.extensions`), and a table may be
-given a *resolver* that is asked, on a miss, whether it can provide the name (entry points
-of installed packages, ``module:Class`` specs); a table without one never imports anything.
-
-A ``module:Class`` spec (``mypkg.models:MyGCN``) normalises to the name it is registered
-under, ``<module>.<class>`` in lower case (``mypkg.models.mygcn``): names of specs contain a
-dot, plain registered names never do, so the two cannot clash. :func:`normalize_name`
-remembers the spec (nothing is imported), and the resolver of the table that is asked for
-the name imports the module (:func:`spec_of`).
+- **Lookup.** Names are matched ignoring case, ``-`` and ``_`` (``GCN-LN`` == ``gcn_ln``); a
+  miss raises :class:`UnknownNameError` with one line: the closest valid names first ("did
+  you mean ...?"), then the valid names (cut short when there are many).
+- **Adding.** :meth:`Registry.add` takes a plain name (never a path) and an entry; a taken
+  name needs ``replace=True``. :meth:`Registry.admit` turns an object (a class, a factory)
+  into an entry with the owner's ``admit`` hook, which checks its base class.
+- **Resolution on a miss.** A name the table does not hold may be provided by an installed
+  package's entry point (the table's ``groups``), or by a ``module:Class`` spec
+  (``mypkg.models:MyGCN``, normalised to ``mypkg.models.mygcn``, see
+  :func:`~grb_dist.core.names.normalize_name`). The module is imported and the attribute
+  must be a **class** the owner's hook admits (a subclass of the table's base): a spec can
+  never name a function such as ``os:system`` or ``builtins:print``. Importing a module runs
+  its code, so name only modules you trust, as with any Python import.
+- **Snapshot and restore.** :func:`snapshot` collects what was added to every table of this
+  process (user registrations, resolved specs and entry points); :func:`restore` adds it
+  back in another process (a Ray worker), also to tables created later.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
-from typing import Callable, Generic, Iterable, Iterator, Mapping, TypeVar
+from importlib import import_module, metadata
+from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
 
 from grb_dist.core.errors import ConfigError, UnknownNameError
-from grb_dist.core.names import close_matches, normalize_name, spec_name, spec_of, unknown_name_message
+from grb_dist.core.names import is_plain_name, normalize_name, spec_of, unknown_name_message
 
 T = TypeVar("T")
 
@@ -31,66 +40,85 @@ T = TypeVar("T")
 #: first), no ``..``, at most 128 characters; never a path.
 _ADD_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
 
+#: ``admit(name, obj, where) -> entry``: an owner's check of an object found for a name.
+Admit = Callable[[str, Any, str], Any]
+
 
 class Registry(Generic[T]):
-    """A name -> object table: the built-in entries it is created with, and those added
-    with :meth:`add`.
+    """A name -> entry table: the built-in entries it is created with, and those added.
 
     Args:
-        kind: what the table holds ("model", "attack", ...), used in error messages.
+        kind: what the table holds ("model", "attack", ...), used in error messages; also
+            the key of the table in :func:`snapshot`.
         entries: the built-in table; keys are normalised with :func:`normalize_name`.
+        admit: the owner's hook that turns an object found for a name (a spec, an entry
+            point, a ``register_*`` call) into an entry, or raises :class:`ConfigError`.
+        groups: entry-point groups asked on a miss (installed packages).
+        choices: names listed in unknown-name messages instead of the table's keys (a table
+            of base names lists the names its owner derives from them).
     """
 
-    def __init__(self, kind: str, entries: Mapping[str, T]):
+    def __init__(self, kind: str, entries: Mapping[str, T], *, admit: Admit | None = None,
+                 groups: Iterable[str] = (), choices: Callable[[Iterable[str]], Iterable[str]] | None = None):
         self.kind = kind
         self._entries = {normalize_name(k): v for k, v in entries.items()}
-        self._display = {normalize_name(k): k for k in entries}
         self._builtin = frozenset(self._entries)
-        self._resolver: Callable[[str], bool] | None = None
-        self._available: Callable[[], Iterable[str]] | None = None
+        self._admit = admit
+        self._groups = tuple(groups)
+        self._choices_of = choices
         self._resolving: set[str] = set()
+        _TABLES[kind] = self
+        pending = _PENDING.pop(kind, None)
+        if pending:
+            self.restore(pending)
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self._lookup(normalize_name(name))
 
     def __iter__(self) -> Iterator[str]:
-        return iter(list(self._display.values()))
+        return iter(list(self._entries))
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def names(self) -> list[str]:
-        """The registered spellings, sorted."""
-        return sorted(self._display.values())
+        """The registered names, sorted."""
+        return sorted(self._entries)
 
     def get(self, name: str) -> T:
+        """The entry of ``name`` (asking the resolver on a miss); raises
+        :class:`UnknownNameError` with the closest valid names."""
         key = normalize_name(name)
         if self._lookup(key):
             return self._entries[key]
-        raise UnknownNameError(unknown_name_message(self.kind, name, self._choices()))
+        raise UnknownNameError(unknown_name_message(self.kind, name, self.choices()))
 
     def canonical(self, name: str) -> str:
         """The registered spelling of ``name`` (raises on unknown names)."""
         self.get(name)
-        return self._display[normalize_name(name)]
-
-    # ------------------------------------------------------------ extension
+        return normalize_name(name)
 
     def find(self, name: str) -> T | None:
-        """The entry of ``name`` when it is registered, else ``None`` (no resolver asked)."""
+        """The entry of ``name`` when it is registered, else ``None`` (nothing resolved)."""
         return self._entries.get(normalize_name(name))
 
     def is_builtin(self, name: str) -> bool:
         """Whether ``name`` is one of the entries the table was created with."""
         return normalize_name(name) in self._builtin
 
+    def choices(self) -> list[str]:
+        """The names an unknown-name message lists (with what entry points could provide)."""
+        names = set(self._entries) | set(self.available())
+        return sorted(self._choices_of(names) if self._choices_of else names)
+
+    # ------------------------------------------------------------------ adding
+
     def add(self, name: str, value: T, *, replace: bool = False) -> str:
-        """Register ``value`` under ``name``; return the normalised name.
+        """Register entry ``value`` under ``name``; return the normalised name.
 
         ``name`` must be a plain name (letters, digits, ``_``, ``-``, ``.``; never a path).
-        A name that is taken (a built-in or an earlier registration of another object)
-        raises :class:`ConfigError` unless ``replace``; registering the same object again
-        under the same name is a no-op.
+        A taken name (a built-in, or an earlier registration of another entry) raises
+        :class:`ConfigError` unless ``replace``; the same entry again is a no-op.
         """
         if not isinstance(name, str):
             raise ConfigError(f"a {self.kind} name must be a string, got {type(name).__name__}")
@@ -100,12 +128,21 @@ class Registry(Generic[T]):
                 f"{self.kind} name {name!r} is not a plain name: use letters, digits, '_' and '-' "
                 "(no path separators, no spaces)"
             )
-        if key in self._entries and not replace and self._entries[key] is not value:
-            what = "a built-in" if key in self._builtin else "already registered"
-            raise ConfigError(f"{self.kind} name {key!r} is {what}; choose another name or pass replace=True")
+        if key in self._entries and self._entries[key] != value:
+            if key in self._builtin and not replace:
+                raise ConfigError(f"{self.kind} name {key!r} is a built-in; choose another name (or pass "
+                                  "replace=True to replace the built-in)")
+            if not replace:
+                raise ConfigError(f"{self.kind} name {key!r} is already registered; choose another name or pass "
+                                  "replace=True")
         self._entries[key] = value
-        self._display[key] = key
         return key
+
+    def admit(self, name: str, obj: Any, where: str) -> T:
+        """The entry the owner's hook makes of ``obj`` (checked), found for ``name``."""
+        if self._admit is None:
+            raise ConfigError(f"{where}: the {self.kind} table takes no additions")
+        return self._admit(name, obj, where)
 
     def remove(self, name: str) -> None:
         """Forget an added entry (built-ins cannot be removed)."""
@@ -113,29 +150,132 @@ class Registry(Generic[T]):
         if key in self._builtin:
             raise ConfigError(f"{self.kind} {key!r} is a built-in and cannot be removed")
         self._entries.pop(key, None)
-        self._display.pop(key, None)
 
-    def set_resolver(self, resolve: Callable[[str], bool] | None,
-                     available: Callable[[], Iterable[str]] | None = None) -> None:
-        """Ask ``resolve(normalised name)`` on a miss; it registers the name with :meth:`add`
-        when it can provide it (and returns whether it did). ``available()`` names what it
-        could provide without importing anything (listed in unknown-name messages)."""
-        self._resolver, self._available = resolve, available
+    def added(self) -> dict[str, T]:
+        """The entries added in this process (not the built-ins)."""
+        return {k: v for k, v in self._entries.items() if k not in self._builtin}
+
+    def restore(self, entries: Mapping[str, T]) -> None:
+        """Add ``entries`` (from :meth:`added` in another process), replacing what is there."""
+        for key, value in entries.items():
+            if key not in self._builtin:
+                self._entries[key] = value
+
+    # ------------------------------------------------------------------ resolution
+
+    def available(self) -> list[str]:
+        """Names that entry points could provide (nothing is loaded)."""
+        return [n for g in self._groups for n in (normalize_name(ep.name) for ep in entry_points(g)) if is_plain_name(n)]
 
     def _lookup(self, key: str) -> bool:
         if key in self._entries:
             return True
-        if self._resolver is None or key in self._resolving:
+        if self._admit is None or key in self._resolving:
             return False
         self._resolving.add(key)
         try:
-            self._resolver(key)
+            found = self._resolve(key)
         finally:
             self._resolving.discard(key)
+        if found is not None:
+            self._entries[key] = found
         return key in self._entries
 
-    def _choices(self) -> list[str]:
-        names = set(self._display.values())
-        if self._available is not None:
-            names.update(normalize_name(n) for n in self._available())
-        return sorted(names)
+    def _resolve(self, key: str) -> T | None:
+        spec = spec_of(key)
+        if spec is not None:
+            return self.admit(key, import_class(*spec), f"spec '{spec[0]}:{spec[1]}'")
+        if not is_plain_name(key):
+            return None
+        for group in self._groups:
+            for ep in entry_points(group):
+                if normalize_name(ep.name) != key:
+                    continue
+                where = f"entry point {ep.name} = {ep.value} ({group})"
+                try:
+                    obj = ep.load()
+                except Exception as exc:  # noqa: BLE001 - any import error of the plugin, in one line
+                    raise ConfigError(f"cannot load entry point {ep.name!r} ({ep.value}) of group {group}: "
+                                      f"{type(exc).__name__}: {first_line(exc)}") from None
+                return self.admit(key, obj, where)
+        return None
+
+
+def plain_name(name: Any, what: str) -> str:
+    """``name`` normalised, when it can be registered (:func:`is_plain_name`); else
+    :class:`ConfigError`."""
+    if not isinstance(name, str):
+        raise ConfigError(f"a {what} name must be a string, got {type(name).__name__}")
+    key = name.lower()
+    if not is_plain_name(key):
+        raise ConfigError(
+            f"{what} name {name!r} is not a plain name: use letters, digits, '_' and '-' (at most 64; no dots, "
+            "no spaces, no path separators; dotted names belong to module:Class specs)"
+        )
+    return normalize_name(key)
+
+
+def import_class(module_name: str, attr: str) -> type:
+    """The class ``attr`` of module ``module_name`` (imported); anything that is not a
+    class is refused, so a spec can never name a function to call."""
+    spec = f"{module_name}:{attr}"
+    try:
+        module = import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - a missing module or a failing import, in one line
+        raise ConfigError(f"cannot import {module_name!r} of spec {spec!r}: {type(exc).__name__}: {first_line(exc)} "
+                          "(the module must be importable: installed, or on PYTHONPATH)") from None
+    if not hasattr(module, attr):
+        raise ConfigError(f"spec {spec!r}: module {module_name!r} has no attribute {attr!r}")
+    obj = getattr(module, attr)
+    if not inspect.isclass(obj):
+        raise ConfigError(f"spec {spec!r} names {type(obj).__name__} {attr!r}, not a class: a spec names a class "
+                          "(a model, defense or attack), never a function or a value")
+    return obj
+
+
+def entry_points(group: str) -> list[metadata.EntryPoint]:
+    """The installed entry points of ``group`` (reads package metadata; imports nothing)."""
+    try:
+        return list(metadata.entry_points(group=group))
+    except Exception:  # noqa: BLE001 - broken metadata of another package must not break lookups
+        return []
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else ""
+
+
+def describe(obj: Any) -> str:
+    """``class mod.Name`` of a class, else the object's repr (for error messages)."""
+    if inspect.isclass(obj):
+        return f"class {obj.__module__}.{obj.__qualname__}"
+    return repr(obj)
+
+
+# ---------------------------------------------------------------------- snapshot / restore
+
+#: Every table of this process by kind (tables register themselves when created).
+_TABLES: dict[str, Registry] = {}
+#: Restored entries of tables not created yet in this process (added when they are).
+_PENDING: dict[str, dict[str, Any]] = {}
+
+
+def snapshot() -> dict[str, dict[str, Any]]:
+    """What was added to every table of this process: ``{kind: {name: entry}}`` (what the
+    sweep ships to its Ray workers, once per run)."""
+    return {kind: added for kind, table in _TABLES.items() if (added := table.added())}
+
+
+def restore(snap: Mapping[str, Mapping[str, Any]]) -> None:
+    """Add a :func:`snapshot` of another process to this one's tables; tables that do not
+    exist yet get it when they are created."""
+    for kind, entries in snap.items():
+        table = _TABLES.get(kind)
+        if table is None:
+            _PENDING.setdefault(kind, {}).update(entries)
+        else:
+            table.restore(entries)
+
+
+__all__ = ["Registry", "describe", "entry_points", "first_line", "import_class", "plain_name", "restore", "snapshot"]

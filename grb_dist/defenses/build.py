@@ -6,7 +6,7 @@
 - :func:`train_defense`: seeded inductive training, adversarial for ``*_at`` names.
 
 Names are resolved by :func:`grb_dist.models.registry.check_name`: the built-ins, user
-models and defenses registered with :mod:`grb_dist.extensions`, entry points of installed
+models and defenses registered with :func:`grb_dist.register_defense`, entry points of installed
 packages and ``module:Class`` specs. A user defense is trained by the same inductive trainer
 unless its module declares ``trainable = False`` (nothing to train: it is used as built).
 """
@@ -25,9 +25,8 @@ from grb_dist.core.config import from_dict
 from grb_dist.defenses.at import at_config, training_attack
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph
-from grb_dist.models.lp import LabelPropagation, LabelPropagationOn, LPConfig
+from grb_dist.models.lp import LabelPropagationOn, LPConfig
 from grb_dist.models.registry import ModelSpec, check_name, model_config, split_suffixes
-from grb_dist.models.svd import GCNSVD
 from grb_dist.models.train import TrainConfig, TrainResult, induced, seed_everything, train_model
 from grb_dist.core.names import normalize_name
 
@@ -66,8 +65,8 @@ def resolve_params(name: str, models_section: Mapping[str, Any] | None) -> tuple
 def _configs(name: str, spec: ModelSpec, params: Mapping[str, Any]):
     """(model config or None, LP config or None) of ``name``, strictly validated."""
     params = dict(params or {})
-    if spec.cls is LabelPropagation:
-        return None, from_dict(LPConfig, params, where=f"model {name}")
+    if spec.uses_train_labels:
+        return None, from_dict(spec.config_class, params, where=f"model {name}")
     lp = None
     if LP_KEY in params:
         lp_params = params.pop(LP_KEY)
@@ -108,16 +107,12 @@ def build_defense(name: str, graph: Graph, params: Mapping[str, Any] | None = No
     """
     spec = check_name(name)
     config, lp = _configs(name, spec, params or {})
-    if spec.cls is LabelPropagation:
+    if spec.uses_train_labels:  # built from the training labels (label propagation alone)
         idx, labels = _train_labels(graph)
-        return LabelPropagation(idx, labels, graph.num_classes, lp)
-    if spec.cls is GCNSVD:
-        n_train = int(graph.split["train"].size) if "train" in graph.split else graph.num_nodes
-        if config.k >= n_train:
-            raise ConfigError(
-                f"model {name}: rank k={config.k} must be smaller than the number of training "
-                f"nodes ({n_train}) of {graph.name!r}; lower k"
-            )
+        return spec.cls(idx, labels, graph.num_classes, lp)
+    check_graph = getattr(spec.cls, "check_graph", None)
+    if check_graph is not None:
+        check_graph(name, config, graph)
     model = spec.build(graph.num_features, graph.num_classes, config)
     if spec.label_propagation:
         idx, labels = _train_labels(graph)
@@ -152,7 +147,7 @@ def train_defense(
     augment = training_attack(at_config_or_error(name, at_config)) if spec.adversarial else None
     seed_everything(train_config.seed)
     module = build_defense(name, graph, params)
-    if spec.cls is LabelPropagation:
+    if spec.uses_train_labels:
         return _evaluate_lp(module, graph, device)
     inner = module.model if isinstance(module, LabelPropagationOn) else module
     if getattr(inner, "trainable", True) is False:  # a user defense with nothing to train
@@ -168,14 +163,14 @@ def at_config_or_error(name: str, params):
     return at_config(params)
 
 
-def _evaluate_lp(module: LabelPropagation, graph: Graph, device) -> TrainResult:
+def _evaluate_lp(module: nn.Module, graph: Graph, device) -> TrainResult:
     start = time.perf_counter()
     split = graph.split
     nodes = np.sort(np.concatenate([split["train"], split["val"]]))
     view = induced(graph, nodes, split["val"], device)
     # The same label propagation on the train+val subgraph (local ids), for validation.
     local = torch.as_tensor(np.searchsorted(nodes, module.train_index.cpu().numpy()), device=device)
-    probe = LabelPropagation(local, module.train_labels, module.num_classes, module.config).to(device)
+    probe = type(module)(local, module.train_labels, module.num_classes, module.config).to(device)
     with torch.no_grad():
         out = probe(view.x, view.edge_index)[view.mask_idx]
         y = view.y[view.mask_idx]

@@ -1,4 +1,5 @@
-"""Node classifiers on torch_geometric layers, their registry and the inductive trainer."""
+"""Node classifiers on torch_geometric layers, their table (:mod:`grb_dist.models.registry`),
+torch views of graphs (:mod:`grb_dist.models.tensors`) and the inductive trainer."""
 
 from grb_dist.models.base import GraphModel, ModelConfig
 from grb_dist.models.gnnguard import GATGuard, GATGuardConfig, GNNGuard, GNNGuardConfig
@@ -11,6 +12,9 @@ from grb_dist.models.registry import (
     build_model,
     check_name,
     model_config,
+    model_names,
+    register_defense,
+    register_model,
     split_suffixes,
 )
 from grb_dist.models.rgcn import RGCN, RGCNConfig
@@ -18,7 +22,7 @@ from grb_dist.models.svd import GCNSVD, GCNSVDConfig
 
 __all__ = [
     "ARCHITECTURES", "MODELS", "ROBUST_MODELS", "GraphModel", "ModelConfig", "ModelSpec",
-    "build_model", "check_name", "model_config", "split_suffixes",
+    "build_model", "check_name", "model_config", "model_names", "register_defense", "register_model", "split_suffixes",
     "RGCN", "RGCNConfig", "GNNGuard", "GNNGuardConfig", "GATGuard", "GATGuardConfig",
     "GCNSVD", "GCNSVDConfig", "LabelPropagation", "LabelPropagationOn", "LPConfig",
 ]

@@ -17,6 +17,7 @@ from torch import nn
 from torch_geometric.utils import to_torch_csr_tensor
 
 from grb_dist.core.errors import ConfigError
+from grb_dist.core.graph import Graph
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,11 @@ class GraphModel(nn.Module):
     #: Graphs whose propagation structure is kept (training + validation graph, or an
     #: attack's fixed perturbed graph, are then built once instead of every forward).
     GRAPH_CACHE_SIZE: ClassVar[int] = 2
+
+    @classmethod
+    def check_graph(cls, name: str, config: ModelConfig, graph: Graph) -> None:
+        """Raise :class:`ConfigError` when ``config`` cannot fit ``graph`` (checked before
+        building; GCN-SVD's rank must be below the number of training nodes)."""
 
     def __init__(self, in_features: int, num_classes: int, config: ModelConfig | None = None):
         super().__init__()

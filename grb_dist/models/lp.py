@@ -113,7 +113,9 @@ class LabelPropagation(_KnownLabels):
 
     Config = LPConfig
     uses_graph = True
+    #: Nothing to train; built from the graph's training labels (no ``_ln``/``_at``/``_lp``).
     trainable = False
+    uses_train_labels = True
 
     def __init__(self, train_index, train_labels, num_classes: int, config: LPConfig | None = None):
         super().__init__(train_index, train_labels, num_classes)

@@ -32,6 +32,7 @@ from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.utils import coalesce, remove_self_loops, to_torch_csr_tensor
 
 from grb_dist.core.errors import ConfigError
+from grb_dist.core.graph import Graph
 from grb_dist.models.base import GraphModel, ModelConfig
 
 EDGE_CHUNK = 1 << 20
@@ -106,6 +107,15 @@ class GCNSVD(GraphModel):
 
     Config = GCNSVDConfig
     sparse_propagation = True
+
+    @classmethod
+    def check_graph(cls, name: str, config: GCNSVDConfig, graph: Graph) -> None:
+        n_train = int(graph.split["train"].size) if "train" in graph.split else graph.num_nodes
+        if config.k >= n_train:
+            raise ConfigError(
+                f"model {name}: rank k={config.k} must be smaller than the number of training "
+                f"nodes ({n_train}) of {graph.name!r}; lower k"
+            )
 
     def propagation_graph(self, edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
         c = self.config

@@ -953,8 +953,8 @@ def run_study(
             _write_rows(run_unit(spec, unit), path)
             done(i, unit)
     elif todo:
-        from grb_dist.sweep.runner import RaySettings
-        from grb_dist.sweep.tasks import run_units
+        from grb_dist.sweep.settings import RaySettings
+        from grb_dist.sweep.ray_edge import run_units
 
         spec_dict = asdict(spec)
         finished = [0]

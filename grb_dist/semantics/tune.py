@@ -110,8 +110,8 @@ def tune(spec, search: Mapping[str, Any], *, graphs: int, address: str | None = 
     results: list[float] = [math.nan] * len(todo)
     spec_dict = asdict(spec)
     if use_ray:
-        from grb_dist.sweep.runner import RaySettings
-        from grb_dist.sweep.tasks import run_units
+        from grb_dist.sweep.settings import RaySettings
+        from grb_dist.sweep.ray_edge import run_units
 
         done = [0]
 

@@ -1,8 +1,11 @@
-"""The sweep: job specs and cells (spec), plain work (worker), Ray execution (runner).
+"""The sweep: every attack against every defense, per difficulty, on Ray.
 
-Import :mod:`grb_dist.sweep.runner` explicitly: it is the only module that imports Ray.
+- :mod:`~grb_dist.sweep.spec`: job files, overrides, the plan of cells;
+- :mod:`~grb_dist.sweep.session`: preparing a run before Ray starts, and finishing it;
+- :mod:`~grb_dist.sweep.worker`: the work as plain Python (train, attack, score);
+- :mod:`~grb_dist.sweep.runner`: the driver's bookkeeping of a run (what is in flight, done);
+- :mod:`~grb_dist.sweep.ray_edge`: the only module of grb_dist that imports Ray;
+- :mod:`~grb_dist.sweep.settings`: every Ray option, checked without Ray.
+
+This package imports none of them: import the module you need.
 """
-
-from grb_dist.sweep.spec import AttackCell, JobSpec, ModelTask, Plan, ScoreCell, apply_overrides, load_job, plan, validate_spec
-
-__all__ = ["AttackCell", "JobSpec", "ModelTask", "Plan", "ScoreCell", "apply_overrides", "load_job", "plan", "validate_spec"]

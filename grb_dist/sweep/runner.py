@@ -1,4 +1,4 @@
-"""Running a sweep on Ray: the only module of grb_dist that imports Ray.
+"""Running a sweep on Ray, through the Ray edge (:mod:`grb_dist.sweep.ray_edge`).
 
 Shape of a run (see ``docs/sweep.md``)::
 
@@ -36,16 +36,10 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
-import socket
 import sys
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
-from urllib.parse import urlparse
-
-import ray
-import ray.exceptions
 
 from grb_dist.core.version import __version__
 from grb_dist.core.errors import ConfigError, GrbDistError
@@ -53,8 +47,10 @@ from grb_dist.core.graph import Graph
 from grb_dist.store import RunStore, ScoreWriter
 from grb_dist.sweep import worker
 from grb_dist.sweep.progress import Stage
-from grb_dist.sweep.spec import CLEAN, AttackCell, Plan, ScoreCell
-from grb_dist.sweep.tasks import install_registrations, publish_registrations
+from grb_dist.sweep.spec import AttackCell, Plan, ScoreCell
+from grb_dist.sweep import ray_edge as edge
+from grb_dist.sweep.ray_edge import ActorLost, TaskFailed
+from grb_dist.sweep.settings import RaySettings
 
 log = logging.getLogger(__name__)
 
@@ -63,266 +59,8 @@ class SweepError(GrbDistError):
     """A sweep could not run (training failed, Ray refused the resources ...)."""
 
 
-@dataclass(frozen=True)
-class RaySettings:
-    """Every Ray option of a sweep, in one place.
-
-    Attributes:
-        address: cluster to join (``auto``, ``host:port``, ``ray://host:port``); ``None``
-            uses ``$RAY_ADDRESS`` or starts a local Ray.
-        num_cpus: CPUs of a local Ray (``None`` = all); ignored when joining a cluster.
-        include_dashboard: start the dashboard of a local Ray (``None`` = Ray's default).
-        max_in_flight: bound on submitted-but-unfinished attack tasks and scoring calls
-            (``0`` = twice the cluster's CPUs).
-        train_num_cpus / attack_num_cpus: CPUs reserved per training / attack task.
-        scorer_num_cpus: CPUs reserved per Scorer actor. The default 0 lets scoring (forward
-            passes only) share cores with attack tasks, so that one-CPU clusters never
-            deadlock; raise it to reserve cores on big nodes.
-        task_num_gpus / scorer_num_gpus: GPU share per task / Scorer when the cluster has
-            GPUs (fractions let several share a card); ignored on CPU-only clusters.
-        num_scorers: Scorer actors, each holding a share of the defenses (``0`` = one per
-            two cluster CPUs or per GPU, at most one per defense).
-        max_retries: retries of a failed training or attack task (worker crash).
-        max_restarts / max_task_retries: restarts of a dead Scorer and retries of its calls.
-        resubmits: resubmissions of a scoring call that failed because its actor died.
-        threads: torch intra-op threads of every training and attack task and Scorer actor
-            (1..1024; ``None`` = Ray's default), passed as ``$GRB_DIST_TORCH_THREADS`` in
-            their runtime environment.
-    """
-
-    address: str | None = None
-    num_cpus: int | None = None
-    include_dashboard: bool | None = None
-    max_in_flight: int = 0
-    train_num_cpus: float = 1.0
-    attack_num_cpus: float = 1.0
-    scorer_num_cpus: float = 0.0
-    task_num_gpus: float = 0.25
-    scorer_num_gpus: float = 0.25
-    num_scorers: int = 0
-    max_retries: int = 3
-    max_restarts: int = 4
-    max_task_retries: int = 2
-    resubmits: int = 3
-    threads: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.threads is not None and not 1 <= self.threads <= 1024:
-            raise ConfigError(f"--threads must be in 1..1024, got {self.threads}")
-        if self.num_cpus is not None and self.num_cpus < 1:
-            raise ConfigError(f"--num-cpus must be >= 1, got {self.num_cpus}")
-        if self.max_in_flight < 0 or self.num_scorers < 0:
-            raise ConfigError("max_in_flight and num_scorers must be >= 0 (0 = automatic)")
-        for name in ("train_num_cpus", "attack_num_cpus"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be > 0")
-        for name in ("scorer_num_cpus", "task_num_gpus", "scorer_num_gpus"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be >= 0")
-        if min(self.max_retries, self.max_restarts, self.max_task_retries, self.resubmits) < 0:
-            raise ConfigError("retry and restart counts must be >= 0")
-
-    def resolved_address(self) -> str | None:
-        return self.address or os.environ.get("RAY_ADDRESS") or None
-
-
-@dataclass
-class RayContext:
-    """What :func:`connect` did: whether it started Ray here, and the dashboard URL.
-
-    ``dashboard_token`` says where the dashboard's token is when Ray's token
-    authentication is on (``None`` when it is off): the dashboard asks for it once per
-    browser.
-    """
-
-    started: bool
-    dashboard_url: str | None
-    cpus: float
-    gpus: float
-    reaper: Any = None  # grb_dist.reaper.Reaper of a local Ray started here
-    dashboard_token: str | None = None
-
-
-#: Ray's switch of token authentication (``token`` or ``disabled``), read by ``ray.init``.
-AUTH_MODE_ENV = "RAY_AUTH_MODE"
-
-#: The namespace of a local Ray started by :func:`connect`.
-NAMESPACE = "grb-dist"
-
-
-def _check_reachable(address: str) -> None:
-    if address == "auto" or address.startswith("local"):
-        return
-    parsed = urlparse(address if "://" in address else f"tcp://{address}")
-    host, port = parsed.hostname, parsed.port
-    if not host or not port:
-        raise ConfigError(f"Ray address {address!r} is not host:port, ray://host:port or auto")
-    try:
-        socket.create_connection((host, port), timeout=5).close()
-    except OSError as exc:
-        raise ConfigError(f"cannot reach Ray at {address}: {exc.strerror or exc}") from None
-
-
-def connect(settings: RaySettings, job_name: str | None = None) -> RayContext:
-    """Join the cluster of ``settings`` or start a local Ray; raise ConfigError when unreachable.
-
-    A local Ray runs in the namespace :data:`NAMESPACE` with token authentication on, set
-    explicitly (``RAY_AUTH_MODE=token`` unless the environment says otherwise), so that Ray
-    does not warn that it turned it on by default; its token is Ray's usual one
-    (``ray get-auth-token`` prints it). A joined cluster's authentication is left as it is.
-    ``job_name`` names the Ray job (its ``job_name`` metadata, the column Name of the
-    dashboard's Jobs page).
-    """
-    address = settings.resolved_address()
-    if address:
-        _check_reachable(address)
-    if ray.is_initialized():
-        return RayContext(False, _dashboard_url(None), *_cluster_size(), dashboard_token=_token_hint())
-    kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
-    if job_name:
-        from ray.job_config import JobConfig
-
-        kwargs["job_config"] = JobConfig(metadata={"job_name": job_name})
-    if address:
-        kwargs["address"] = address
-    else:
-        kwargs["address"] = "local"
-        kwargs["namespace"] = NAMESPACE
-        _explicit_token_auth()
-        if settings.num_cpus is not None:
-            kwargs["num_cpus"] = settings.num_cpus
-        if settings.include_dashboard is not None:
-            kwargs["include_dashboard"] = settings.include_dashboard
-    try:
-        ctx = ray.init(**kwargs)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"cannot reach Ray at {address or 'a new local instance'}: {msg}") from None
-    reaper = None
-    if not address:  # a local Ray of ours: ended with this process, even after a SIGKILL
-        from grb_dist import reaper as reaper_mod
-
-        reaper = reaper_mod.start()
-    return RayContext(True, _dashboard_url(ctx), *_cluster_size(), reaper=reaper, dashboard_token=_token_hint())
-
-
-def _explicit_token_auth() -> None:
-    """Turn on token authentication of the local Ray about to start, explicitly, unless
-    ``RAY_AUTH_MODE`` is set already (``disabled`` then stays disabled).
-
-    Ray >= 2.52 turns it on by default for a new local cluster when the mode is unset, and
-    warns on every start that it did; with the mode set it does the same without the
-    warning. Like Ray at that point, the mode is put in this process's environment (the
-    local Ray's processes inherit it) and Ray's cached configuration of this process is
-    read again. An older Ray without token authentication is left as it is.
-    """
-    if AUTH_MODE_ENV in os.environ:
-        return
-    try:
-        from ray._private.authentication.authentication_token_setup import enable_token_auth_by_default  # noqa: F401
-        from ray._raylet import Config
-    except ImportError:
-        return
-    os.environ[AUTH_MODE_ENV] = "token"
-    Config.initialize("")
-
-
-def _token_hint() -> str | None:
-    """Where the token of this Ray session is, when token authentication is on: the
-    variable or file Ray reads it from (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH``,
-    ``~/.ray/auth_token``); ``None`` when it is off."""
-    try:
-        from ray._raylet import AuthenticationMode, get_authentication_mode
-
-        enabled = get_authentication_mode() == AuthenticationMode.TOKEN
-    except Exception:  # an older Ray without token authentication, or its API moved
-        enabled = os.environ.get(AUTH_MODE_ENV, "").lower() == "token"
-    if not enabled:
-        return None
-    if os.environ.get("RAY_AUTH_TOKEN"):
-        return "$RAY_AUTH_TOKEN"
-    return os.environ.get("RAY_AUTH_TOKEN_PATH") or "~/.ray/auth_token"
-
-
-def _dashboard_url(ctx: Any) -> str | None:
-    url = getattr(ctx, "dashboard_url", None) if ctx is not None else None
-    if not url:
-        try:
-            from ray._private.worker import get_dashboard_url
-
-            url = get_dashboard_url()
-        except Exception:  # the dashboard is optional
-            url = None
-    if not url:
-        return None
-    return url if "://" in url else f"http://{url}"
-
-
-def _cluster_size() -> tuple[float, float]:
-    res = ray.cluster_resources()
-    return float(res.get("CPU", 0)), float(res.get("GPU", 0))
-
-
-def disconnect(context: RayContext) -> None:
-    """Leave Ray; a local Ray started by :func:`connect` is stopped, and its watchdog ends
-    whatever process of it outlived ``ray.shutdown()``."""
-    try:
-        if context.started and ray.is_initialized():
-            ray.shutdown()
-    finally:
-        if context.reaper is not None:
-            context.reaper.stop()
-
-
-# ---------------------------------------------------------------- remote wrappers
-
-
-def _device() -> str:
-    return "cuda" if ray.get_gpu_ids() else "cpu"
-
-
 #: At most this many attack cells (same surrogate and difficulty) run in one task.
 ATTACK_BATCH = 4
-
-#: The environment variable that carries ``RaySettings.threads`` to tasks and actors.
-THREADS_ENV = "GRB_DIST_TORCH_THREADS"
-
-
-def _thread_options(settings: RaySettings) -> dict[str, Any]:
-    """Ray options that give a task or actor ``settings.threads`` torch threads (none when unset)."""
-    if settings.threads is None:
-        return {}
-    return {"runtime_env": {"env_vars": {THREADS_ENV: str(settings.threads)}}}
-
-
-def _set_threads() -> None:
-    """torch's intra-op threads of this worker from :data:`THREADS_ENV`, when set; and the
-    driver's user registrations (:func:`grb_dist.sweep.tasks.install_registrations`)."""
-    install_registrations()
-    threads = os.environ.get(THREADS_ENV)
-    if threads:
-        import torch
-
-        torch.set_num_threads(int(threads))
-
-
-@ray.remote
-def _train_remote(graph: Graph, task) -> worker.TrainedModel:
-    _set_threads()
-    return worker.train_task(graph, task, device=_device())
-
-
-@ray.remote
-def _attack_remote(graph: Graph, cells: list[AttackCell], name: str, params: dict, state_ref: list):
-    """A batch of attack cells on one surrogate and difficulty: the surrogate is loaded and
-    its clean pass computed once (:func:`worker.attack_batch`); one return value per cell
-    (submitted with ``num_returns=len(cells)``), so each perturbation goes to the Scorers
-    as soon as the batch ends, without passing through the driver."""
-    _set_threads()
-    device = _device()
-    surrogate = worker.load_model(graph, name, params, ray.get(state_ref[0]), device)
-    results = worker.attack_batch(graph, cells, surrogate, device=device)
-    return results[0] if len(results) == 1 else tuple(results)
 
 
 def train_task_name(task: Any) -> str:
@@ -342,58 +80,6 @@ def attack_task_name(cells: list[AttackCell]) -> str:
 def scorer_name(index: int) -> str:
     """The Ray name of Scorer actor ``index``: ``scorer:<index>``."""
     return f"scorer:{index}"
-
-
-#: What a scoring call carries so that any Scorer, fresh or restarted, can load what it
-#: needs: ``[graph_ref, [(defense, params, state_dict_ref, train_seconds), ...]]``; refs
-#: nested in a list, which Ray passes unresolved.
-ScorerSetup = list
-
-
-class _ScorerActor:
-    """Ray wrapper of :class:`worker.Scorer`.
-
-    The constructor takes no object refs: Ray warns (and cannot promise to restore them on
-    a restart, ray-project/ray#53727) when an actor with ``max_restarts > 0`` has
-    constructor arguments in the object store. Instead every :meth:`score` call carries a
-    :data:`ScorerSetup`; the actor loads the graph and each defense on the first call that
-    needs it and keeps them, so a restarted actor loads them again from the refs of the
-    call Ray retries (the driver holds those refs for the whole sweep).
-    """
-
-    def __init__(self, index: int):
-        _set_threads()
-        self.index = index
-        self.scorer: worker.Scorer | None = None
-
-    def __repr__(self) -> str:  # the actor's name in Ray's logs and dashboard
-        return scorer_name(self.index)
-
-    def _hold(self, setup: ScorerSetup) -> worker.Scorer:
-        graph_ref, models = setup
-        if self.scorer is None:
-            self.scorer = worker.Scorer(ray.get(graph_ref), {}, _device())
-        scorer = self.scorer
-        for name, params, ref, secs in models:
-            if name not in scorer.models:
-                scorer.models[name] = worker.load_model(scorer.graph, name, params, ray.get(ref), scorer.device)
-                scorer.train_seconds[name] = float(secs)
-        return scorer
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def names(self) -> list[str]:
-        """The defenses loaded so far."""
-        return self.scorer.names() if self.scorer is not None else []
-
-    def score(self, setup: ScorerSetup, attack: worker.AttackResult | None, difficulty: str,
-              defenses: list[str]) -> list[dict]:
-        scorer = self._hold(setup)
-        return scorer.score(attack.perturbation if attack is not None else None, difficulty, defenses)
-
-
-ScorerActor = ray.remote(_ScorerActor)
 
 
 # ---------------------------------------------------------------- the sweep
@@ -440,18 +126,6 @@ def _partition(names: list[str], n: int) -> list[list[str]]:
 
 #: Without news from Ray, the driver reports progress at least this often (seconds).
 HEARTBEAT = 2.0
-
-
-def _start_scorer(index: int, options: dict[str, Any]) -> Any:
-    """Scorer actor ``index``, named :func:`scorer_name`; when that name is still taken (a
-    Scorer of an earlier sweep of this driver that Ray has not finished killing), with a
-    suffix."""
-    try:
-        return ScorerActor.options(name=scorer_name(index), **options).remote(index)
-    except ValueError:
-        import uuid
-
-        return ScorerActor.options(name=f"{scorer_name(index)}-{uuid.uuid4().hex[:6]}", **options).remote(index)
 
 
 def run_sweep(
@@ -545,14 +219,11 @@ class _Sweep:
     def plan_work(self) -> None:
         """Which models and perturbations this invocation needs, and the Ray options."""
         plan, settings, store = self.plan, self.settings, self.store
-        self.cpus, gpus = _cluster_size()
+        self.cpus, gpus = edge.cluster_size()
         use_gpu = gpus > 0
         self.max_in_flight = settings.max_in_flight or max(2, int(2 * self.cpus))
-        task_opts = {"max_retries": settings.max_retries, "retry_exceptions": False, **_thread_options(settings)}
-        self.train_opts = {**task_opts, "num_cpus": settings.train_num_cpus,
-                           "num_gpus": settings.task_num_gpus if use_gpu else 0}
-        self.attack_opts = {**task_opts, "num_cpus": settings.attack_num_cpus,
-                            "num_gpus": settings.task_num_gpus if use_gpu else 0}
+        self.train_opts = edge.options(settings, "train", use_gpu)
+        self.attack_opts = edge.options(settings, "attack", use_gpu)
 
         # which perturbations and models this invocation needs
         self.todo_by_pert: dict[str | None, dict[str, list[ScoreCell]]] = {}
@@ -576,18 +247,12 @@ class _Sweep:
         for n in self.target_names:
             self.defenses_of.setdefault(self.target_stem[n], []).append(n)
         self.n_scorers = settings.num_scorers or max(1, int(gpus) if use_gpu else int(self.cpus) // 2)
-        self.scorer_opts = {
-            "num_cpus": settings.scorer_num_cpus,
-            "num_gpus": settings.scorer_num_gpus if use_gpu else 0,
-            "max_restarts": settings.max_restarts,
-            "max_task_retries": settings.max_task_retries,
-            **_thread_options(settings),
-        }
+        self.scorer_opts = edge.options(settings, "scorer", use_gpu)
 
     def open(self) -> None:
         """Put the graph and the registrations in Ray's object store; empty bookkeeping."""
-        self.graph_ref = ray.put(self.graph)
-        publish_registrations()  # user models, defenses and attacks, for the workers (grb_dist.extensions)
+        self.graph_ref = edge.put(self.graph)
+        self.registrations = edge.put_registrations()  # user models, defenses and attacks, for the workers
         self.in_flight: dict[Any, tuple] = {}
         self.running = {"train": 0, "attack": 0}  # training and attack tasks in flight
         self.batch_left: dict[int, int] = {}  # attack batch -> its cells still in flight
@@ -606,7 +271,7 @@ class _Sweep:
     def start_scorers(self) -> None:
         # Scorers start at once: they load each defense on its first scoring call
         for i, part in enumerate(_partition(self.target_names, min(self.n_scorers, len(self.target_names)))):
-            self.scorers.append(_start_scorer(i, self.scorer_opts))
+            self.scorers.append(edge.start_scorer(scorer_name(i), self.scorer_opts))
             self.holder.update({n: i for n in part})
 
     def queue_work(self) -> None:
@@ -646,7 +311,7 @@ class _Sweep:
         self.attacked.done += 1
         self.attacked.skipped += 1
         self.pert_info[a.perturbation_id] = (secs, worker.perturbation_sizes(inj))
-        self.submit_scores(ray.put(worker.AttackResult(a.perturbation_id, inj, secs)), a.perturbation_id)
+        self.submit_scores(edge.put(worker.AttackResult(a.perturbation_id, inj, secs)), a.perturbation_id)
 
     def loop(self) -> None:
         """Keep work in flight and collect it as it ends, until nothing is left."""
@@ -656,8 +321,7 @@ class _Sweep:
             if not self.in_flight:
                 raise SweepError("the sweep stalled: work is left but nothing can run (a bug; please report it)")
             due = self.writer.seconds_until_due()
-            ready, _ = ray.wait(list(self.in_flight), num_returns=1,
-                                timeout=HEARTBEAT if due is None else min(due, HEARTBEAT))
+            ready = edge.wait(list(self.in_flight), HEARTBEAT if due is None else min(due, HEARTBEAT))
             if self.writer.due():
                 self.writer.flush()
             if not ready:
@@ -674,13 +338,8 @@ class _Sweep:
     def cleanup(self, *, propagating: bool) -> None:
         """Write the buffered rows, cancel in-flight work and stop the Scorers."""
         _flush_on_exit(self.writer, propagating=propagating)
-        for ref in list(self.in_flight):
-            try:
-                ray.cancel(ref, force=False)
-            except Exception:  # noqa: BLE001 - best effort (actor calls, finished refs)
-                pass
-        for s in self.scorers:
-            ray.kill(s, no_restart=True)
+        edge.cancel(list(self.in_flight))
+        edge.kill(self.scorers)
 
     # -- submitting work ----------------------------------------------------------------------
 
@@ -716,17 +375,17 @@ class _Sweep:
                 self.submit_attack(item)
 
     def submit_train(self, t: Any) -> None:
-        ref = _train_remote.options(**self.train_opts, name=train_task_name(t)).remote(self.graph_ref, t)
+        ref = edge.submit_train(self.graph_ref, t, self.registrations, self.train_opts, train_task_name(t))
         self.in_flight[ref] = ("train", t)
         self.begin(self.trained)
 
     def submit_attack(self, batch: list[AttackCell]) -> None:
         stem = batch[0].surrogate_model
-        refs = _attack_remote.options(**self.attack_opts, num_returns=len(batch), name=attack_task_name(batch)).remote(
-            self.graph_ref, batch, self.name_of[stem], self.params_of[stem], [self.state_refs[stem]])
+        refs = edge.submit_attack(self.graph_ref, batch, self.name_of[stem], self.params_of[stem],
+                                  self.state_refs[stem], self.registrations, self.attack_opts, attack_task_name(batch))
         batch_id = next(self.batch_ids)
         self.batch_left[batch_id] = len(batch)
-        for r, a in zip(refs if len(batch) > 1 else [refs], batch):
+        for r, a in zip(refs, batch):
             self.in_flight[r] = ("attack", (a, batch_id))
         self.begin(self.attacked)
 
@@ -734,7 +393,8 @@ class _Sweep:
         target_stem = self.target_stem
         models = [(c.defense, self.params_of[target_stem[c.defense]], self.state_refs[target_stem[c.defense]],
                    self.train_secs[target_stem[c.defense]]) for c in group]
-        ref = self.scorers[i].score.remote([self.graph_ref, models], pert_ref, difficulty, [c.defense for c in group])
+        ref = edge.submit_score(self.scorers[i], [self.graph_ref, models, self.registrations], pert_ref, difficulty,
+                                [c.defense for c in group])
         self.in_flight[ref] = ("score", (i, pert_ref, difficulty, group, attempt))
         self.begin(self.scored)
 
@@ -753,7 +413,7 @@ class _Sweep:
 
     def model_ready(self, stem: str) -> None:
         # what the Scorers hold is exactly what is stored
-        self.state_refs[stem] = ray.put(self.store.read_state_dict(stem))
+        self.state_refs[stem] = edge.put(self.store.read_state_dict(stem))
         self.train_secs[stem] = float(self.store.read_model_meta(stem)["train_seconds"])
         for defense in self.defenses_of.get(stem, []):  # its waiting cells, one call per perturbation
             groups: dict[tuple[str | None, str], tuple[Any, list[ScoreCell]]] = {}
@@ -767,9 +427,9 @@ class _Sweep:
     def on_trained(self, ref: Any, t: Any) -> None:
         self.running["train"] -= 1
         try:
-            result_model = ray.get(ref)
-        except ray.exceptions.RayError as exc:
-            raise SweepError(f"training {t.name} (seed {t.seed}) failed: {_cause(exc)}") from None
+            result_model = edge.get(ref)
+        except TaskFailed as exc:
+            raise SweepError(f"training {t.name} (seed {t.seed}) failed: {exc}") from None
         self.store.write_model(t.file_stem, result_model.state_dict, result_model.meta)
         self.model_ready(t.file_stem)
         self.trained.done += 1
@@ -782,11 +442,11 @@ class _Sweep:
             del self.batch_left[batch_id]
             self.running["attack"] -= 1
         try:
-            result: worker.AttackResult = ray.get(ref)
-        except ray.exceptions.RayError as exc:
+            result: worker.AttackResult = edge.get(ref)
+        except TaskFailed as exc:
             self.scored.failed += sum(len(v) for v in self.todo_by_pert[a.perturbation_id].values())
             self.attacked.failed += 1
-            self.errors.append(f"{a.attack} on {a.surrogate} ({a.difficulty}, repeat {a.repeat}): {_cause(exc)}")
+            self.errors.append(f"{a.attack} on {a.surrogate} ({a.difficulty}, repeat {a.repeat}): {exc}")
             log.error("attack failed: %s", self.errors[-1])
             self.report()
             return
@@ -822,19 +482,19 @@ class _Sweep:
     def on_scored(self, ref: Any, info: tuple) -> None:
         i, pert_ref, difficulty, group, attempt = info
         try:
-            results = ray.get(ref)
-        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+            results = edge.get(ref)
+        except ActorLost as exc:
             if attempt < self.settings.resubmits:
-                log.warning("scorer %d died (%s); resubmitting", i, type(exc).__name__)
+                log.warning("scorer %d died (%s); resubmitting", i, exc)
                 self.submit_score(i, pert_ref, difficulty, group, attempt + 1)
             else:
                 self.scored.failed += len(group)
-                self.errors.append(f"scoring on scorer {i} failed: {_cause(exc)}")
+                self.errors.append(f"scoring on scorer {i} failed: {exc}")
                 self.report()
             return
-        except ray.exceptions.RayError as exc:
+        except TaskFailed as exc:
             self.scored.failed += len(group)
-            self.errors.append(f"scoring {group[0].attack} ({difficulty}): {_cause(exc)}")
+            self.errors.append(f"scoring {group[0].attack} ({difficulty}): {exc}")
             self.report()
             return
         by_def = {r["defense"]: r for r in results}
@@ -880,13 +540,5 @@ def _row(plan: Plan, c: ScoreCell, r: dict, defense_seed: int, pert: tuple[float
     }
 
 
-def _cause(exc: BaseException) -> str:
-    cause = getattr(exc, "cause", None)
-    if cause is not None:
-        return f"{type(cause).__name__}: {cause}".splitlines()[0]
-    text = str(exc).strip().splitlines()
-    return text[-1] if text else type(exc).__name__
-
-
-__all__ = ["CLEAN", "RayContext", "RaySettings", "SweepError", "SweepProgress", "SweepSummary", "connect",
-           "disconnect", "run_sweep"]
+__all__ = ["SweepError", "SweepProgress", "SweepSummary", "attack_task_name", "run_sweep", "scorer_name",
+           "train_task_name"]

@@ -30,7 +30,7 @@ from typing import Any, Literal, Mapping
 
 import yaml
 
-from grb_dist.attacks import BUDGET_SEP, SCENARIOS, attack_class, attack_registry, base_attack_name, build_attack
+from grb_dist.attacks.registry import BUDGET_SEP, attack_class, attack_registry, base_attack_name, build_attack
 from grb_dist.checks import (
     MAX_REPEATS, check_budgets, check_dataset_ref, check_int, check_model_bounds, check_plan_size,
     check_positive_number, check_seed, document_size, is_name, read_job_text,
@@ -39,8 +39,8 @@ from grb_dist.core.config import from_dict, to_dict
 from grb_dist.datasets import NORMALIZATIONS
 from grb_dist.defenses import at_config, resolve_params
 from grb_dist.core.errors import ConfigError, GrbDistError
-from grb_dist.core.names import CLEAN, DIFFICULTIES
-from grb_dist.models import MODELS
+from grb_dist.core.names import CLEAN, DIFFICULTIES, SCENARIOS
+from grb_dist.models.registry import check_name as model_spec
 from grb_dist.core.names import normalize_name, unknown_name_message
 
 #: Seed offset of the attacker's surrogates relative to the defenders' seed.
@@ -535,7 +535,7 @@ class Plan:
 def _model_task(spec: JobSpec, fingerprint: str, role: str, name: str, seed: int) -> ModelTask:
     params, overrides = resolve_params(name, spec.models)
     train = {**to_dict(spec.train), **overrides}
-    at = spec.adversarial_training if MODELS.get(name).adversarial else None
+    at = spec.adversarial_training if model_spec(name).adversarial else None
     ident = {
         "dataset": fingerprint, "normalize": spec.normalize, "data_seed": spec.seed,
         "name": name, "seed": seed, "params": params, "train": train, "at": at,
@@ -627,9 +627,9 @@ def validate_spec(spec: JobSpec) -> None:
         raise ConfigError(f"unknown normalize {spec.normalize!r}; choose one of: {', '.join(NORMALIZATIONS)}")
     _validate_sections(spec)
     for name in (*spec.defenses, *spec.surrogates):
-        MODELS.get(name)
+        model_spec(name)
         resolve_params(name, spec.models)
-    if any(MODELS.get(n).adversarial for n in (*spec.defenses, *spec.surrogates)):
+    if any(model_spec(n).adversarial for n in (*spec.defenses, *spec.surrogates)):
         at_config(spec.adversarial_training)
     for scenario in spec.scenarios:
         for attack in spec.scenario_attacks(scenario):

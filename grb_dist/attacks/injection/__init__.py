@@ -1,4 +1,4 @@
 """Injection attacks, one module each: ``rnd``, ``fgsm``, ``pgd``, ``speit``, ``tdgia``;
 ``common`` holds the shared machinery. The name -> class table is
-:data:`grb_dist.attacks.ATTACKS` (this package imports nothing, to keep imports acyclic).
+:data:`grb_dist.attacks.registry.INJECTION` (this package imports nothing, to keep imports acyclic).
 """

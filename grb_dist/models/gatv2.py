@@ -1,9 +1,7 @@
-"""GATv2 (Brody et al., 2022) on ``torch_geometric``'s ``GATv2Conv``, for the semantics study.
+"""GATv2 (Brody et al., 2022) on ``torch_geometric``'s ``GATv2Conv`` (``gatv2``).
 
-Seed 002 studies GATv2 next to GAT with GAT's hyper-parameters. The model is registered as
-``gatv2`` (with the usual ``_ln`` / ``_lp`` ... variants) through the public extension API
-when :func:`register` is called; the study calls it when a job names it (in the driver and
-in each Ray worker that runs one of its units). It declares no edge-weight program: GR-BCD refuses it, like GAT.
+Seed 002 studies GATv2 next to GAT with GAT's hyper-parameters (it takes GAT's config). It
+declares no edge-weight program: GR-BCD refuses it, like GAT.
 """
 
 from __future__ import annotations
@@ -12,8 +10,6 @@ from torch_geometric.nn import GATv2Conv
 
 from grb_dist.models.base import GraphModel
 from grb_dist.models.gat import GATConfig
-
-NAME = "gatv2"
 
 
 class GATv2(GraphModel):
@@ -33,11 +29,4 @@ class GATv2(GraphModel):
         return GATv2Conv(in_width, out_width, heads=heads, concat=True), out_width * heads
 
 
-def register() -> str:
-    """Register :class:`GATv2` as ``gatv2`` (idempotent)."""
-    from grb_dist.extensions import register_model
-
-    return register_model(NAME, GATv2, replace=True)
-
-
-__all__ = ["GATv2", "register"]
+__all__ = ["GATv2"]

@@ -1,0 +1,252 @@
+"""The Python API at the top of grb-dist: bring your own model, defense or attack.
+
+Three ways, from the quickest to the most permanent (``docs/extending.md``):
+
+1. :func:`benchmark` takes a ``torch.nn.Module`` class (or a factory, or a registered name),
+   runs the standard attacks of a dataset's job against it on the sweep's Ray machinery and
+   returns its leaderboard rows as a DataFrame.
+2. :func:`register_model`, :func:`register_defense`, :func:`register_attack` add a class to
+   the tables of :mod:`grb_dist.models.registry` and :mod:`grb_dist.attacks.registry` in
+   this process; every command and function that takes a name (``build_defense``,
+   ``build_attack``, a job's ``defenses:`` ...) then knows it.
+3. Installed packages declare entry points (groups ``grb_dist.defenses``,
+   ``grb_dist.models``, ``grb_dist.attacks``), found when a name is not a built-in; or a
+   job or the command line names a ``module:Class`` spec (``--defenses
+   mypkg.models:MyGCN``), registered as ``mypkg.models.mygcn``. A spec names a class
+   deriving from the table's base (a model, a ``torch.nn.Module``, an attack), never a
+   function.
+
+**Registrations are per process; they travel to the Ray workers.** A sweep takes a snapshot
+of every table's additions (:func:`grb_dist.core.registry.snapshot`) once, puts it in Ray's
+object store, and every worker restores it once before its first task. Ray serialises a
+class of an importable module by reference (on a cluster the module must be installed on
+every node), a class defined in ``__main__`` or inside a function by value. Nothing of them
+is written to the run directory. Stored cells are keyed by name and parameters, not by code:
+after changing a registered class, use a new run directory.
+
+Each function imports what it needs when called, so ``import grb_dist`` stays light.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+
+from grb_dist.core.errors import ConfigError, GrbDistError
+from grb_dist.core.names import DIFFICULTIES, is_plain_name, normalize_name
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+
+def register_model(name: str, cls: type, *, replace: bool = False) -> str:
+    """Register a GraphModel subclass: :func:`grb_dist.models.registry.register_model`."""
+    from grb_dist.models.registry import register_model as register
+
+    return register(name, cls, replace=replace)
+
+
+def register_defense(name: str, factory_or_class: Any, config_cls: type | None = None, *,
+                     replace: bool = False) -> str:
+    """Register a defense module or factory: :func:`grb_dist.models.registry.register_defense`."""
+    from grb_dist.models.registry import register_defense as register
+
+    return register(name, factory_or_class, config_cls, replace=replace)
+
+
+def register_attack(name: str, cls: type, scenario: str = "injection", *, replace: bool = False) -> str:
+    """Register an attack class: :func:`grb_dist.attacks.registry.register_attack`."""
+    from grb_dist.attacks.registry import register_attack as register
+
+    return register(name, cls, scenario, replace=replace)
+
+
+def unregister(name: str, kind: str = "model") -> None:
+    """Forget a registration (``kind``: ``model`` for models and defenses, or an attack's
+    scenario). Built-ins cannot be removed."""
+    if kind in ("model", "defense"):
+        from grb_dist.models.registry import MODELS as table
+    else:
+        from grb_dist.attacks.registry import attack_registry
+
+        table = attack_registry(kind)
+    table.remove(name)
+
+
+def registered() -> list[tuple[str, str]]:
+    """``(kind, name)`` of this process's additions: ``model`` for models and defenses, the
+    scenario for attacks."""
+    from grb_dist.core.registry import snapshot
+
+    kinds = {"model": "model", "attack": "injection", "modification attack": "modification"}
+    return [(kinds.get(kind, kind), name) for kind, entries in snapshot().items() for name in entries]
+
+
+#: ``benchmark()`` keyword arguments passed to :func:`grb_dist.sweep.spec.apply_overrides`.
+_OVERRIDE_KEYS = ("seed", "surrogates", "n_inject", "edges_per_node", "ratio_edge_mod")
+
+
+def benchmark(
+    model: Any,
+    dataset: str = "csbm",
+    scenario: str = "injection",
+    attacks: str | Iterable[str] | None = None,
+    difficulties: str | Iterable[str] | None = None,
+    repeats: int = 1,
+    steps: int | None = None,
+    out: str | Path | None = None,
+    num_cpus: int | None = None,
+    *,
+    compare: bool = False,
+    name: str | None = None,
+    job: str | Path | None = None,
+    address: str | None = None,
+    data_dir: str | Path | None = None,
+    download: bool = True,
+    on_progress: Callable[[Any], None] | None = None,
+    **job_overrides: Any,
+) -> pd.DataFrame:
+    """Benchmark one model against the standard attacks of ``dataset``'s job.
+
+    Args:
+        model: a ``torch.nn.Module`` subclass (a GraphModel is registered as a model, any
+            other module as a defense), a factory ``(in_features, num_classes) -> module``,
+            or a registered name (built-in, registered, entry point or ``module:Class``).
+        dataset: a catalogue name (its shipped job) or a dataset path (the default job).
+        scenario: ``injection``, ``modification`` or ``all``.
+        attacks / difficulties: narrow the job's (lists or comma-separated strings).
+        repeats: repeats of every attack. steps: attack optimisation steps (all attacks).
+        out: the run directory (kept, and resumed by a later call with the same arguments);
+            default: a temporary directory, removed afterwards.
+        num_cpus: CPUs of the embedded local Ray (default: all).
+        compare: also score the job's own defenses (default: only this model).
+        name: the name to register ``model`` under (default: its class or function name, in
+            lower case; ``model`` when that is not a plain name).
+        job: a job file instead of the dataset's shipped job.
+        address: a Ray cluster to join (default: ``$RAY_ADDRESS``, else a Ray this process
+            already joined, else an embedded local Ray, stopped afterwards).
+        job_overrides: ``seed``, ``surrogates``, ``n_inject``, ``edges_per_node``,
+            ``ratio_edge_mod`` as in ``grb-dist sweep``; any other job key (``train``,
+            ``models``, ``attack`` ...) replaces the job's, a mapping merged into the job's
+            mapping (``train={"epochs": 50}``).
+
+    Returns:
+        One row per (scenario, difficulty, defense, attack, surrogate) with ``row`` =
+        ``clean`` (attack ``none``) or ``attack``: ``accuracy_mean`` and ``accuracy_std``
+        over repeats (population deviation), ``n_repeats``; then, per scenario and
+        difficulty, the defense board row of each scored defense (``row`` = ``defense``,
+        attack and surrogate ``all``): ``accuracy_mean``/``accuracy_std`` are the board's
+        Average over attacks and clean, with ``avg_3_min_mean``, ``weighted_mean``, ``rank``
+        and ``clean_accuracy``.
+
+    Raises:
+        GrbDistError: invalid input (before anything runs), or cells that failed.
+    """
+    from grb_dist.sweep.session import execute, lock_run, prepare
+
+    overrides: dict[str, Any] = {k: job_overrides.pop(k) for k in _OVERRIDE_KEYS if k in job_overrides}
+    overrides.update(scenario=scenario, attacks=_listed(attacks), difficulties=_listed(difficulties),
+                     repeats=repeats, steps=steps)
+    spec = _benchmark_spec(_benchmark_name(model, name), dataset, job, overrides, job_overrides, compare)
+
+    from grb_dist.checks import check_sweep
+    from grb_dist.sweep.settings import RaySettings
+
+    settings = RaySettings(address=address, num_cpus=num_cpus)
+    with tempfile.TemporaryDirectory(prefix="grb-dist-benchmark-") as tmp:
+        run_dir = Path(out) if out is not None else Path(tmp) / "run"
+        prepared = prepare(spec, out=run_dir, data_dir=data_dir, download=download)
+        check_sweep(prepared, local=settings.resolved_address() is None)
+        lock, prepared = lock_run(prepared)
+        try:
+            outcome = execute(prepared, settings, lock, on_progress=on_progress)
+        finally:
+            lock.release()
+        if outcome.summary is not None and outcome.summary.failures:
+            first = outcome.summary.errors[0] if outcome.summary.errors else "see the log"
+            raise GrbDistError(f"{outcome.summary.failures} of {outcome.summary.total} cells failed; first: {first}")
+        return benchmark_rows(outcome.store.read_scores(), outcome.boards, list(spec.defenses))
+
+
+def _benchmark_spec(key: str, dataset: str, job: str | Path | None, overrides: Mapping[str, Any],
+                    job_overrides: Mapping[str, Any], compare: bool):
+    """The job of :func:`benchmark`: the dataset's job with the flags' ``overrides``, the
+    model ``key`` as the defense (first, before the job's own with ``compare``), and other
+    job keys replaced (mappings merged into the job's)."""
+    from grb_dist.sweep.session import resolve_job
+    from grb_dist.sweep.spec import with_spec
+
+    spec = resolve_job(dataset, job, overrides)
+    defenses = [key] + ([d for d in spec.defenses if d != normalize_name(key)] if compare else [])
+    current = spec.to_dict()
+    changes: dict[str, Any] = {"defenses": defenses}
+    for k, v in job_overrides.items():
+        changes[k] = {**current[k], **v} if isinstance(v, Mapping) and isinstance(current.get(k), Mapping) else v
+    return with_spec(spec, **changes)
+
+
+def benchmark_rows(scores: pd.DataFrame, boards: Mapping[str, pd.DataFrame], defenses: list[str]) -> pd.DataFrame:
+    """The rows :func:`benchmark` returns, from a run's scores and leaderboards."""
+    import numpy as np
+    import pandas as pd
+
+    mine = scores[scores["defense"].isin(defenses)]
+    keys = ["scenario", "difficulty", "defense", "attack", "surrogate"]
+    acc = mine.groupby(keys, sort=True)["accuracy"]
+    rows = acc.agg(accuracy_mean="mean", n_repeats="count").reset_index()
+    rows["accuracy_std"] = acc.agg(lambda a: float(np.std(np.asarray(a, dtype=float)))).to_numpy()
+    rows.insert(0, "row", np.where(rows["attack"] == "none", "clean", "attack"))
+    board_rows = []
+    for board_key, board in boards.items():
+        if "/defenses-" not in board_key:
+            continue
+        for _, b in board[board["defense"].isin(defenses)].iterrows():
+            board_rows.append({
+                "row": "defense", "scenario": b["scenario"], "difficulty": b["difficulty"], "defense": b["defense"],
+                "attack": "all", "surrogate": "all", "accuracy_mean": b["average_mean"],
+                "accuracy_std": b["average_std"], "n_repeats": int(b["n_repeats"]),
+                "avg_3_min_mean": b["avg_3_min_mean"], "weighted_mean": b["weighted_mean"],
+                "rank": int(b["rank"]), "clean_accuracy": b["clean_accuracy"],
+            })
+    out = pd.concat([rows, pd.DataFrame(board_rows)], ignore_index=True)
+    columns = ["row", *keys, "accuracy_mean", "accuracy_std", "n_repeats", "avg_3_min_mean", "weighted_mean",
+               "rank", "clean_accuracy"]
+    for c in columns:
+        if c not in out.columns:
+            out[c] = np.nan
+    order = {d: i for i, d in enumerate(DIFFICULTIES)}
+    out["_d"] = out["difficulty"].map(lambda d: order.get(d, len(order)))
+    out["_r"] = out["row"].map({"clean": 0, "attack": 1, "defense": 2})
+    out = out.sort_values(["scenario", "_d", "defense", "_r", "attack", "surrogate"], kind="stable")
+    return out[columns].reset_index(drop=True)
+
+
+def _listed(value: str | Iterable[str] | None) -> str | tuple[str, ...] | None:
+    if value is None or isinstance(value, str):
+        return value
+    return tuple(value)
+
+
+def _benchmark_name(model: Any, name: str | None) -> str:
+    """Register ``model`` for :func:`benchmark` (or check the name it names); its name."""
+    from grb_dist.models.registry import MODELS, check_name
+
+    if isinstance(model, str):
+        if name is not None:
+            raise ConfigError("benchmark(): name= applies to a model object, not to a model name")
+        key = normalize_name(model)
+        check_name(key)  # unknown names raise, listing the valid ones
+        return key
+    if name is None:
+        raw = getattr(model, "__name__", "") or type(model).__name__
+        name = normalize_name(raw) if is_plain_name(normalize_name(raw)) else "model"
+        if MODELS.is_builtin(name):  # a user class called GCN is not the built-in gcn
+            name = f"{name}_user"
+    # benchmark() registers what it is given: the same name given a new object replaces the
+    # old registration, never a built-in
+    return register_defense(name, model, replace=not MODELS.is_builtin(name))
+
+
+__all__ = ["benchmark", "benchmark_rows", "register_attack", "register_defense", "register_model", "registered",
+           "unregister"]

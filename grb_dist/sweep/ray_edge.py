@@ -1,0 +1,431 @@
+"""The Ray edge: the only module of grb_dist that imports Ray.
+
+Everything the sweep and the study ask of Ray goes through here, as plain functions the
+rest of the package calls without knowing Ray:
+
+- joining a cluster or starting a local Ray (:func:`connect`, :func:`disconnect`), with
+  the dashboard's URL and token hint, and a watchdog that ends a local Ray with this process;
+- the graph and the registry snapshot in the object store once per run (:func:`put`,
+  :func:`put_registrations`); every worker restores the snapshot once (:func:`_restore`);
+- training and attack tasks and the Scorer actors of a sweep (:func:`submit_train`,
+  :func:`submit_attack`, :func:`start_scorer`, :func:`submit_score`), collected with
+  :func:`wait` and :func:`get`, whose failures come back as :class:`TaskFailed` or
+  :class:`ActorLost` (no Ray exception leaves this module);
+- the study's independent work units, with a bound on work in flight (:func:`run_units`).
+
+Ray's private API is used in two places only, each guarded with a fallback for other Ray
+versions: turning token authentication on explicitly for a local Ray, and asking for the
+dashboard's URL when ``ray.init`` did not return it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import ray
+import ray.exceptions
+from ray.job_config import JobConfig
+
+from grb_dist.core import registry
+from grb_dist.core.errors import ConfigError, GrbDistError
+from grb_dist.core.graph import Graph
+from grb_dist.sweep import reaper as reaper_mod
+from grb_dist.sweep import worker
+from grb_dist.sweep.settings import RaySettings, check_reachable
+
+
+class TaskFailed(GrbDistError):
+    """A task or actor call raised, or its worker died beyond its retries; the message is
+    the cause in one line."""
+
+
+class ActorLost(TaskFailed):
+    """A Scorer actor died (or is restarting) while it held the call."""
+
+
+# ---------------------------------------------------------------- connecting
+
+
+@dataclass
+class RayContext:
+    """What :func:`connect` did: whether it started Ray here, and the dashboard URL.
+
+    ``dashboard_token`` says where the dashboard's token is when Ray's token
+    authentication is on (``None`` when it is off): the dashboard asks for it once per
+    browser.
+    """
+
+    started: bool
+    dashboard_url: str | None
+    cpus: float
+    gpus: float
+    reaper: Any = None  # grb_dist.sweep.reaper.Reaper of a local Ray started here
+    dashboard_token: str | None = None
+
+
+#: Ray's switch of token authentication (``token`` or ``disabled``), read by ``ray.init``.
+AUTH_MODE_ENV = "RAY_AUTH_MODE"
+
+#: The namespace of a local Ray started by :func:`connect`.
+NAMESPACE = "grb-dist"
+
+
+def connect(settings: RaySettings, job_name: str | None = None) -> RayContext:
+    """Join the cluster of ``settings`` or start a local Ray; raise ConfigError when unreachable.
+
+    A local Ray runs in the namespace :data:`NAMESPACE` with token authentication on, set
+    explicitly (``RAY_AUTH_MODE=token`` unless the environment says otherwise), so that Ray
+    does not warn that it turned it on by default; its token is Ray's usual one
+    (``ray get-auth-token`` prints it). A joined cluster's authentication is left as it is.
+    ``job_name`` names the Ray job (its ``job_name`` metadata, the column Name of the
+    dashboard's Jobs page).
+    """
+    address = settings.resolved_address()
+    if address:
+        check_reachable(address)
+    if ray.is_initialized():
+        return RayContext(False, _dashboard_url(None), *cluster_size(), dashboard_token=_token_hint())
+    kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
+    if job_name:
+        kwargs["job_config"] = JobConfig(metadata={"job_name": job_name})
+    if address:
+        kwargs["address"] = address
+    else:
+        kwargs["address"] = "local"
+        kwargs["namespace"] = NAMESPACE
+        _explicit_token_auth()
+        if settings.num_cpus is not None:
+            kwargs["num_cpus"] = settings.num_cpus
+        if settings.include_dashboard is not None:
+            kwargs["include_dashboard"] = settings.include_dashboard
+    try:
+        ctx = ray.init(**kwargs)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"cannot reach Ray at {address or 'a new local instance'}: {msg}") from None
+    reaper = None
+    if not address:  # a local Ray of ours: ended with this process, even after a SIGKILL
+        reaper = reaper_mod.start()
+    return RayContext(True, _dashboard_url(ctx), *cluster_size(), reaper=reaper, dashboard_token=_token_hint())
+
+
+def _explicit_token_auth() -> None:
+    """Turn on token authentication of the local Ray about to start, explicitly, unless
+    ``RAY_AUTH_MODE`` is set already (``disabled`` then stays disabled).
+
+    Ray >= 2.52 turns it on by default for a new local cluster when the mode is unset, and
+    warns on every start that it did; with the mode set it does the same without the
+    warning. Like Ray at that point, the mode is put in this process's environment (the
+    local Ray's processes inherit it) and Ray's cached configuration of this process is
+    read again. An older Ray without token authentication is left as it is.
+    """
+    if AUTH_MODE_ENV in os.environ:
+        return
+    try:
+        from ray._private.authentication.authentication_token_setup import enable_token_auth_by_default  # noqa: F401
+        from ray._raylet import Config
+    except ImportError:
+        return
+    os.environ[AUTH_MODE_ENV] = "token"
+    Config.initialize("")
+
+
+def _token_hint() -> str | None:
+    """Where the token of this Ray session is, when token authentication is on: the
+    variable or file Ray reads it from (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH``,
+    ``~/.ray/auth_token``); ``None`` when it is off."""
+    try:
+        from ray._raylet import AuthenticationMode, get_authentication_mode
+
+        enabled = get_authentication_mode() == AuthenticationMode.TOKEN
+    except Exception:  # an older Ray without token authentication, or its API moved
+        enabled = os.environ.get(AUTH_MODE_ENV, "").lower() == "token"
+    if not enabled:
+        return None
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return "$RAY_AUTH_TOKEN"
+    return os.environ.get("RAY_AUTH_TOKEN_PATH") or "~/.ray/auth_token"
+
+
+def _dashboard_url(ctx: Any) -> str | None:
+    url = getattr(ctx, "dashboard_url", None) if ctx is not None else None
+    if not url:
+        try:
+            from ray._private.worker import get_dashboard_url
+
+            url = get_dashboard_url()
+        except Exception:  # the dashboard is optional
+            url = None
+    if not url:
+        return None
+    return url if "://" in url else f"http://{url}"
+
+
+def disconnect(context: RayContext) -> None:
+    """Leave Ray; a local Ray started by :func:`connect` is stopped, and its watchdog ends
+    whatever process of it outlived ``ray.shutdown()``."""
+    try:
+        if context.started and ray.is_initialized():
+            ray.shutdown()
+    finally:
+        if context.reaper is not None:
+            context.reaper.stop()
+
+
+# ---------------------------------------------------------------- object store and results
+
+
+def put(value: Any) -> Any:
+    """``value`` in the object store; its ref."""
+    return ray.put(value)
+
+
+def put_registrations() -> list:
+    """This process's registry additions (:func:`grb_dist.core.registry.snapshot`) in the
+    object store, once per run: the ref nested in a list (Ray passes it unresolved), which
+    every task and actor call carries; a worker restores a snapshot once."""
+    return [ray.put(registry.snapshot())]
+
+
+_restored: set[str] = set()  # snapshots this worker restored
+
+
+def _restore(registrations: list) -> None:
+    """In a worker: restore the driver's registry snapshot, once per snapshot."""
+    ref = registrations[0]
+    key = ref.hex()
+    if key not in _restored:
+        registry.restore(ray.get(ref))
+        _restored.add(key)
+
+
+def wait(refs: list, timeout: float | None) -> list:
+    """The first ref of ``refs`` that is ready within ``timeout`` seconds (``[]`` if none)."""
+    ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+    return ready
+
+
+def get(ref: Any) -> Any:
+    """The result of ``ref``; :class:`ActorLost` when its actor died, :class:`TaskFailed`
+    when the work failed."""
+    try:
+        return ray.get(ref)
+    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+        raise ActorLost(_cause(exc)) from None
+    except ray.exceptions.RayError as exc:
+        raise TaskFailed(_cause(exc)) from None
+
+
+def cancel(refs: Iterable[Any]) -> None:
+    """Cancel what is still in flight (best effort)."""
+    for ref in refs:
+        try:
+            ray.cancel(ref, force=False)
+        except Exception:  # noqa: BLE001 - best effort (actor calls, finished refs)
+            pass
+
+
+def kill(actors: Iterable[Any]) -> None:
+    for actor in actors:
+        ray.kill(actor, no_restart=True)
+
+
+def cluster_size() -> tuple[float, float]:
+    """CPUs and GPUs of the connected cluster."""
+    res = ray.cluster_resources()
+    return float(res.get("CPU", 0)), float(res.get("GPU", 0))
+
+
+def largest_node_memory() -> int:
+    """Ray memory plus object store of the largest live node of the connected cluster (0
+    when Ray does not say)."""
+    sizes = [n.get("Resources", {}).get("memory", 0) + n.get("Resources", {}).get("object_store_memory", 0)
+             for n in ray.nodes() if n.get("Alive")]
+    return int(max(sizes)) if sizes else 0
+
+
+def _cause(exc: BaseException) -> str:
+    cause = getattr(exc, "cause", None)
+    if cause is not None:
+        return f"{type(cause).__name__}: {cause}".splitlines()[0]
+    text = str(exc).strip().splitlines()
+    return text[-1] if text else type(exc).__name__
+
+
+# ---------------------------------------------------------------- tasks and actors of a sweep
+
+
+def _device() -> str:
+    return "cuda" if ray.get_gpu_ids() else "cpu"
+
+
+#: The environment variable that carries ``RaySettings.threads`` to tasks and actors.
+THREADS_ENV = "GRB_DIST_TORCH_THREADS"
+
+
+def options(settings: RaySettings, kind: str, use_gpu: bool) -> dict[str, Any]:
+    """Ray options of a ``train`` or ``attack`` task or a ``scorer`` actor under ``settings``:
+    resources (a GPU share only when the cluster has GPUs), retries, and the runtime
+    environment that gives it ``settings.threads`` torch threads."""
+    threads = {"runtime_env": {"env_vars": {THREADS_ENV: str(settings.threads)}}} if settings.threads else {}
+    if kind == "scorer":
+        return {"num_cpus": settings.scorer_num_cpus, "num_gpus": settings.scorer_num_gpus if use_gpu else 0,
+                "max_restarts": settings.max_restarts, "max_task_retries": settings.max_task_retries, **threads}
+    cpus = settings.train_num_cpus if kind == "train" else settings.attack_num_cpus
+    return {"max_retries": settings.max_retries, "retry_exceptions": False, "num_cpus": cpus,
+            "num_gpus": settings.task_num_gpus if use_gpu else 0, **threads}
+
+
+def _start_worker(registrations: list) -> None:
+    """At the start of every task and actor call: the driver's registrations (restored once
+    per worker) and torch's intra-op threads from :data:`THREADS_ENV`, when set."""
+    _restore(registrations)
+    threads = os.environ.get(THREADS_ENV)
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
+
+
+@ray.remote
+def _train_remote(graph: Graph, task, registrations: list) -> worker.TrainedModel:
+    _start_worker(registrations)
+    return worker.train_task(graph, task, device=_device())
+
+
+@ray.remote
+def _attack_remote(graph: Graph, cells: list, name: str, params: dict, state_ref: list, registrations: list):
+    """A batch of attack cells on one surrogate and difficulty: the surrogate is loaded and
+    its clean pass computed once (:func:`worker.attack_batch`); one return value per cell
+    (submitted with ``num_returns=len(cells)``), so each perturbation goes to the Scorers
+    as soon as the batch ends, without passing through the driver."""
+    _start_worker(registrations)
+    device = _device()
+    surrogate = worker.load_model(graph, name, params, ray.get(state_ref[0]), device)
+    results = worker.attack_batch(graph, cells, surrogate, device=device)
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+def submit_train(graph_ref: Any, task: Any, registrations: list, opts: dict, name: str) -> Any:
+    """A training task (:func:`worker.train_task`); its ref."""
+    return _train_remote.options(**opts, name=name).remote(graph_ref, task, registrations)
+
+
+def submit_attack(graph_ref: Any, cells: list, model: str, params: dict, state_ref: Any, registrations: list,
+                  opts: dict, name: str) -> list:
+    """An attack task over a batch of cells on one stored surrogate; one ref per cell."""
+    refs = _attack_remote.options(**opts, num_returns=len(cells), name=name).remote(
+        graph_ref, cells, model, params, [state_ref], registrations)
+    return list(refs) if len(cells) > 1 else [refs]
+
+
+#: What a scoring call carries so that any Scorer, fresh or restarted, can load what it
+#: needs: ``[graph_ref, [(defense, params, state_dict_ref, train_seconds), ...],
+#: registrations]``; refs nested in a list, which Ray passes unresolved.
+ScorerSetup = list
+
+
+class _ScorerActor:
+    """Ray wrapper of :class:`worker.Scorer`.
+
+    The constructor takes no object refs: Ray warns (and cannot promise to restore them on
+    a restart, ray-project/ray#53727) when an actor with ``max_restarts > 0`` has
+    constructor arguments in the object store. Instead every :meth:`score` call carries a
+    :data:`ScorerSetup`; the actor loads the graph and each defense on the first call that
+    needs it and keeps them, so a restarted actor loads them again from the refs of the
+    call Ray retries (the driver holds those refs for the whole sweep).
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+        self.scorer: worker.Scorer | None = None
+
+    def __repr__(self) -> str:  # the actor's name in Ray's logs and dashboard
+        return self.name
+
+    def _hold(self, setup: ScorerSetup) -> worker.Scorer:
+        graph_ref, models, registrations = setup
+        _start_worker(registrations)
+        if self.scorer is None:
+            self.scorer = worker.Scorer(ray.get(graph_ref), {}, _device())
+        scorer = self.scorer
+        for name, params, ref, secs in models:
+            if name not in scorer.models:
+                scorer.models[name] = worker.load_model(scorer.graph, name, params, ray.get(ref), scorer.device)
+                scorer.train_seconds[name] = float(secs)
+        return scorer
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def names(self) -> list[str]:
+        """The defenses loaded so far."""
+        return self.scorer.names() if self.scorer is not None else []
+
+    def score(self, setup: ScorerSetup, attack: worker.AttackResult | None, difficulty: str,
+              defenses: list[str]) -> list[dict]:
+        scorer = self._hold(setup)
+        return scorer.score(attack.perturbation if attack is not None else None, difficulty, defenses)
+
+
+ScorerActor = ray.remote(_ScorerActor)
+
+
+def start_scorer(name: str, opts: dict[str, Any]) -> Any:
+    """A Scorer actor named ``name``; when that name is still taken (a Scorer of an earlier
+    sweep of this driver that Ray has not finished killing), with a suffix."""
+    try:
+        return ScorerActor.options(name=name, **opts).remote(name)
+    except ValueError:
+        return ScorerActor.options(name=f"{name}-{uuid.uuid4().hex[:6]}", **opts).remote(name)
+
+
+def submit_score(scorer: Any, setup: ScorerSetup, pert_ref: Any, difficulty: str, defenses: list[str]) -> Any:
+    """A scoring call: ``defenses`` on the perturbation of ``pert_ref`` (``None``: clean)."""
+    return scorer.score.remote(setup, pert_ref, difficulty, defenses)
+
+
+# ---------------------------------------------------------------- the study's work units
+
+
+def _unit(fn: Callable[..., Any], registrations: list, *args: Any) -> Any:
+    _restore(registrations)
+    return fn(*args)
+
+
+def run_units(fn: Callable[..., Any], work: Iterable[tuple[str, tuple]], on_result: Callable[[int, Any], None],
+              *, settings: RaySettings, job_name: str, max_in_flight: int = 0) -> None:
+    """Run ``fn(*args)`` for every ``(name, args)`` of ``work`` as a Ray task (one CPU, two
+    retries) on the cluster of ``settings`` (a local Ray when it names none, stopped
+    afterwards), at most ``max_in_flight`` at a time (``0``: twice the cluster's CPUs), and
+    hand each result to ``on_result(index, result)`` in the driver as soon as it is ready.
+    A unit that fails beyond its retries raises :class:`TaskFailed`."""
+    context = connect(settings, job_name=job_name)
+    try:
+        registrations = put_registrations()
+        task = ray.remote(num_cpus=1, max_retries=2)(_unit)
+        bound = max_in_flight or max(2, int(2 * cluster_size()[0]))
+        pending = iter(enumerate(work))
+        refs: dict[Any, int] = {}
+        while True:
+            while len(refs) < bound:
+                item = next(pending, None)
+                if item is None:
+                    break
+                i, (name, args) = item
+                refs[task.options(name=name).remote(fn, registrations, *args)] = i
+            if not refs:
+                break
+            ready = wait(list(refs), None)
+            on_result(refs.pop(ready[0]), get(ready[0]))
+    finally:
+        disconnect(context)
+
+
+__all__ = ["ActorLost", "RayContext", "ScorerSetup", "TaskFailed", "cancel", "cluster_size", "connect", "disconnect",
+           "get", "kill", "largest_node_memory", "options", "put", "put_registrations", "run_units", "start_scorer",
+           "submit_attack", "submit_score", "submit_train", "wait"]

@@ -1,0 +1,89 @@
+"""Every Ray option of a sweep (:class:`RaySettings`), checked without starting Ray."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from grb_dist.core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    """Every Ray option of a sweep, in one place.
+
+    Attributes:
+        address: cluster to join (``auto``, ``host:port``, ``ray://host:port``); ``None``
+            uses ``$RAY_ADDRESS`` or starts a local Ray.
+        num_cpus: CPUs of a local Ray (``None`` = all); ignored when joining a cluster.
+        include_dashboard: start the dashboard of a local Ray (``None`` = Ray's default).
+        max_in_flight: bound on submitted-but-unfinished attack tasks and scoring calls
+            (``0`` = twice the cluster's CPUs).
+        train_num_cpus / attack_num_cpus: CPUs reserved per training / attack task.
+        scorer_num_cpus: CPUs reserved per Scorer actor. The default 0 lets scoring (forward
+            passes only) share cores with attack tasks, so that one-CPU clusters never
+            deadlock; raise it to reserve cores on big nodes.
+        task_num_gpus / scorer_num_gpus: GPU share per task / Scorer when the cluster has
+            GPUs (fractions let several share a card); ignored on CPU-only clusters.
+        num_scorers: Scorer actors, each holding a share of the defenses (``0`` = one per
+            two cluster CPUs or per GPU, at most one per defense).
+        max_retries: retries of a failed training or attack task (worker crash).
+        max_restarts / max_task_retries: restarts of a dead Scorer and retries of its calls.
+        resubmits: resubmissions of a scoring call that failed because its actor died.
+        threads: torch intra-op threads of every training and attack task and Scorer actor
+            (1..1024; ``None`` = Ray's default), passed as ``$GRB_DIST_TORCH_THREADS`` in
+            their runtime environment.
+    """
+
+    address: str | None = None
+    num_cpus: int | None = None
+    include_dashboard: bool | None = None
+    max_in_flight: int = 0
+    train_num_cpus: float = 1.0
+    attack_num_cpus: float = 1.0
+    scorer_num_cpus: float = 0.0
+    task_num_gpus: float = 0.25
+    scorer_num_gpus: float = 0.25
+    num_scorers: int = 0
+    max_retries: int = 3
+    max_restarts: int = 4
+    max_task_retries: int = 2
+    resubmits: int = 3
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.threads is not None and not 1 <= self.threads <= 1024:
+            raise ConfigError(f"--threads must be in 1..1024, got {self.threads}")
+        if self.num_cpus is not None and self.num_cpus < 1:
+            raise ConfigError(f"--num-cpus must be >= 1, got {self.num_cpus}")
+        if self.max_in_flight < 0 or self.num_scorers < 0:
+            raise ConfigError("max_in_flight and num_scorers must be >= 0 (0 = automatic)")
+        for name in ("train_num_cpus", "attack_num_cpus"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be > 0")
+        for name in ("scorer_num_cpus", "task_num_gpus", "scorer_num_gpus"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0")
+        if min(self.max_retries, self.max_restarts, self.max_task_retries, self.resubmits) < 0:
+            raise ConfigError("retry and restart counts must be >= 0")
+
+    def resolved_address(self) -> str | None:
+        return self.address or os.environ.get("RAY_ADDRESS") or None
+
+
+def check_reachable(address: str) -> None:
+    if address == "auto" or address.startswith("local"):
+        return
+    parsed = urlparse(address if "://" in address else f"tcp://{address}")
+    host, port = parsed.hostname, parsed.port
+    if not host or not port:
+        raise ConfigError(f"Ray address {address!r} is not host:port, ray://host:port or auto")
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except OSError as exc:
+        raise ConfigError(f"cannot reach Ray at {address}: {exc.strerror or exc}") from None
+
+
+__all__ = ["RaySettings", "check_reachable"]
