@@ -544,9 +544,10 @@ def test_per_k_settings_override_the_models_at_that_k():
 
 
 def test_tune_picks_the_best_setting_per_k_and_fills_lp_variants():
+    from grb_dist.semantics import search as sr
     from grb_dist.semantics import tune as st
 
-    assert st.grid({"b": [1, 2], "a": [0]}) == [{"a": 0, "b": 1}, {"a": 0, "b": 2}]
+    assert sr.grid({"b": [1, 2], "a": [0]}) == [{"a": 0, "b": 1}, {"a": 0, "b": 2}]
     spec = ss.load_spec(None, **{**TINY, "K": [0.5, 1.0], "models": {
         "gcn": {"hidden_sizes": [8]}, "lp": {"alpha": 0.7, "iterations": 10},
         "gcn_lp": {"hidden_sizes": [8], "lp": {"alpha": 0.7, "iterations": 10}}}})

@@ -42,6 +42,7 @@ from grb_dist.semantics.attacks import (
     nettack_order,
     sga_order,
 )
+from grb_dist.semantics.search import check_search
 
 log = logging.getLogger(__name__)
 
@@ -336,8 +337,6 @@ def check_spec(spec: StudySpec) -> None:
         if attack == "l2-weak-class" and spec.synthetic and int(spec.graph.get("num_classes", 2)) < 2:
             raise ConfigError("l2-weak-class needs at least 2 classes")
     if spec.search:
-        from grb_dist.semantics.tune import check_search
-
         check_search(spec, spec.search)
     unknown = set(spec.train) - {"epochs", "patience", "lr", "weight_decay"}
     if unknown:
