@@ -535,7 +535,7 @@ def study(
     """
     from grb_dist.checks import check_ray_address, check_writable_dir
     from grb_dist.core.errors import ConfigError
-    from grb_dist.semantics.study import run_study
+    from grb_dist.semantics.run import run_study
 
     job = _study_job(job)
     if num_cpus is not None and num_cpus < 1:
@@ -561,7 +561,7 @@ def _study_spec(job: Path, k: Optional[str], models: Optional[str], epochs: Opti
     """The checked study of ``job`` with the command line's overrides (``--k`` and
     ``--models`` narrow its per_K and search sections too)."""
     from grb_dist.core.errors import ConfigError
-    from grb_dist.semantics.study import load_spec
+    from grb_dist.semantics.spec import load_spec
 
     if k is not None:
         try:
@@ -661,7 +661,7 @@ def study_plot(
     """Re-reduce a study's rows into its tables and write its figures (PNG) under plots/."""
     from grb_dist.core.errors import ConfigError
     from grb_dist.semantics.plots import write_plots
-    from grb_dist.semantics.study import study_budgets, write_tables
+    from grb_dist.semantics.tables import study_budgets, write_tables
 
     if not (study_dir / "nodes").is_dir():
         raise ConfigError(f"{study_dir} is not a study directory (no nodes/ inside)")

@@ -4,7 +4,7 @@ tables (R, R_adv, R_over, F1-rob per model, attack, K and budget; Bayes accuracy
 and its figures embedded as PNG.
 
 Everything is computed from the study directory's Parquet rows (``nodes/``) and its
-``study.json``, with the study's own reductions (:mod:`grb_dist.semantics.study`) and
+``study.json``, with the study's own reductions (:mod:`grb_dist.semantics.tables`) and
 figures (:mod:`grb_dist.semantics.plots`), so the page shows what ``grb-dist study-plot``
 would write. :func:`is_study_dir` tells a study directory from a sweep's run directory.
 """
@@ -107,7 +107,7 @@ def study_tables(nodes: pd.DataFrame, budgets: tuple[str, ...]) -> list[StudyTab
     """The reduced tables of the study's rows: the metrics per attack (one table each),
     Table 1 (Bayes accuracy per K, CSBM studies) and Table 2 (semantic violations per K and
     budget), those the rows allow."""
-    from grb_dist.semantics.study import metrics_table, table1, table2
+    from grb_dist.semantics.tables import metrics_table, table1, table2
 
     out = []
     metrics = metrics_table(nodes, budgets)
@@ -149,7 +149,7 @@ def build_study_report(directory: str | Path, *, env: Mapping[str, str] | None =
                        generated_at: dt.datetime | None = None) -> Report:
     """The report of the study in ``directory`` (see :func:`is_study_dir`)."""
     from grb_dist.report import Report
-    from grb_dist.semantics.study import read_nodes, study_budgets
+    from grb_dist.semantics.tables import read_nodes, study_budgets
 
     directory = Path(directory)
     if not is_study_dir(directory):

@@ -26,33 +26,42 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 from grb_dist.core.errors import ConfigError
+from grb_dist.semantics.cache import UnitCache, worker_cache
+from grb_dist.semantics.data import prepare
+from grb_dist.semantics.kernel import train_study_model
 from grb_dist.semantics.search import check_search, grid, model_entry
+from grb_dist.semantics.spec import StudySpec, needs_gatv2
 
 
-def candidates(spec, search: Mapping[str, Any]) -> list[tuple[float, str, dict[str, Any]]]:
+def candidates(spec: StudySpec, search: Mapping[str, Any]) -> list[tuple[float, str, dict[str, Any]]]:
     """Every (K, model, setting) to score."""
     return [(float(k), str(m), s) for k in spec.K for m, options in search.items() for s in grid(options)]
 
 
-def score(spec_dict: dict, K: float, model: str, setting: dict, graphs: int) -> float:
+def score(spec_dict: dict, K: float, model: str, setting: dict, graphs: int,
+          cache: UnitCache | None = None) -> float:
     """Mean best validation accuracy of ``model`` with ``setting`` at ``K`` over the study's
-    first ``graphs`` graph seeds (a plain function; the Ray task of :func:`tune`)."""
-    from grb_dist.semantics.study import StudySpec, _needs_gatv2, prepare, train_study_model
-
+    first ``graphs`` graph seeds (a plain function; the Ray task of :func:`tune`). With a
+    ``cache``, candidates share the sampled graphs."""
     spec = StudySpec(**spec_dict)
-    _needs_gatv2(spec)
+    needs_gatv2(spec)
     models = spec.models_at(K)
     models[model] = model_entry(models.get(model, {}), setting)
     trial = replace(spec, models=models, per_K={})
     accs = []
     for seed in range(spec.seed, spec.seed + graphs):
-        prepared = prepare(spec, K, seed)
+        prepared = prepare(spec, K, seed, cache)
         _, acc = train_study_model(trial, prepared, model, seed)
         accs.append(acc)
     return float(sum(accs) / len(accs))
 
 
-def tune(spec, search: Mapping[str, Any], *, graphs: int, address: str | None = None,
+def _score_task(spec_dict: dict, K: float, model: str, setting: dict, graphs: int) -> float:
+    """:func:`score` as a Ray task: the candidates a worker process runs share its cache."""
+    return score(spec_dict, K, model, setting, graphs, worker_cache())
+
+
+def tune(spec: StudySpec, search: Mapping[str, Any], *, graphs: int, address: str | None = None,
          num_cpus: int | None = None, use_ray: bool = True,
          progress: Callable[[str], None] | None = None) -> pd.DataFrame:
     """Score every candidate; returns one row per (K, model, setting) with ``val_accuracy``
@@ -77,12 +86,13 @@ def tune(spec, search: Mapping[str, Any], *, graphs: int, address: str | None = 
             k, m, s = todo[i]
             say(f"[{done[0]}/{len(todo)}] K={k:g} {m} {s}: {value:.3f}")
 
-        run_units(score, [(f"tune {m} K={k:g}", (spec_dict, k, m, s, graphs)) for k, m, s in todo], on_result,
+        run_units(_score_task, [(f"tune {m} K={k:g}", (spec_dict, k, m, s, graphs)) for k, m, s in todo], on_result,
                   settings=RaySettings(address=address, num_cpus=num_cpus, include_dashboard=False),
                   job_name=f"grb-dist study-tune {spec.study}")
     else:
+        cache = UnitCache()
         for i, (k, m, s) in enumerate(todo):
-            results[i] = score(spec_dict, k, m, s, graphs)
+            results[i] = score(spec_dict, k, m, s, graphs, cache)
             say(f"[{i + 1}/{len(todo)}] K={k:g} {m} {s}: {results[i]:.3f}")
     table = pd.DataFrame({"K": [k for k, _, _ in todo], "model": [m for _, m, _ in todo],
                           "setting": [s for _, _, s in todo], "val_accuracy": results})
@@ -92,7 +102,7 @@ def tune(spec, search: Mapping[str, Any], *, graphs: int, address: str | None = 
     return table
 
 
-def per_k_section(spec, table: pd.DataFrame) -> dict[float, dict[str, dict[str, Any]]]:
+def per_k_section(spec: StudySpec, table: pd.DataFrame) -> dict[float, dict[str, dict[str, Any]]]:
     """The job's ``per_K`` from :func:`tune`'s table: each tuned model's best setting, and
     for each ``<model>_lp`` of the study the best of ``<model>`` with lp's best ``alpha``
     (and other lp settings) under ``lp:``. Settings already in ``per_K`` are kept unless
