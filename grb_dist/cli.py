@@ -452,7 +452,8 @@ def report(
     figure as PNG and PDF. Every file is written atomically. On a study directory (seed
     002, grb-dist study) the page shows the study's settings, reduced tables and figures.
     """
-    from grb_dist.report import build_report, build_study_report, check_output_dir, is_study_dir, write_report
+    from grb_dist.report import build_report, check_output_dir, write_report
+    from grb_dist.report.study import build_study_report, is_study_dir
     from grb_dist.store import RunStore
 
     if not is_study_dir(run_dir) and run_dir.is_dir() and not (run_dir / "manifest.json").exists():

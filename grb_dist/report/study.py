@@ -15,17 +15,15 @@ import datetime as dt
 import json
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 import pandas as pd
 
 from grb_dist.core.errors import ConfigError, GrbDistError
+from grb_dist.report import Report
 from grb_dist.report.figures import Figure
 from grb_dist.report.page import StudyTable, build_study_html
 from grb_dist.report.tables import RunInfo, environment
-
-if TYPE_CHECKING:
-    from grb_dist.report import Report
 
 #: The reduced metrics shown per (model, attack, K, budget), with their column headings.
 METRIC_COLUMNS = {"model": "model", "attack": "attack", "K": "K", "budget": "budget", "R": "R", "R_fg": "R(f,g)",
@@ -148,7 +146,6 @@ def study_figures(nodes: pd.DataFrame) -> list[Figure]:
 def build_study_report(directory: str | Path, *, env: Mapping[str, str] | None = None,
                        generated_at: dt.datetime | None = None) -> Report:
     """The report of the study in ``directory`` (see :func:`is_study_dir`)."""
-    from grb_dist.report import Report
     from grb_dist.semantics.tables import read_nodes, study_budgets
 
     directory = Path(directory)
