@@ -25,7 +25,8 @@ from pathlib import Path
 
 import psutil
 
-from grb_dist.semantics.study import load_spec, run_study, units
+from grb_dist.semantics.run import run_study
+from grb_dist.semantics.spec import load_spec, units
 
 JOB = Path(__file__).resolve().parents[1] / "grb_dist" / "jobs" / "studies" / "over-robustness-csbm.yaml"
 

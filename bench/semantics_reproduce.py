@@ -1,6 +1,6 @@
 """Reproduce seed 002's CSBM tables and figures at small scale with ``grb_dist.semantics``.
 
-Runs three studies through the product's own path (:func:`grb_dist.semantics.study.run_study`,
+Runs three studies through the product's own path (:func:`grb_dist.semantics.run.run_study`,
 Ray tasks, Parquet per unit, resumable) and prints each table next to the paper's numbers:
 
 1. Table 1 (Bayes accuracy with and without structure per K) and Table 2 (share of new
@@ -29,7 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from grb_dist.semantics.study import load_spec, read_nodes, run_study, table1, table2
+from grb_dist.semantics.run import run_study
+from grb_dist.semantics.spec import load_spec
+from grb_dist.semantics.tables import read_nodes, table1, table2
 
 JOBS = Path(__file__).resolve().parents[1] / "grb_dist" / "jobs"
 
@@ -101,7 +103,7 @@ def figure_3a(out: Path, graphs: int, nodes: int, num_cpus: int, epochs: int, ki
                      attacks=["l2-weak"], budgets=["deg"], models=models,
                      train={"epochs": epochs, "patience": 50, "lr": 0.01, "weight_decay": 0.001})
     directory = run_study(spec, out, num_cpus=num_cpus, progress=_say)
-    from grb_dist.semantics.study import metrics_table
+    from grb_dist.semantics.tables import metrics_table
 
     rows = read_nodes(directory)
     per_graph = metrics_table(rows, ["deg"], keys=("model", "K", "graph_seed"))

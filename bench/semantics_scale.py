@@ -8,7 +8,7 @@ known nodes, adds ``--new`` nodes inductively, and times
    for ``--steps`` edges per node, and its peak traced memory;
 2. the Bayes decision along the orders (closed form);
 3. f's flip counts for a GCN trained a few epochs (one forward per added edge, on the new
-   node's 3-hop ball: :class:`grb_dist.semantics.study.BallView`) on ``--eval`` of the new
+   node's 3-hop ball: :class:`grb_dist.semantics.flips.BallView`) on ``--eval`` of the new
    nodes at budget deg(v) + 2; ``--whole`` evaluates on the whole graph instead (the
    previous way), for comparison.
 
@@ -37,17 +37,20 @@ def main() -> int:
 
     import torch
 
-    from grb_dist.semantics import study as ss
     from grb_dist.semantics.attacks import attack_order
+    from grb_dist.semantics.data import Prepared, prepare
+    from grb_dist.semantics.flips import f_flips, g_flips
+    from grb_dist.semantics.kernel import train_study_model
+    from grb_dist.semantics.spec import load_spec
 
     torch.set_num_threads(1)
     n = args.nodes
-    spec = ss.load_spec(None, graph={"kind": "csbm", "num_nodes": n, "num_classes": 2, "num_features": 21,
-                                     "p": 3.1437 / (n / 2 - 1), "q": 0.75 / (n / 2)},
-                        K=[args.K], graphs=1, nodes=args.new, budgets=["deg+2"], max_steps=args.steps,
-                        models={"gcn": {"hidden_sizes": [64]}}, train={"epochs": 20, "patience": 20})
+    spec = load_spec(None, graph={"kind": "csbm", "num_nodes": n, "num_classes": 2, "num_features": 21,
+                                  "p": 3.1437 / (n / 2 - 1), "q": 0.75 / (n / 2)},
+                     K=[args.K], graphs=1, nodes=args.new, budgets=["deg+2"], max_steps=args.steps,
+                     models={"gcn": {"hidden_sizes": [64]}}, train={"epochs": 20, "patience": 20})
     t = time.perf_counter()
-    prepared = ss.prepare(spec, args.K, 0)
+    prepared = prepare(spec, args.K, 0)
     g = prepared.graph
     print(f"CSBM {g.num_nodes:,} nodes, {g.edge_index.shape[1] // 2:,} edges, {args.new} new nodes: "
           f"sampled in {time.perf_counter() - t:.1f} s")
@@ -61,16 +64,16 @@ def main() -> int:
     print(f"l2-weak order, {args.new} nodes x {args.steps} edges: {dt:.2f} s, peak traced memory {peak / 2**20:.0f} MiB "
           f"(an N x N float64 matrix would be {n * n * 8 / 2**30:.0f} GiB)")
     t = time.perf_counter()
-    g0, gf = ss.g_flips(prepared, order)
+    g0, gf = g_flips(prepared, order)
     print(f"Bayes decisions along the orders: {time.perf_counter() - t:.3f} s")
     t = time.perf_counter()
-    model, acc = ss.train_study_model(spec, prepared, "gcn", 0)
+    model, acc = train_study_model(spec, prepared, "gcn", 0)
     print(f"GCN trained (20 epochs) in {time.perf_counter() - t:.1f} s, val accuracy {acc:.3f}")
-    sub = ss.Prepared(g, prepared.x_new[: args.eval], prepared.y_new[: args.eval],
-                      prepared.nb_node[prepared.nb_node < args.eval], prepared.nb_base[prepared.nb_node < args.eval])
+    sub = Prepared(g, prepared.x_new[: args.eval], prepared.y_new[: args.eval],
+                   prepared.nb_node[prepared.nb_node < args.eval], prepared.nb_base[prepared.nb_node < args.eval])
     steps = np.minimum(sub.degree + 2, args.steps)
     t = time.perf_counter()
-    f0, ff, _ = ss.f_flips(model, sub, order[: args.eval], steps, ball=not args.whole)
+    f0, ff, _ = f_flips(model, sub, order[: args.eval], steps, ball=not args.whole)
     dt = time.perf_counter() - t
     forwards = int(args.eval + np.where(np.isfinite(ff), ff, steps).sum())
     where = "whole graph" if args.whole else "3-hop ball"

@@ -450,7 +450,8 @@ def report(
     figure as PNG and PDF. Every file is written atomically. On a study directory (seed
     002, grb-dist study) the page shows the study's settings, reduced tables and figures.
     """
-    from grb_dist.report import build_report, build_study_report, check_output_dir, is_study_dir, write_report
+    from grb_dist.report import build_report, check_output_dir, write_report
+    from grb_dist.report.study import build_study_report, is_study_dir
     from grb_dist.store import RunStore
 
     if not is_study_dir(run_dir) and run_dir.is_dir() and not (run_dir / "manifest.json").exists():
@@ -533,7 +534,7 @@ def study(
     """
     from grb_dist.checks import check_ray_address, check_writable_dir
     from grb_dist.core.errors import ConfigError
-    from grb_dist.semantics.study import run_study
+    from grb_dist.semantics.run import run_study
 
     job = _study_job(job)
     if num_cpus is not None and num_cpus < 1:
@@ -559,7 +560,7 @@ def _study_spec(job: Path, k: Optional[str], models: Optional[str], epochs: Opti
     """The checked study of ``job`` with the command line's overrides (``--k`` and
     ``--models`` narrow its per_K and search sections too)."""
     from grb_dist.core.errors import ConfigError
-    from grb_dist.semantics.study import load_spec
+    from grb_dist.semantics.spec import load_spec
 
     if k is not None:
         try:
@@ -659,7 +660,7 @@ def study_plot(
     """Re-reduce a study's rows into its tables and write its figures (PNG) under plots/."""
     from grb_dist.core.errors import ConfigError
     from grb_dist.semantics.plots import write_plots
-    from grb_dist.semantics.study import study_budgets, write_tables
+    from grb_dist.semantics.tables import study_budgets, write_tables
 
     if not (study_dir / "nodes").is_dir():
         raise ConfigError(f"{study_dir} is not a study directory (no nodes/ inside)")

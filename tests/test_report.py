@@ -257,9 +257,11 @@ TINY_STUDY = dict(
 
 def test_report_of_a_study(tmp_path):
     from grb_dist.report.page import STUDY_SECTIONS
-    from grb_dist.semantics import study as ss
+    from grb_dist.semantics.run import run_study
+    from grb_dist.semantics.spec import load_spec
+    from grb_dist.semantics.tables import metrics_table, read_nodes
 
-    directory = ss.run_study(ss.load_spec(None, **TINY_STUDY), tmp_path, use_ray=False)
+    directory = run_study(load_spec(None, **TINY_STUDY), tmp_path, use_ray=False)
     before = sorted(p.relative_to(directory) for p in directory.rglob("*"))
     r = runner.invoke(_app(), ["report", str(directory)])
     assert r.exit_code == 0, r.output
@@ -277,7 +279,7 @@ def test_report_of_a_study(tmp_path):
                    "K=2", "Bayes (X, A)", "tiny", "csbm"):
         assert needle in html, needle
     # the numbers are the study's own reduction
-    metrics = ss.metrics_table(ss.read_nodes(directory), ("1", "deg", "inf"))
+    metrics = metrics_table(read_nodes(directory), ("1", "deg", "inf"))
     value = metrics[(metrics["model"] == "mlp") & (metrics["attack"] == "l2-weak") & (metrics["budget"] == "deg")]
     assert f'data-value="{float(value["R"].iloc[0])!r}"' in html
     # the study itself is left as it was; a study without rows is a one-line error

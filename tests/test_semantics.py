@@ -17,7 +17,13 @@ from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph, canonical_edges
 from grb_dist.semantics import attacks as sa
 from grb_dist.semantics import metrics as sm
-from grb_dist.semantics import study as ss
+from grb_dist.semantics.cache import UnitCache
+from grb_dist.semantics.data import Prepared, bayes_terms, prepare
+from grb_dist.semantics.flips import BallView, f_flips, g_flips, node_graphs, receptive_hops
+from grb_dist.semantics.kernel import run_unit, train_study_model
+from grb_dist.semantics.run import pending_units, run_study
+from grb_dist.semantics.spec import ROW_COLUMNS, Unit, csbm_config, load_spec, units
+from grb_dist.semantics.tables import read_nodes, study_budgets
 
 from helpers import NPZ
 
@@ -154,7 +160,7 @@ def _prepared_line(nb_base=()):
     ei, _ = canonical_edges(src, src + 1, 5)
     graph = Graph(features=xb, edge_index=ei, labels=yb, num_classes=2)
     nb = np.asarray(nb_base, dtype=np.int64)
-    return ss.Prepared(graph, xv, yv, np.zeros(nb.size, dtype=np.int64), nb)
+    return Prepared(graph, xv, yv, np.zeros(nb.size, dtype=np.int64), nb)
 
 
 def test_f_flips_respects_the_budget_and_touches_only_v():
@@ -162,7 +168,7 @@ def test_f_flips_respects_the_budget_and_touches_only_v():
     order = sa.attack_order("l2-weak", prepared.graph.features, prepared.graph.labels, prepared.x_new,
                             prepared.y_new, prepared.nb_node, prepared.nb_base, 3)
     spy = _Spy(np.concatenate([prepared.graph.labels, [0]]))
-    f0, flips, _ = ss.f_flips(spy, prepared, order, np.array([3]))
+    f0, flips, _ = f_flips(spy, prepared, order, np.array([3]))
     assert f0.tolist() == [0] and flips.tolist() == [2.0]
     base = {tuple(e) for e in prepared.graph.edge_index.T.tolist()}
     for k, ei in enumerate(spy.calls):
@@ -171,7 +177,7 @@ def test_f_flips_respects_the_budget_and_touches_only_v():
         assert len(extra) == 2 * (1 + k)  # clean edge + k attack edges, both directions
     # budget 1: a single attack edge at most, no flip
     spy.calls.clear()
-    _, flips1, _ = ss.f_flips(spy, prepared, order, np.array([1]))
+    _, flips1, _ = f_flips(spy, prepared, order, np.array([1]))
     assert np.isinf(flips1[0]) and len(spy.calls) == 2
 
 
@@ -188,8 +194,8 @@ TINY = dict(
 def test_bayes_terms_match_the_csbm_posterior():
     from grb_dist.datasets.csbm import bayes_log_posterior, sample_csbm
 
-    spec = ss.load_spec(None, **TINY)
-    config = ss.csbm_config(spec, 1.0)
+    spec = load_spec(None, **TINY)
+    config = csbm_config(spec, 1.0)
     graph, means = sample_csbm(config, seed=3)
     v = np.array([5, 17])
     counts = np.zeros((2, 2))
@@ -199,17 +205,17 @@ def test_bayes_terms_match_the_csbm_posterior():
     sizes = np.bincount(graph.labels, minlength=2).astype(float)
     sizes = np.stack([sizes - np.eye(2)[graph.labels[i]] for i in v])
     for row, node in enumerate(v):
-        scores, _, _ = ss.bayes_terms(config, means, graph.features[[node]], counts[[row]], sizes[row])
+        scores, _, _ = bayes_terms(config, means, graph.features[[node]], counts[[row]], sizes[row])
         want = bayes_log_posterior(graph, config, means, np.array([node]))
         np.testing.assert_allclose(scores, want, rtol=1e-9)
 
 
 def test_g_flip_is_where_the_bayes_decision_changes():
-    spec = ss.load_spec(None, **TINY)
-    prepared = ss.prepare(spec, 1.0, 0)
+    spec = load_spec(None, **TINY)
+    prepared = prepare(spec, 1.0, 0)
     order = sa.attack_order("l2-weak", prepared.graph.features, prepared.graph.labels, prepared.x_new,
                             prepared.y_new, prepared.nb_node, prepared.nb_base, 8)
-    g0, flip = ss.g_flips(prepared, order)
+    g0, flip = g_flips(prepared, order)
     labels = prepared.graph.labels
     step = np.stack([prepared.g_step[labels == c][0] for c in range(2)], 1)  # C x C: by class only
     assert np.allclose(prepared.g_step, step.T[labels])
@@ -224,19 +230,19 @@ def test_g_flip_is_where_the_bayes_decision_changes():
 
 
 def test_run_unit_rows_and_study_resume(tmp_path):
-    spec = ss.load_spec(None, **TINY)
-    rows = ss.run_unit(spec, ss.Unit(1.0, 0, "gcn", "l2-weak"))
-    assert list(rows.columns) == list(ss.ROW_COLUMNS) and len(rows) == 12
+    spec = load_spec(None, **TINY)
+    rows = run_unit(spec, Unit(1.0, 0, "gcn", "l2-weak"))
+    assert list(rows.columns) == list(ROW_COLUMNS) and len(rows) == 12
     assert (rows["steps"] == 8).all()  # the inf budget, capped by max_steps
     assert (rows["f_flip"].isin([np.inf]) | (rows["f_flip"] <= rows["steps"])).all()
-    mlp = ss.run_unit(spec, ss.Unit(1.0, 0, "mlp", "l2-weak"))
+    mlp = run_unit(spec, Unit(1.0, 0, "mlp", "l2-weak"))
     assert np.isinf(mlp["f_flip"]).all()  # structure never changes an MLP
-    directory = ss.run_study(spec, tmp_path, use_ray=False)
+    directory = run_study(spec, tmp_path, use_ray=False)
     files = sorted((directory / "nodes").glob("*.parquet"))
     assert len(files) == 3
     stamp = [f.stat().st_mtime_ns for f in files]
-    assert ss.pending_units(spec, tmp_path) == []
-    ss.run_study(spec, tmp_path, use_ray=False)  # resumes: nothing re-run
+    assert pending_units(spec, tmp_path) == []
+    run_study(spec, tmp_path, use_ray=False)  # resumes: nothing re-run
     assert [f.stat().st_mtime_ns for f in files] == stamp
     metrics = pd.read_parquet(directory / "metrics.parquet")
     assert set(metrics["model"]) == {"gcn", "lp", "mlp"}
@@ -247,7 +253,7 @@ def test_run_unit_rows_and_study_resume(tmp_path):
     from grb_dist.semantics.plots import write_plots
 
     assert {p.name for p in write_plots(directory)} >= {"over_robustness_vs_K.png", "degree_robustness.png"}
-    assert ss.study_budgets(directory) == tuple(TINY["budgets"])
+    assert study_budgets(directory) == tuple(TINY["budgets"])
     result = CliRunner().invoke(app, ["study-plot", str(directory)])
     assert result.exit_code == 0, result.output
     assert set(pd.read_parquet(directory / "metrics.parquet")["budget"]) == set(TINY["budgets"])
@@ -256,12 +262,12 @@ def test_run_unit_rows_and_study_resume(tmp_path):
 
 
 def test_unit_ids_hash_the_settings():
-    a = ss.load_spec(None, **TINY)
-    b = ss.load_spec(None, **{**TINY, "nodes": 13})
-    u = ss.Unit(1.0, 0, "gcn", "l2-weak")
-    assert u.unit_id(a) == ss.Unit(1.0, 0, "gcn", "l2-weak").unit_id(a)
+    a = load_spec(None, **TINY)
+    b = load_spec(None, **{**TINY, "nodes": 13})
+    u = Unit(1.0, 0, "gcn", "l2-weak")
+    assert u.unit_id(a) == Unit(1.0, 0, "gcn", "l2-weak").unit_id(a)
     assert u.unit_id(a) != u.unit_id(b)
-    assert u.unit_id(a) != ss.Unit(1.0, 0, "gcn", "dice").unit_id(a)
+    assert u.unit_id(a) != Unit(1.0, 0, "gcn", "dice").unit_id(a)
 
 
 def test_nettack_closed_form_matches_the_surrogate():
@@ -296,9 +302,9 @@ def test_nettack_closed_form_matches_the_surrogate():
 
 @pytest.mark.parametrize("attack", ["nettack", "sga"])
 def test_surrogate_attack_units_run(attack):
-    spec = ss.load_spec(None, **{**TINY, "models": {"lp": {"alpha": 0.7, "iterations": 10}}, "attacks": [attack],
-                                 "budgets": ["deg+2"], "nodes": 4})
-    rows = ss.run_unit(spec, ss.Unit(1.0, 0, "lp", attack))
+    spec = load_spec(None, **{**TINY, "models": {"lp": {"alpha": 0.7, "iterations": 10}}, "attacks": [attack],
+                              "budgets": ["deg+2"], "nodes": 4})
+    rows = run_unit(spec, Unit(1.0, 0, "lp", attack))
     assert len(rows) == 4 and (rows["steps"] <= rows["degree"] + 2).all()
 
 
@@ -325,30 +331,25 @@ def test_sga_adds_nodes_of_the_best_wrong_class():
 
 
 def test_gatv2_is_a_study_model():
-    from grb_dist import extensions
-
-    try:
-        spec = ss.load_spec(None, **{**TINY, "models": {"gatv2_lp": {"hidden_sizes": [4], "heads": 2}}, "nodes": 3,
-                                     "budgets": ["deg"]})
-        rows = ss.run_unit(spec, ss.Unit(1.0, 0, "gatv2_lp", "l2-weak"))
-        assert len(rows) == 3
-        with pytest.raises(ConfigError, match="differentiable in edge weights"):
-            ss.load_spec(None, **{**TINY, "models": {"gatv2": {}}, "attacks": ["grbcd"]})
-    finally:  # registrations are per process: leave none behind for other tests
-        extensions.unregister("gatv2")
+    spec = load_spec(None, **{**TINY, "models": {"gatv2_lp": {"hidden_sizes": [4], "heads": 2}}, "nodes": 3,
+                              "budgets": ["deg"]})
+    rows = run_unit(spec, Unit(1.0, 0, "gatv2_lp", "l2-weak"))
+    assert len(rows) == 3
+    with pytest.raises(ConfigError, match="differentiable in edge weights"):
+        load_spec(None, **{**TINY, "models": {"gatv2": {}}, "attacks": ["grbcd"]})
 
 
 def test_grbcd_only_adds_edges_at_v():
-    spec = ss.load_spec(None, **{**TINY, "models": {"gcn": {"hidden_sizes": [8]}}, "attacks": ["grbcd"],
-                                 "budgets": ["deg+2"], "nodes": 4})
-    rows = ss.run_unit(spec, ss.Unit(1.0, 0, "gcn", "grbcd"))
+    spec = load_spec(None, **{**TINY, "models": {"gcn": {"hidden_sizes": [8]}}, "attacks": ["grbcd"],
+                              "budgets": ["deg+2"], "nodes": 4})
+    rows = run_unit(spec, Unit(1.0, 0, "gcn", "grbcd"))
     assert len(rows) == 4 and (rows["steps"] <= rows["degree"] + 2).all()
 
 
 def test_real_graph_unit_has_no_reference():
-    spec = ss.load_spec("grb_dist/jobs/studies/over-robustness-cora-ml.yaml", graph={"kind": "npz", "path": str(NPZ / "cora_ml.npz")},
-                        nodes=3, max_steps=4, models={"lp": {"alpha": 0.7, "iterations": 5}}, train={"epochs": 5})
-    rows = ss.run_unit(spec, ss.Unit(float("nan"), 0, "lp", "l2-weak-class"))
+    spec = load_spec("grb_dist/jobs/studies/over-robustness-cora-ml.yaml", graph={"kind": "npz", "path": str(NPZ / "cora_ml.npz")},
+                     nodes=3, max_steps=4, models={"lp": {"alpha": 0.7, "iterations": 5}}, train={"epochs": 5})
+    rows = run_unit(spec, Unit(float("nan"), 0, "lp", "l2-weak-class"))
     assert (rows["g_clean"] == -1).all() and (rows["target_class"] != rows["label"]).all()
     assert len(rows) == 3 * 6  # one row per node and other class (7 classes)
 
@@ -386,10 +387,10 @@ def test_cli_error_reference_on_real_graph_and_small_n(tmp_path):
 
 
 def test_study_on_ray_writes_the_same_rows(tmp_path):
-    spec = ss.load_spec(None, **{**TINY, "models": {"gcn": {"hidden_sizes": [8]}}, "nodes": 5})
-    directory = ss.run_study(spec, tmp_path, num_cpus=1)
-    on_ray = ss.read_nodes(directory)
-    local = ss.run_unit(spec, ss.Unit(1.0, 0, "gcn", "l2-weak"))
+    spec = load_spec(None, **{**TINY, "models": {"gcn": {"hidden_sizes": [8]}}, "nodes": 5})
+    directory = run_study(spec, tmp_path, num_cpus=1)
+    on_ray = read_nodes(directory)
+    local = run_unit(spec, Unit(1.0, 0, "gcn", "l2-weak"))
     pd.testing.assert_frame_equal(on_ray.reset_index(drop=True), local.reset_index(drop=True))
     # the per-K search runs on Ray the same way, with the same scores
     from grb_dist.semantics.tune import tune
@@ -403,14 +404,14 @@ def test_study_on_ray_writes_the_same_rows(tmp_path):
 # ------------------------------------------------------------------------------ speed-ups
 
 
-def _sparse_prepared(n: int = 1500, seed: int = 0) -> ss.Prepared:
+def _sparse_prepared(n: int = 1500, seed: int = 0) -> Prepared:
     from grb_dist.datasets.csbm import CSBMConfig, sample_csbm
 
     graph, _ = sample_csbm(CSBMConfig(num_nodes=n, num_classes=2, num_features=6, deg_same=1.2, deg_diff=0.3), seed=seed)
     graph = graph.with_split({"train": np.arange(n // 2), "val": np.arange(n // 2, n)})
     rng = np.random.default_rng(seed)
-    return ss.Prepared(graph, rng.standard_normal((1, 6)).astype(np.float32), np.array([0]),
-                       np.zeros(2, dtype=np.int64), np.array([3, 11]))
+    return Prepared(graph, rng.standard_normal((1, 6)).astype(np.float32), np.array([0]),
+                    np.zeros(2, dtype=np.int64), np.array([3, 11]))
 
 
 @pytest.mark.parametrize("name,params", [
@@ -419,16 +420,14 @@ def _sparse_prepared(n: int = 1500, seed: int = 0) -> ss.Prepared:
 ])
 def test_ball_view_equals_the_whole_graph(name, params):
     from grb_dist.defenses.build import build_defense
-    from grb_dist.semantics.gatv2 import register
 
-    register()
     prepared = _sparse_prepared()
     torch.manual_seed(0)
     model = build_defense(name, prepared.graph, params).eval()
-    hops = ss.receptive_hops(model)
+    hops = receptive_hops(model)
     assert hops == 2
-    view = ss.BallView(model, prepared, hops)
-    _, x, edges, nbs = next(ss._node_graphs(prepared))
+    view = BallView(model, prepared, hops)
+    _, x, edges, nbs = next(node_graphs(prepared))
     n = prepared.graph.num_nodes
     rng = np.random.default_rng(1)
     with torch.no_grad():
@@ -450,29 +449,29 @@ def test_a_wrong_receptive_field_falls_back_to_the_whole_graph(caplog):
     model = build_defense("appnp", prepared.graph, {"hidden_sizes": [8]}).eval()  # 10 hops
     order = np.array([[40, 41, 42, 43]])
     steps = np.array([4])
-    truth = ss.f_flips(model, prepared, order, steps)
+    truth = f_flips(model, prepared, order, steps)
     model.receptive_hops = 1  # a wrong declaration: the first node's check catches it
     with caplog.at_level("WARNING"):
-        got = ss.f_flips(model, prepared, order, steps)
+        got = f_flips(model, prepared, order, steps)
     assert "differs from the whole graph" in caplog.text
     assert got[0].tolist() == truth[0].tolist() and got[1].tolist() == truth[1].tolist()
 
 
 def test_model_and_its_lp_variant_share_one_training():
-    spec = ss.load_spec(None, **{**TINY, "models": {"gcn": {"hidden_sizes": [8]},
-                                                    "gcn_lp": {"hidden_sizes": [8], "lp": {"alpha": 0.7}}}})
-    prepared = ss.prepare(spec, 1.0, 0)
-    ss._INNER.clear()
-    ss.train_study_model(spec, prepared, "gcn", 0, "graph-a")
-    assert len(ss._INNER) == 1
-    shared, acc = ss.train_study_model(spec, prepared, "gcn_lp", 0, "graph-a")
-    assert len(ss._INNER) == 1  # reused, not trained again
-    fresh, acc_fresh = ss.train_study_model(spec, prepared, "gcn_lp", 0)
+    spec = load_spec(None, **{**TINY, "models": {"gcn": {"hidden_sizes": [8]},
+                                                 "gcn_lp": {"hidden_sizes": [8], "lp": {"alpha": 0.7}}}})
+    prepared = prepare(spec, 1.0, 0)
+    cache = UnitCache()
+    train_study_model(spec, prepared, "gcn", 0, "graph-a", cache=cache)
+    assert cache.size("networks") == 1
+    shared, acc = train_study_model(spec, prepared, "gcn_lp", 0, "graph-a", cache=cache)
+    assert cache.size("networks") == 1  # reused, not trained again
+    fresh, acc_fresh = train_study_model(spec, prepared, "gcn_lp", 0)
     x, ei = torch.as_tensor(prepared.graph.features), torch.as_tensor(prepared.graph.edge_index)
     with torch.no_grad():
         torch.testing.assert_close(shared(x, ei), fresh(x, ei))
     assert acc == acc_fresh
-    assert [u.model for u in ss.units(spec)] == ["gcn", "gcn_lp"]
+    assert [u.model for u in units(spec)] == ["gcn", "gcn_lp"]
 
 
 # ------------------------------------------------------------------------------ CBA, per-K settings
@@ -524,30 +523,31 @@ def test_cba_new_nodes_attach_as_the_process_says():
 
 
 def test_cba_study_unit_has_a_bayes_reference(tmp_path):
-    spec = ss.load_spec(None, **{**TINY, "graph": {"kind": "cba", "num_nodes": 150, "num_classes": 2,
-                                                     "num_features": 8, "m": 2}})
-    rows = ss.run_unit(spec, ss.Unit(1.0, 0, "gcn", "l2-weak"))
+    spec = load_spec(None, **{**TINY, "graph": {"kind": "cba", "num_nodes": 150, "num_classes": 2,
+                                                  "num_features": 8, "m": 2}})
+    rows = run_unit(spec, Unit(1.0, 0, "gcn", "l2-weak"))
     assert set(rows["g_clean"]) <= {0, 1} and (rows["degree"] >= 1).all()
     assert np.isfinite(rows["g_flip"]).any()  # edges to the other class change the Bayes decision
-    assert ss.load_spec(Path("grb_dist/jobs/studies/over-robustness-cba.yaml")).kind == "cba"
+    assert load_spec(Path("grb_dist/jobs/studies/over-robustness-cba.yaml")).kind == "cba"
 
 
 def test_per_k_settings_override_the_models_at_that_k():
-    spec = ss.load_spec(None, **{**TINY, "K": [0.5, 1.0], "per_K": {0.5: {"gcn": {"dropout": 0.9}}}})
+    spec = load_spec(None, **{**TINY, "K": [0.5, 1.0], "per_K": {0.5: {"gcn": {"dropout": 0.9}}}})
     assert spec.models_at(0.5)["gcn"] == {"hidden_sizes": [8], "dropout": 0.9}
     assert spec.models_at(1.0)["gcn"] == {"hidden_sizes": [8]}
     for per_k, message in [({2.0: {"gcn": {}}}, "not one of the study's K"),
                            ({0.5: {"sage": {}}}, "not in models"),
                            ({0.5: {"gcn": {"no_such": 1}}}, "no_such")]:
         with pytest.raises(ConfigError, match=message):
-            ss.load_spec(None, **{**TINY, "K": [0.5, 1.0], "per_K": per_k})
+            load_spec(None, **{**TINY, "K": [0.5, 1.0], "per_K": per_k})
 
 
 def test_tune_picks_the_best_setting_per_k_and_fills_lp_variants():
+    from grb_dist.semantics import search as sr
     from grb_dist.semantics import tune as st
 
-    assert st.grid({"b": [1, 2], "a": [0]}) == [{"a": 0, "b": 1}, {"a": 0, "b": 2}]
-    spec = ss.load_spec(None, **{**TINY, "K": [0.5, 1.0], "models": {
+    assert sr.grid({"b": [1, 2], "a": [0]}) == [{"a": 0, "b": 1}, {"a": 0, "b": 2}]
+    spec = load_spec(None, **{**TINY, "K": [0.5, 1.0], "models": {
         "gcn": {"hidden_sizes": [8]}, "lp": {"alpha": 0.7, "iterations": 10},
         "gcn_lp": {"hidden_sizes": [8], "lp": {"alpha": 0.7, "iterations": 10}}}})
     table = pd.DataFrame({"K": [0.5, 0.5, 0.5, 1.0, 1.0], "model": ["gcn", "gcn", "lp", "gcn", "gcn"],
@@ -560,7 +560,7 @@ def test_tune_picks_the_best_setting_per_k_and_fills_lp_variants():
     # Model+LP: the model's best and LP's best alpha (its other LP settings kept)
     assert per_k[0.5]["gcn_lp"] == {"dropout": 0.5, "train": {"lr": 0.1}, "lp": {"alpha": 0.9, "iterations": 10}}
     assert per_k[1.0]["gcn_lp"] == {"dropout": 0.0, "train": {"lr": 0.1}}
-    tuned = ss.load_spec(None, **{**TINY, "K": [0.5, 1.0], "models": spec.models, "per_K": per_k})
+    tuned = load_spec(None, **{**TINY, "K": [0.5, 1.0], "models": spec.models, "per_K": per_k})
     assert tuned.models_at(0.5)["gcn"]["dropout"] == 0.5 and tuned.models_at(1.0)["gcn"]["dropout"] == 0.0
 
 
@@ -573,10 +573,10 @@ def test_study_tune_cli_writes_a_tuned_job(tmp_path):
     out = tmp_path / "tuned.yaml"
     result = CliRunner().invoke(app, ["study-tune", str(out), "--job", str(path), "--graphs", "1", "--no-ray"])
     assert result.exit_code == 0, result.output
-    tuned = ss.load_spec(out)
+    tuned = load_spec(out)
     assert set(tuned.per_K) == {1.0} and set(tuned.per_K[1.0]) == {"gcn", "lp"}
     assert tuned.per_K[1.0]["lp"]["alpha"] in (0.1, 0.9) and "val accuracy" in result.output
-    assert tuned.models == ss.load_spec(path).models  # the job's own settings are kept
+    assert tuned.models == load_spec(path).models  # the job's own settings are kept
     # errors before any work, nothing written
     for extra, message in [({"search": {"gcn_lp": {"dropout": [0.1]}},
                              "models": {**TINY["models"], "gcn_lp": {"hidden_sizes": [8]}}}, "takes the best settings"),
@@ -592,35 +592,35 @@ def test_study_tune_cli_writes_a_tuned_job(tmp_path):
 def test_overridden_models_and_k_narrow_the_jobs_per_k_and_search(tmp_path):
     import yaml
 
-    shipped = ss.load_spec(Path("grb_dist/jobs/studies/over-robustness-csbm.yaml"), models={"gcn": {"hidden_sizes": [8]}})
+    shipped = load_spec(Path("grb_dist/jobs/studies/over-robustness-csbm.yaml"), models={"gcn": {"hidden_sizes": [8]}})
     assert set(shipped.search) == {"gcn"}
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump({**TINY, "K": [0.5, 1.0], "per_K": {0.5: {"gcn": {"dropout": 0.1}, "lp": {"alpha": 0.2}}}}))
-    assert ss.load_spec(path, K=[1.0]).per_K == {}
-    assert ss.load_spec(path, models={"gcn": {}}).per_K == {0.5: {"gcn": {"dropout": 0.1}}}
+    assert load_spec(path, K=[1.0]).per_K == {}
+    assert load_spec(path, models={"gcn": {}}).per_K == {0.5: {"gcn": {"dropout": 0.1}}}
     path.write_text(yaml.safe_dump({**TINY, "per_K": {3.0: {"gcn": {}}}}))  # the job's own mistake is named
     with pytest.raises(ConfigError, match="not one of the study's K"):
-        ss.load_spec(path)
+        load_spec(path)
 
 
 def test_a_study_directory_holds_one_setting_and_shows_the_last_run(tmp_path):
-    spec = ss.load_spec(None, **TINY)
+    spec = load_spec(None, **TINY)
     said: list[str] = []
-    directory = ss.run_study(spec, tmp_path, use_ray=False, progress=said.append)
+    directory = run_study(spec, tmp_path, use_ray=False, progress=said.append)
     assert len(list((directory / "nodes").glob("*.parquet"))) == 3
     assert said[0].endswith("3 units, 0 done, 3 to run") and said[-1].startswith("[3/3] K=1 graph=0 ")
     assert all(line.endswith("left)") for line in said[1:])  # elapsed time and what is left
     # fewer models: their units are the same files (nothing re-run), the tables show them only
-    fewer = ss.load_spec(None, **{**TINY, "models": {"gcn": TINY["models"]["gcn"]}})
-    assert ss.pending_units(fewer, tmp_path) == []
-    ss.run_study(fewer, tmp_path, use_ray=False)
+    fewer = load_spec(None, **{**TINY, "models": {"gcn": TINY["models"]["gcn"]}})
+    assert pending_units(fewer, tmp_path) == []
+    run_study(fewer, tmp_path, use_ray=False)
     assert set(pd.read_parquet(directory / "metrics.parquet")["model"]) == {"gcn"}
-    assert set(ss.read_nodes(directory)["model"]) == {"gcn"}
+    assert set(read_nodes(directory)["model"]) == {"gcn"}
     # another model setting is another unit; other shared settings are refused before any work
-    other = ss.load_spec(None, **{**TINY, "models": {"gcn": {"hidden_sizes": [4]}}})
-    assert len(ss.pending_units(other, tmp_path)) == 1
+    other = load_spec(None, **{**TINY, "models": {"gcn": {"hidden_sizes": [4]}}})
+    assert len(pending_units(other, tmp_path)) == 1
     with pytest.raises(ConfigError, match="other settings .*nodes"):
-        ss.run_study(ss.load_spec(None, **{**TINY, "nodes": 13}), tmp_path, use_ray=False)
+        run_study(load_spec(None, **{**TINY, "nodes": 13}), tmp_path, use_ray=False)
     assert len(list((directory / "nodes").glob("*.parquet"))) == 3
     # a directory none of whose files has an id of its study.json (written before unit ids
     # named only the unit's own model) is read whole
@@ -629,4 +629,4 @@ def test_a_study_directory_holds_one_setting_and_shows_the_last_run(tmp_path):
     stored = json.loads((directory / "study.json").read_text())
     stored["models"] = {"gcn": {"hidden_sizes": [16]}}
     (directory / "study.json").write_text(json.dumps(stored))
-    assert set(ss.read_nodes(directory)["model"]) == {"gcn", "lp", "mlp"}
+    assert set(read_nodes(directory)["model"]) == {"gcn", "lp", "mlp"}

@@ -1,5 +1,6 @@
 """A publishable report of a run: one self-contained HTML page and its figures (PNG, PDF);
-of a seed 002 study directory likewise (:mod:`grb_dist.report.study`).
+of a seed 002 study directory likewise (:mod:`grb_dist.report.study`, built on this module's
+:class:`Report` and :func:`write_report`; this module does not import it).
 
 :func:`build_report` is pure (a scores table and the run's manifest in, the page and the
 figures' bytes out); :func:`write_report` writes them, each file atomically, the page last,
@@ -119,7 +120,4 @@ def write_report(report: Report, directory: str | Path) -> Path:
     return page
 
 
-from grb_dist.report.study import build_study_report, is_study_dir  # noqa: E402 (uses Report)
-
-__all__ = ["PAGE", "Report", "SECTIONS", "build_report", "build_study_report", "check_output_dir", "is_study_dir",
-           "report_figures", "write_report"]
+__all__ = ["PAGE", "Report", "SECTIONS", "build_report", "check_output_dir", "report_figures", "write_report"]

@@ -4,7 +4,7 @@ tables (R, R_adv, R_over, F1-rob per model, attack, K and budget; Bayes accuracy
 and its figures embedded as PNG.
 
 Everything is computed from the study directory's Parquet rows (``nodes/``) and its
-``study.json``, with the study's own reductions (:mod:`grb_dist.semantics.study`) and
+``study.json``, with the study's own reductions (:mod:`grb_dist.semantics.tables`) and
 figures (:mod:`grb_dist.semantics.plots`), so the page shows what ``grb-dist study-plot``
 would write. :func:`is_study_dir` tells a study directory from a sweep's run directory.
 """
@@ -15,17 +15,15 @@ import datetime as dt
 import json
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 import pandas as pd
 
 from grb_dist.core.errors import ConfigError, GrbDistError
+from grb_dist.report import Report
 from grb_dist.report.figures import Figure
 from grb_dist.report.page import StudyTable, build_study_html
 from grb_dist.report.tables import RunInfo, environment
-
-if TYPE_CHECKING:
-    from grb_dist.report import Report
 
 #: The reduced metrics shown per (model, attack, K, budget), with their column headings.
 METRIC_COLUMNS = {"model": "model", "attack": "attack", "K": "K", "budget": "budget", "R": "R", "R_fg": "R(f,g)",
@@ -107,7 +105,7 @@ def study_tables(nodes: pd.DataFrame, budgets: tuple[str, ...]) -> list[StudyTab
     """The reduced tables of the study's rows: the metrics per attack (one table each),
     Table 1 (Bayes accuracy per K, CSBM studies) and Table 2 (semantic violations per K and
     budget), those the rows allow."""
-    from grb_dist.semantics.study import metrics_table, table1, table2
+    from grb_dist.semantics.tables import metrics_table, table1, table2
 
     out = []
     metrics = metrics_table(nodes, budgets)
@@ -148,8 +146,7 @@ def study_figures(nodes: pd.DataFrame) -> list[Figure]:
 def build_study_report(directory: str | Path, *, env: Mapping[str, str] | None = None,
                        generated_at: dt.datetime | None = None) -> Report:
     """The report of the study in ``directory`` (see :func:`is_study_dir`)."""
-    from grb_dist.report import Report
-    from grb_dist.semantics.study import read_nodes, study_budgets
+    from grb_dist.semantics.tables import read_nodes, study_budgets
 
     directory = Path(directory)
     if not is_study_dir(directory):

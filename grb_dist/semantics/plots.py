@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from grb_dist.semantics.metrics import budget_values, node_robustness
-from grb_dist.semantics.study import metrics_table, read_nodes
+from grb_dist.semantics.tables import metrics_table, read_nodes
 
 
 def _figure():

@@ -10,93 +10,57 @@ job's ``search:`` section::
       lp: {alpha: [0.5, 0.7, 0.9]}
 
 Keys are the model's hyper-parameters, plus ``lr`` and ``weight_decay`` (training
-settings). Each candidate (K, model, setting) is trained on ``graphs`` graphs (the study's
-own graph seeds, so the validation nodes are the study's) and scored by its mean best
-validation accuracy; the result is the job's ``per_K`` section (:func:`per_k_section`),
-which ``grb-dist study-tune`` writes into a copy of the job. Candidates run as Ray tasks,
-like the study's units.
+settings; the section's grid and checks: :mod:`grb_dist.semantics.search`). Each candidate
+(K, model, setting) is trained on ``graphs`` graphs (the study's own graph seeds, so the
+validation nodes are the study's) and scored by its mean best validation accuracy; the
+result is the job's ``per_K`` section (:func:`per_k_section`), which ``grb-dist study-tune``
+writes into a copy of the job. Candidates run as Ray tasks, like the study's units.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import asdict, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
 from grb_dist.core.errors import ConfigError
-
-#: Search keys that are training settings (put under the model entry's ``train:``).
-TRAIN_KEYS = ("lr", "weight_decay")
-
-
-def grid(options: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
-    """Every combination of ``options`` (key -> candidate values), in a stable order."""
-    keys = sorted(options)
-    return [dict(zip(keys, values)) for values in itertools.product(*(options[k] for k in keys))]
+from grb_dist.semantics.cache import UnitCache, worker_cache
+from grb_dist.semantics.data import prepare
+from grb_dist.semantics.kernel import train_study_model
+from grb_dist.semantics.search import check_search, grid, model_entry
+from grb_dist.semantics.spec import StudySpec
 
 
-def _entry(base: Mapping[str, Any], setting: Mapping[str, Any]) -> dict[str, Any]:
-    """A model entry: ``base`` with ``setting`` merged (training keys under ``train:``)."""
-    entry = dict(base)
-    train = dict(entry.get("train", {}) or {})
-    for key, value in setting.items():
-        if key in TRAIN_KEYS:
-            train[key] = value
-        else:
-            entry[key] = value
-    if train:
-        entry["train"] = train
-    return entry
-
-
-def check_search(spec, search: Mapping[str, Any]) -> None:
-    """Errors before any work: a model not in the study, an ``_lp`` variant (they take
-    their parts' settings), empty or non-list options, settings the model rejects."""
-    from grb_dist.defenses.build import resolve_params
-
-    if not spec.synthetic:
-        raise ConfigError("study-tune searches per K: it needs a CSBM or CBA study")
-    if not search:
-        raise ConfigError("the job has no search: section (model -> parameter -> list of values)")
-    for name, options in search.items():
-        if str(name) not in {str(m) for m in spec.models}:
-            raise ConfigError(f"search: model {name!r} is not in the study's models")
-        if str(name).endswith("_lp"):
-            raise ConfigError(f"search: {name} takes the best settings of its model and of lp; search those instead")
-        if not isinstance(options, Mapping) or not options or not all(
-                isinstance(v, (list, tuple)) and len(v) > 0 for v in options.values()):
-            raise ConfigError(f"search.{name}: expected parameter -> non-empty list of values")
-        for setting in grid(options):
-            resolve_params(str(name), {str(name): _entry(spec.models_at(spec.K[0]).get(str(name), {}), setting)})
-
-
-def candidates(spec, search: Mapping[str, Any]) -> list[tuple[float, str, dict[str, Any]]]:
+def candidates(spec: StudySpec, search: Mapping[str, Any]) -> list[tuple[float, str, dict[str, Any]]]:
     """Every (K, model, setting) to score."""
     return [(float(k), str(m), s) for k in spec.K for m, options in search.items() for s in grid(options)]
 
 
-def score(spec_dict: dict, K: float, model: str, setting: dict, graphs: int) -> float:
+def score(spec_dict: dict, K: float, model: str, setting: dict, graphs: int,
+          cache: UnitCache | None = None) -> float:
     """Mean best validation accuracy of ``model`` with ``setting`` at ``K`` over the study's
-    first ``graphs`` graph seeds (a plain function; the Ray task of :func:`tune`)."""
-    from grb_dist.semantics.study import StudySpec, _needs_gatv2, prepare, train_study_model
-
+    first ``graphs`` graph seeds (a plain function; the Ray task of :func:`tune`). With a
+    ``cache``, candidates share the sampled graphs."""
     spec = StudySpec(**spec_dict)
-    _needs_gatv2(spec)
     models = spec.models_at(K)
-    models[model] = _entry(models.get(model, {}), setting)
+    models[model] = model_entry(models.get(model, {}), setting)
     trial = replace(spec, models=models, per_K={})
     accs = []
     for seed in range(spec.seed, spec.seed + graphs):
-        prepared = prepare(spec, K, seed)
+        prepared = prepare(spec, K, seed, cache)
         _, acc = train_study_model(trial, prepared, model, seed)
         accs.append(acc)
     return float(sum(accs) / len(accs))
 
 
-def tune(spec, search: Mapping[str, Any], *, graphs: int, address: str | None = None,
+def _score_task(spec_dict: dict, K: float, model: str, setting: dict, graphs: int) -> float:
+    """:func:`score` as a Ray task: the candidates a worker process runs share its cache."""
+    return score(spec_dict, K, model, setting, graphs, worker_cache())
+
+
+def tune(spec: StudySpec, search: Mapping[str, Any], *, graphs: int, address: str | None = None,
          num_cpus: int | None = None, use_ray: bool = True,
          progress: Callable[[str], None] | None = None) -> pd.DataFrame:
     """Score every candidate; returns one row per (K, model, setting) with ``val_accuracy``
@@ -121,12 +85,13 @@ def tune(spec, search: Mapping[str, Any], *, graphs: int, address: str | None = 
             k, m, s = todo[i]
             say(f"[{done[0]}/{len(todo)}] K={k:g} {m} {s}: {value:.3f}")
 
-        run_units(score, [(f"tune {m} K={k:g}", (spec_dict, k, m, s, graphs)) for k, m, s in todo], on_result,
+        run_units(_score_task, [(f"tune {m} K={k:g}", (spec_dict, k, m, s, graphs)) for k, m, s in todo], on_result,
                   settings=RaySettings(address=address, num_cpus=num_cpus, include_dashboard=False),
                   job_name=f"grb-dist study-tune {spec.study}")
     else:
+        cache = UnitCache()
         for i, (k, m, s) in enumerate(todo):
-            results[i] = score(spec_dict, k, m, s, graphs)
+            results[i] = score(spec_dict, k, m, s, graphs, cache)
             say(f"[{i + 1}/{len(todo)}] K={k:g} {m} {s}: {results[i]:.3f}")
     table = pd.DataFrame({"K": [k for k, _, _ in todo], "model": [m for _, m, _ in todo],
                           "setting": [s for _, _, s in todo], "val_accuracy": results})
@@ -136,7 +101,7 @@ def tune(spec, search: Mapping[str, Any], *, graphs: int, address: str | None = 
     return table
 
 
-def per_k_section(spec, table: pd.DataFrame) -> dict[float, dict[str, dict[str, Any]]]:
+def per_k_section(spec: StudySpec, table: pd.DataFrame) -> dict[float, dict[str, dict[str, Any]]]:
     """The job's ``per_K`` from :func:`tune`'s table: each tuned model's best setting, and
     for each ``<model>_lp`` of the study the best of ``<model>`` with lp's best ``alpha``
     (and other lp settings) under ``lp:``. Settings already in ``per_K`` are kept unless
@@ -147,7 +112,7 @@ def per_k_section(spec, table: pd.DataFrame) -> dict[float, dict[str, dict[str, 
         entries = {str(m): dict(v) for m, v in next(
             (v for kk, v in spec.per_K.items() if math.isclose(float(kk), float(k))), {}).items()}
         best = table[(table["K"] == k) & table["best"]]
-        chosen = {row.model: _entry({}, row.setting) for row in best.itertuples()}
+        chosen = {row.model: model_entry({}, row.setting) for row in best.itertuples()}
         entries.update({m: {**entries.get(m, {}), **e} for m, e in chosen.items()})
         lp_best = chosen.get("lp")
         for name in names:
@@ -166,4 +131,4 @@ def per_k_section(spec, table: pd.DataFrame) -> dict[float, dict[str, dict[str, 
     return out
 
 
-__all__ = ["TRAIN_KEYS", "candidates", "check_search", "grid", "per_k_section", "score", "tune"]
+__all__ = ["candidates", "per_k_section", "score", "tune"]

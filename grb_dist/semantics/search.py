@@ -1,0 +1,65 @@
+"""The ``search:`` section of a study job: per-model grids of hyper-parameters (seed 002,
+appendix H), searched per K by ``grb-dist study-tune`` (:mod:`grb_dist.semantics.tune`)::
+
+    search:
+      gcn: {dropout: [0.0, 0.3, 0.5], lr: [0.01, 0.001]}
+      lp: {alpha: [0.5, 0.7, 0.9]}
+
+Keys are the model's hyper-parameters, plus ``lr`` and ``weight_decay`` (training settings,
+put under the model entry's ``train:``). :func:`check_search` is part of a job's checks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Mapping, Sequence
+
+from grb_dist.core.errors import ConfigError
+
+#: Search keys that are training settings (put under the model entry's ``train:``).
+TRAIN_KEYS = ("lr", "weight_decay")
+
+
+def grid(options: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """Every combination of ``options`` (key -> candidate values), in a stable order."""
+    keys = sorted(options)
+    return [dict(zip(keys, values)) for values in itertools.product(*(options[k] for k in keys))]
+
+
+def model_entry(base: Mapping[str, Any], setting: Mapping[str, Any]) -> dict[str, Any]:
+    """A model entry: ``base`` with ``setting`` merged (training keys under ``train:``)."""
+    entry = dict(base)
+    train = dict(entry.get("train", {}) or {})
+    for key, value in setting.items():
+        if key in TRAIN_KEYS:
+            train[key] = value
+        else:
+            entry[key] = value
+    if train:
+        entry["train"] = train
+    return entry
+
+
+def check_search(spec, search: Mapping[str, Any]) -> None:
+    """Errors before any work: a model not in the study (``spec``, a
+    :class:`~grb_dist.semantics.spec.StudySpec`), an ``_lp`` variant (they take their
+    parts' settings), empty or non-list options, settings the model rejects."""
+    from grb_dist.defenses.build import resolve_params
+
+    if not spec.synthetic:
+        raise ConfigError("study-tune searches per K: it needs a CSBM or CBA study")
+    if not search:
+        raise ConfigError("the job has no search: section (model -> parameter -> list of values)")
+    for name, options in search.items():
+        if str(name) not in {str(m) for m in spec.models}:
+            raise ConfigError(f"search: model {name!r} is not in the study's models")
+        if str(name).endswith("_lp"):
+            raise ConfigError(f"search: {name} takes the best settings of its model and of lp; search those instead")
+        if not isinstance(options, Mapping) or not options or not all(
+                isinstance(v, (list, tuple)) and len(v) > 0 for v in options.values()):
+            raise ConfigError(f"search.{name}: expected parameter -> non-empty list of values")
+        for setting in grid(options):
+            resolve_params(str(name), {str(name): model_entry(spec.models_at(spec.K[0]).get(str(name), {}), setting)})
+
+
+__all__ = ["TRAIN_KEYS", "check_search", "grid", "model_entry"]
