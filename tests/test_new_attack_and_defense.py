@@ -18,6 +18,7 @@ import pytest
 import grb_dist
 from grb_dist import api
 from grb_dist.core import registry
+from grb_dist.store import graph_fingerprint
 from grb_dist.sweep import worker
 from grb_dist.sweep.spec import parse_job, plan, validate_spec
 
@@ -98,8 +99,8 @@ def test_one_module_and_one_line_each(package):
         "difficulties": ["full"], "repeats": 1,
     })
     validate_spec(spec)
-    p = plan(spec, "fingerprint")
     graph = tiny_csbm(n=200)
+    p = plan(spec, graph_fingerprint(graph, spec.normalize))
     trained = {t.name: worker.train_task(graph, t) for t in p.models}
     surrogate = worker.load_model(graph, "gcn", dict(p.surrogates[0].params), trained["gcn"].state_dict)
     [result] = worker.attack_batch(graph, list(p.attacks), surrogate)
