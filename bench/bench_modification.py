@@ -37,7 +37,7 @@ def setup():
     from grb_dist.datasets import load_dataset
     from grb_dist.defenses import resolve_params, train_defense
     from grb_dist.models.train import TrainConfig
-    from grb_dist.sweep.spec import default_job_path, load_job
+    from grb_dist.sweep.job import default_job_path, load_job
     from grb_dist.core.config import to_dict
 
     spec = load_job(default_job_path("grb-cora"))

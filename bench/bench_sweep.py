@@ -32,7 +32,8 @@ from pathlib import Path
 
 
 def _job(name: str, quick: bool, memory: bool):
-    from grb_dist.sweep.spec import apply_overrides, default_job_path, load_job, parse_job
+    from grb_dist.sweep.job import default_job_path, load_job, parse_job
+    from grb_dist.sweep.overrides import apply_overrides
 
     spec = load_job(default_job_path(name))
     if memory:

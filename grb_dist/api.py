@@ -83,7 +83,7 @@ def registered() -> list[tuple[str, str]]:
     return [(kinds.get(kind, kind), name) for kind, entries in snapshot().items() for name in entries]
 
 
-#: ``benchmark()`` keyword arguments passed to :func:`grb_dist.sweep.spec.apply_overrides`.
+#: ``benchmark()`` keyword arguments passed to :func:`grb_dist.sweep.overrides.apply_overrides`.
 _OVERRIDE_KEYS = ("seed", "surrogates", "n_inject", "edges_per_node", "ratio_edge_mod")
 
 
@@ -150,7 +150,7 @@ def benchmark(
                      repeats=repeats, steps=steps)
     spec = _benchmark_spec(_benchmark_name(model, name), dataset, job, overrides, job_overrides, compare)
 
-    from grb_dist.checks import check_sweep
+    from grb_dist.sweep.preflight import check_sweep
     from grb_dist.sweep.settings import RaySettings
 
     settings = RaySettings(address=address, num_cpus=num_cpus)
@@ -175,7 +175,7 @@ def _benchmark_spec(key: str, dataset: str, job: str | Path | None, overrides: M
     model ``key`` as the defense (first, before the job's own with ``compare``), and other
     job keys replaced (mappings merged into the job's)."""
     from grb_dist.sweep.session import resolve_job
-    from grb_dist.sweep.spec import with_spec
+    from grb_dist.sweep.job import with_spec
 
     spec = resolve_job(dataset, job, overrides)
     defenses = [key] + ([d for d in spec.defenses if d != normalize_name(key)] if compare else [])

@@ -154,8 +154,9 @@ def train(
     from grb_dist.evaluation import evaluate
     from grb_dist.models.registry import check_name
     from grb_dist.models.train import TrainConfig, report_epochs
-    from grb_dist.checks import check_seed, check_train_inputs, check_train_memory
-    from grb_dist.sweep.spec import default_job_path, load_job
+    from grb_dist.core.checks import check_seed
+    from grb_dist.sweep.preflight import check_train_inputs, check_train_memory
+    from grb_dist.sweep.job import default_job_path, load_job
 
     _check_threads(threads)
     spec = load_job(job or default_job_path(dataset))
@@ -256,7 +257,8 @@ def sweep(
     (resume); a job with more attacks, defenses, surrogates, difficulties or repeats grows the
     run (only the new cells are computed). One sweep at a time per run directory.
     """
-    from grb_dist.checks import check_ray_address, check_sweep
+    from grb_dist.core.checks import check_ray_address
+    from grb_dist.sweep.preflight import check_sweep
     from grb_dist.sweep.session import lock_run, prepare, resolve_job
 
     check_ray_address(address)
@@ -353,12 +355,13 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
 def _check_cluster_memory(prepared) -> None:
     """The sweep's largest task must fit the largest live node of the joined cluster (its Ray
     memory plus object store); before anything is written."""
-    from grb_dist.checks import check_memory, sweep_memory
+    from grb_dist.core.checks import check_memory
+    from grb_dist.sweep.preflight import sweep_memory
     from grb_dist.sweep.ray_edge import largest_node_memory
 
     size = largest_node_memory()
     if size > 0:
-        check_memory(sweep_memory(prepared.spec, prepared.graph), size, "the largest node of the cluster")
+        check_memory(sweep_memory(prepared.resolved, prepared.graph), size, "the largest node of the cluster")
 
 
 def _check_flush(rows: int, seconds: float) -> None:
@@ -392,7 +395,7 @@ def leaderboard(
     from grb_dist.core.errors import ConfigError
     from grb_dist.core.names import difficulty_key
     from grb_dist.leaderboard import FORMATS, render
-    from grb_dist.checks import check_output_file, run_is_writable
+    from grb_dist.core.checks import check_output_file, run_is_writable
     from grb_dist.store import RunStore
     from grb_dist.sweep.session import reduce_run
 
@@ -532,7 +535,7 @@ def study(
     One unit per (K, graph seed, model, attack); each unit's per-node rows are written
     atomically to OUT/<study>/nodes/<unit id>.parquet and a re-run only does missing units.
     """
-    from grb_dist.checks import check_ray_address, check_writable_dir
+    from grb_dist.core.checks import check_ray_address, check_writable_dir
     from grb_dist.core.errors import ConfigError
     from grb_dist.semantics.run import run_study
 
@@ -614,7 +617,7 @@ def study_tune(
     """
     import yaml
 
-    from grb_dist.checks import check_ray_address
+    from grb_dist.core.checks import check_ray_address
     from grb_dist.core.errors import ConfigError
     from grb_dist.semantics.tune import per_k_section, tune
     from grb_dist.store.parquet import write_bytes

@@ -13,7 +13,10 @@ from grb_dist.core.errors import ConfigError
 from grb_dist.leaderboard.rank import attack_board
 from grb_dist.report import build_report
 from grb_dist.report.tables import budget_curves, has_budget_sweep
-from grb_dist.sweep.spec import MAX_BUDGETS, apply_overrides, parse_job, plan, run_components, validate_spec
+from grb_dist.sweep.job import parse_job
+from grb_dist.sweep.overrides import MAX_BUDGETS, apply_overrides
+from grb_dist.sweep.plan import plan, run_components
+from grb_dist.sweep.resolve import resolve
 
 from helpers import small
 from test_leaderboard import synthetic_scores
@@ -30,7 +33,7 @@ def both_scenarios() -> dict:
 
 def test_a_list_plans_one_attack_per_budget():
     spec = apply_overrides(parse_job(both_scenarios()), n_inject="20,40,60", ratio_edge_mod="0.01,0.05")
-    validate_spec(spec)
+    resolve(spec)
     assert list(spec.attacks) == ["fgsm@20", "fgsm@40", "fgsm@60"]
     assert list(spec.modification["attacks"]) == ["dice@0.01", "dice@0.05"]
     p = plan(spec, FP)

@@ -29,7 +29,8 @@ from grb_dist.models.registry import MODELS, is_model_name, model_names
 from grb_dist.models.gcn import GCN
 from grb_dist.models.registry import check_name
 from grb_dist.models.train import TrainConfig
-from grb_dist.sweep.spec import parse_job, validate_spec
+from grb_dist.sweep.job import parse_job
+from grb_dist.sweep.resolve import resolve
 
 from helpers import tiny_csbm
 
@@ -214,7 +215,7 @@ def test_specs_in_a_job(spec_module):
     })
     assert spec.defenses == ("ext_spec_mod.lin", "ext_spec_mod.specgcn_ln", "gcn")
     assert list(spec.attacks) == ["ext_spec_mod.specrnd"]
-    validate_spec(spec)  # imports the module and registers the three classes
+    resolve(spec)  # imports the module and registers the three classes
     assert check_name("ext_spec_mod.specgcn_ln").implied == {"layer_norm": True}
     assert "ext_spec_mod.specrnd" in INJECTION
 
@@ -232,7 +233,7 @@ def test_specs_in_a_job(spec_module):
 ])
 def test_bad_specs_are_one_line_errors(spec_module, value, message):
     with pytest.raises(ConfigError, match=message) as info:
-        validate_spec(parse_job({"dataset": "csbm", "defenses": [value], "attacks": {"rnd": {}}}))
+        resolve(parse_job({"dataset": "csbm", "defenses": [value], "attacks": {"rnd": {}}}))
     assert "\n" not in str(info.value)
 
 

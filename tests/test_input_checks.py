@@ -13,15 +13,16 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from grb_dist.checks import (
-    GraphShape, MAX_JOB_BYTES, check_memory, check_output_file, check_ray_address, estimate_memory, format_bytes,
-)
+from grb_dist.core.checks import MAX_JOB_BYTES, check_memory, check_output_file, check_ray_address, format_bytes
+from grb_dist.sweep.preflight import GraphShape, estimate_memory
 from grb_dist.datasets import CATALOG, load_dataset, load_grb_dir, load_npz_graph
 from grb_dist.datasets.grb import GRB_FILES, download_grb, file_sha256, verify_dataset_dir
 from grb_dist.datasets.split import grb_split
 from grb_dist.core.errors import ConfigError, DatasetError, GrbDistError
 from grb_dist.core.graph import Graph, canonical_edges
-from grb_dist.sweep.spec import apply_overrides, default_job_path, jobs_dir, load_job, parse_job, validate_spec
+from grb_dist.sweep.job import default_job_path, jobs_dir, load_job, parse_job
+from grb_dist.sweep.overrides import apply_overrides
+from grb_dist.sweep.resolve import resolve
 
 from helpers import CORA_LEGACY, NPZ, path_graph, small
 
@@ -65,28 +66,28 @@ def test_seed_range_and_repeats(changes, word):
 def test_budget_upper_bounds_from_overrides(changes, word):
     spec = apply_overrides(parse_job(small()), **changes)  # the CLI's --n-inject / --edges-per-node / --steps
     with pytest.raises(ConfigError, match=word):
-        validate_spec(spec)
+        resolve(spec)
 
 
 def test_budget_bound_in_every_section():
     for job in (small(attack={"n_inject": 10**8}), small(budgets={"easy": {"n_inject": 10**8}}),
                 small(attacks={"fgsm": {"n_inject": 10**8}})):
         with pytest.raises(ConfigError, match="n_inject"):
-            validate_spec(parse_job(job))
+            resolve(parse_job(job))
 
 
 def test_model_sizes_bounded_before_any_model_is_built():
     with pytest.raises(ConfigError, match="hidden size"):
-        validate_spec(parse_job(small(models={"gcn": {"hidden_sizes": [10**6]}})))
+        resolve(parse_job(small(models={"gcn": {"hidden_sizes": [10**6]}})))
     with pytest.raises(ConfigError, match="heads"):
-        validate_spec(parse_job(small(models={"gat": {"heads": 1000}}, defenses=["gat"])))
+        resolve(parse_job(small(models={"gat": {"heads": 1000}}, defenses=["gat"])))
 
 
 def test_plan_size_bounded():
     job = small(defenses=["gcn", "mlp", "gat", "sage", "sgc", "appnp", "gin", "tagcn", "gcn_ln", "gat_ln"], difficulties=["easy", "medium", "hard", "full"],
                 attacks={"fgsm": {}, "rnd": {}, "pgd": {}}, repeats=10_000)
     with pytest.raises(ConfigError, match="cells"):
-        validate_spec(parse_job(job))
+        resolve(parse_job(job))
 
 
 @pytest.mark.parametrize("changes, word", [
@@ -99,12 +100,12 @@ def test_plan_size_bounded():
 def test_unknown_keys_rejected_in_unused_sections(changes, word):
     spec = parse_job(small(**changes))
     with pytest.raises(GrbDistError, match=word):
-        validate_spec(spec)
+        resolve(spec)
 
 
 def test_shipped_jobs_still_validate():
     for path in sorted(jobs_dir().glob("*.yaml")):
-        validate_spec(load_job(path))
+        resolve(load_job(path))
 
 
 # --------------------------------------------------------------------------- names

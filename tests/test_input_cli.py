@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 import grb_dist.sweep.ray_edge
 import grb_dist.sweep.session  # noqa: F401 - imported before any fork (see invoke_unprivileged)
 from grb_dist.cli import app
-from grb_dist.sweep.spec import jobs_dir
+from grb_dist.sweep.job import jobs_dir
 
 runner = CliRunner()
 NOBODY = 65534
@@ -141,7 +141,7 @@ def test_sweep_bad_input_before_ray_and_before_the_run_directory(workdir, no_ray
 
 
 def test_largest_task_must_fit_the_machine(workdir, no_ray, monkeypatch):
-    monkeypatch.setattr("grb_dist.checks.machine_memory", lambda: 1 << 20)  # a 1 MiB machine
+    monkeypatch.setattr("grb_dist.sweep.preflight.machine_memory", lambda: 1 << 20)  # a 1 MiB machine
     before = tree(workdir)
     r = runner.invoke(app, ["sweep", "--job", "job.yaml", *SMALL, "--out", "run"])
     line = one_error_line(r, "needs at least")
@@ -216,7 +216,7 @@ def test_run_directory_errors(workdir, monkeypatch):
 
 
 def test_train_memory_checked_before_training(workdir, monkeypatch):
-    monkeypatch.setattr("grb_dist.checks.machine_memory", lambda: 1 << 20)
+    monkeypatch.setattr("grb_dist.sweep.preflight.machine_memory", lambda: 1 << 20)
     one_error_line(runner.invoke(app, ["train", "--model", "gcn", "--epochs", "1"]), "needs at least")
 
 

@@ -10,13 +10,17 @@ import torch
 from grb_dist.attacks import build_attack
 from grb_dist.attacks.audit import MODIFICATION_RULES, audit_modification
 from grb_dist.attacks.registry import MODIFICATION
-from grb_dist.attacks.modification.base import ModContext, Budget, attack_loss, project_budget
+from grb_dist.attacks.base import Budget
+from grb_dist.attacks.modification.base import ModContext, attack_loss, project_budget
 from grb_dist.attacks.modification.weighted import WeightedSurrogate
 from grb_dist.core.errors import AuditError, ConfigError, GrbDistError
 from grb_dist.core.graph import Modification, canonical_pairs
 from grb_dist.models.tensors import apply_modification
 from grb_dist.models.registry import build_model
-from grb_dist.sweep.spec import apply_overrides, parse_job, plan, validate_spec
+from grb_dist.sweep.job import parse_job
+from grb_dist.sweep.overrides import apply_overrides
+from grb_dist.sweep.plan import plan
+from grb_dist.sweep.resolve import resolve
 from grb_dist.models.tensors import graph_tensors
 from helpers import small, tiny_csbm
 
@@ -44,7 +48,7 @@ def edge_set(edge_index) -> set[tuple[int, int]]:
 
 def test_apply_then_inverse_gives_back_the_clean_graph(graph):
     t = graph.targets("full")
-    ctx = ModContext(graph, None, t, Budget(10, 0, -1, 1), torch.device("cpu"))
+    ctx = ModContext(graph, None, t, Budget(-1, 1, n_edge_mod=10), torch.device("cpu"))
     gen = torch.Generator().manual_seed(0)
     flips = np.concatenate([ctx.target_edges[:, :7], ctx.sample_pairs(9, gen, exclude=ctx.edge_keys)], axis=1)
     nodes = np.sort(t[:3])
@@ -125,7 +129,7 @@ def test_weighted_surrogate_equals_the_forward_on_the_modified_graph(graph, name
     hidden = {"hidden_sizes": [8]} if name == "appnp" else {"hidden_sizes": [8, 8]}
     model = build_model(name, graph.num_features, graph.num_classes, hidden).double().eval()
     t = graph.targets("full")
-    ctx = ModContext(graph, model, t, Budget(10, 0, -1, 1), torch.device("cpu"))
+    ctx = ModContext(graph, model, t, Budget(-1, 1, n_edge_mod=10), torch.device("cpu"))
     gen = torch.Generator().manual_seed(2)
     pairs = canonical_pairs(np.concatenate([ctx.target_edges[:, :15], ctx.sample_pairs(25, gen)], axis=1), graph.num_nodes)
     pairs = pairs[:, np.unique(pairs[0] * graph.num_nodes + pairs[1], return_index=True)[1]]
@@ -224,7 +228,7 @@ def test_budget_errors_come_before_any_work(graph, surrogate):
 def test_scenario_all_plans_both_and_keeps_injection_ids():
     inj = parse_job(small(modification={"attacks": {"prbcd": {"steps": 2}}}))
     both = apply_overrides(inj, scenario="all")
-    validate_spec(both)
+    resolve(both)
     p_inj, p_all = plan(inj, "f" * 16), plan(both, "f" * 16)
     assert {c.scenario for c in p_all.scores} == {"injection", "modification"}
     inj_ids = {c.cell_id for c in p_inj.scores}
@@ -237,18 +241,18 @@ def test_scenario_all_plans_both_and_keeps_injection_ids():
 
 def test_attacks_of_the_wrong_scenario_and_bad_sections_are_named():
     with pytest.raises(ConfigError, match="fga is a modification attack"):
-        validate_spec(parse_job(small(attacks={"fga": {}})))
+        resolve(parse_job(small(attacks={"fga": {}})))
     with pytest.raises(ConfigError, match="fgsm is an injection attack"):
-        validate_spec(parse_job(small(scenario="modification", modification={"attacks": {"fgsm": {}}})))
+        resolve(parse_job(small(scenario="modification", modification={"attacks": {"fgsm": {}}})))
     with pytest.raises(ConfigError, match="modification.attacks must name"):
         parse_job(small(scenario="modification"))
     with pytest.raises(ConfigError, match="unknown key 'atacks'"):
         parse_job(small(modification={"atacks": {}}))
     with pytest.raises(ConfigError, match="ratio_edge_mod"):
-        validate_spec(parse_job(small(scenario="all", modification={"attack": {"ratio_edge_mod": 2},
+        resolve(parse_job(small(scenario="all", modification={"attack": {"ratio_edge_mod": 2},
                                                                    "attacks": {"rnd": {}}})))
     with pytest.raises(ConfigError, match="surrogate gat does not support"):
-        validate_spec(parse_job(small(scenario="modification", surrogates=["gat"],
+        resolve(parse_job(small(scenario="modification", surrogates=["gat"],
                                       modification={"attacks": {"fga": {}}})))
     spec = parse_job(small(scenario="all", modification={"attacks": {"rnd": {}}}))
     narrowed = apply_overrides(spec, attacks="fgsm,dice")
@@ -305,5 +309,5 @@ def test_flip_based_at_flips_its_budget_around_training_nodes(graph):
         assert edge_set(ei2) == after, name
     with pytest.raises(ConfigError, match="scenario must be injection or modification"):
         ATConfig(n_inject=1, edges_per_node=1, scenario="poison")
-    validate_spec(parse_job(small(defenses=["gcn_at"], adversarial_training={
+    resolve(parse_job(small(defenses=["gcn_at"], adversarial_training={
         "n_inject": 2, "edges_per_node": 2, "scenario": "modification", "ratio_edge_mod": 0.02})))

@@ -20,7 +20,9 @@ from grb_dist import api
 from grb_dist.core import registry
 from grb_dist.store import graph_fingerprint
 from grb_dist.sweep import worker
-from grb_dist.sweep.spec import parse_job, plan, validate_spec
+from grb_dist.sweep.job import parse_job
+from grb_dist.sweep.plan import plan
+from grb_dist.sweep.resolve import resolve
 
 from helpers import tiny_csbm
 
@@ -98,7 +100,7 @@ def test_one_module_and_one_line_each(package):
         "attack": {"n_inject": 4, "edges_per_node": 2}, "attacks": {"corner": {}},
         "difficulties": ["full"], "repeats": 1,
     })
-    validate_spec(spec)
+    resolve(spec)
     graph = tiny_csbm(n=200)
     p = plan(spec, graph_fingerprint(graph, spec.normalize))
     trained = {t.name: worker.train_task(graph, t) for t in p.models}

@@ -74,7 +74,7 @@ def installed(tmp_path_factory) -> Installed:
 
 
 def test_wheel_ships_the_jobs_and_installs_apart_from_the_checkout(installed):
-    probe = ("import grb_dist, sys; from grb_dist.sweep.spec import jobs_dir; "
+    probe = ("import grb_dist, sys; from grb_dist.sweep.job import jobs_dir; "
              "print(grb_dist.__file__); print(jobs_dir()); print(sorted(p.name for p in jobs_dir().glob('*.yaml')))")
     out = subprocess.run([str(installed.python), "-c", probe], cwd=installed.cwd, env=installed.env(),
                          capture_output=True, text=True, timeout=120)

@@ -10,7 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from grb_dist.sweep.progress import PlainProgress, Stage, clock_text, progress_line, stage_detail
-from grb_dist.sweep.spec import AttackCell, parse_job, validate_spec
+from grb_dist.sweep.job import parse_job
+from grb_dist.sweep.plan import AttackCell
+from grb_dist.sweep.resolve import resolve
 
 #: A plain progress line: time, then the three stages with their counts.
 LINE = re.compile(r"^\d\d:\d\d:\d\d train \d+/\d+ models \(.*\), attack \d+/\d+ perturbations \(.*\), "
@@ -84,7 +86,7 @@ def test_plain_progress_one_line_per_stage_change_else_every_few_seconds():
 
 def test_task_and_actor_names():
     from grb_dist.sweep.runner import attack_task_name, scorer_name, train_task_name
-    from grb_dist.sweep.spec import ModelTask
+    from grb_dist.sweep.plan import ModelTask
 
     t = ModelTask("target", "gcn_ln", 0, {}, {}, None, "0" * 16)
     assert train_task_name(t) == "train:gcn_ln/s0"
@@ -110,10 +112,10 @@ def test_sweep_reports_consistent_stage_counts_and_names_its_work(ray_local, tmp
     from grb_dist.store import RunLock, RunStore, graph_fingerprint
     from grb_dist.sweep import runner
     from grb_dist.sweep.session import dataset_identity
-    from grb_dist.sweep.spec import plan, run_components
+    from grb_dist.sweep.plan import plan, run_components
 
     spec = parse_job(JOB)
-    validate_spec(spec)
+    resolve(spec)
     graph = load_dataset(spec.dataset, normalize=spec.normalize, seed=spec.seed)
     p = plan(spec, graph_fingerprint(graph, spec.normalize))
     names: list[str] = []

@@ -17,7 +17,10 @@ from grb_dist.evaluation import evaluate
 from grb_dist.leaderboard import leaderboards
 from grb_dist.store import RunLock, RunStore, graph_fingerprint
 from grb_dist.sweep.session import dataset_identity, reduce_run
-from grb_dist.sweep.spec import CLEAN, parse_job, plan, run_components, validate_spec
+from grb_dist.core.names import CLEAN
+from grb_dist.sweep.job import parse_job
+from grb_dist.sweep.plan import plan, run_components
+from grb_dist.sweep.resolve import resolve
 from grb_dist.defenses import build_defense
 
 #: Two real attacks (the cheapest registered ones).
@@ -39,7 +42,7 @@ KEY = ["cell_id", "perturbation_id", "attack", "surrogate", "defense", "difficul
 @pytest.fixture(scope="module")
 def job():
     spec = parse_job(JOB)
-    validate_spec(spec)
+    resolve(spec)
     return spec
 
 

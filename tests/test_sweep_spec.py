@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from grb_dist.core.errors import ConfigError, GrbDistError
-from grb_dist.sweep.spec import (
-    CLEAN, JobSpec, apply_overrides, content_hash, default_job_path, jobs_dir, load_job, parse_job, plan,
-    validate_spec,
-)
+from grb_dist.core.names import CLEAN
+from grb_dist.sweep.job import JobSpec, content_hash, default_job_path, jobs_dir, load_job, parse_job
+from grb_dist.sweep.overrides import apply_overrides
+from grb_dist.sweep.plan import plan
+from grb_dist.sweep.resolve import resolve
 
 from helpers import small
 
@@ -127,7 +128,7 @@ def test_ids_follow_the_dataset_content_not_its_name():
 ])
 def test_validate_rejects_bad_names_and_params(change, word):
     with pytest.raises(GrbDistError, match=word):
-        validate_spec(parse_job(small(**change)))
+        resolve(parse_job(small(**change)))
 
 
 def test_spec_roundtrip():

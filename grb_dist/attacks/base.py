@@ -1,4 +1,12 @@
-"""Base class and config of injection attacks.
+"""The one attack interface of both scenarios, and the base class and config of injection
+attacks.
+
+Every attack derives from :class:`Attack`: it holds only its typed config, names its
+``scenario``, resolves its :class:`Budget` on a graph and target set before any work
+(:meth:`Attack.check_inputs`), and generates an audited perturbation with
+:meth:`Attack.attack` (same signature in both scenarios), which carries the feature limits it
+was held to (``feat_min`` / ``feat_max`` of the :class:`~grb_dist.core.graph.Injection` or
+:class:`~grb_dist.core.graph.Modification`).
 
 An injection attack adds ``n_inject`` nodes to a graph, each with at most
 ``edges_per_node`` edges to target nodes, and features inside ``[feat_min, feat_max]``
@@ -17,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -26,7 +35,7 @@ import torch
 from grb_dist.attacks.audit import audit_injection
 from grb_dist.attacks.injection.common import AttackContext, SurrogateCache, build_context, surrogate_mode
 from grb_dist.core.errors import ConfigError
-from grb_dist.core.graph import Graph, Injection
+from grb_dist.core.graph import Graph, Injection, Modification
 from grb_dist.core.names import check_precision
 from grb_dist.models.precision import precision_mode
 
@@ -131,10 +140,34 @@ def check_targets(graph: Graph, targets: np.ndarray) -> np.ndarray:
     return targets
 
 
-class ConfiguredAttack:
-    """An attack instance holds only its typed config (class attribute ``Config``)."""
+@dataclass(frozen=True)
+class Budget:
+    """What an attack may change on one graph and target set, resolved before any work.
+
+    Attributes:
+        feat_min, feat_max: the feature limits of injected or changed nodes.
+        n_inject, edges_per_node: injection: new nodes, and edges of each.
+        n_edge_mod, n_node_mod: modification: flipped edges, and nodes whose features change.
+    """
+
+    feat_min: float
+    feat_max: float
+    n_inject: int = 0
+    edges_per_node: int = 0
+    n_edge_mod: int = 0
+    n_node_mod: int = 0
+
+
+class Attack:
+    """The interface of every attack, of either scenario.
+
+    An instance holds only its typed config (class attribute ``Config``), so it can be
+    reused and shared. Subclasses of a scenario's base implement the attack-specific step.
+    """
 
     Config: ClassVar[type]
+    #: The scenario the attack belongs to (``injection`` or ``modification``).
+    scenario: ClassVar[str]
 
     def __init__(self, config=None):
         config = config or self.Config()
@@ -145,8 +178,20 @@ class ConfiguredAttack:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config})"
 
+    def check_inputs(self, graph: Graph, targets: np.ndarray) -> tuple[np.ndarray, Budget]:
+        """Validate ``targets`` and resolve the budget on ``graph``; raise
+        :class:`ConfigError` before any work when they do not fit."""
+        raise NotImplementedError
 
-class InjectionAttack(ConfiguredAttack):
+    def attack(self, graph: Graph, surrogate: torch.nn.Module, targets: np.ndarray, *,
+               device: str | torch.device = "cpu", cache: SurrogateCache | None = None) -> Injection | Modification:
+        """An audited perturbation of ``graph`` against ``surrogate`` on ``targets``,
+        carrying its feature limits. ``cache`` shares a surrogate's clean pass between
+        attacks on the same graph, surrogate and targets (where the attack can use it)."""
+        raise NotImplementedError
+
+
+class InjectionAttack(Attack):
     """Base class of injection attacks.
 
     Subclasses set ``Config`` (their typed config, a subclass of :class:`AttackConfig`) and
@@ -165,8 +210,8 @@ class InjectionAttack(ConfiguredAttack):
     injected_links: ClassVar[bool] = False
 
 
-    def check_inputs(self, graph: Graph, targets: np.ndarray) -> tuple[np.ndarray, float, float]:
-        """Validate ``targets`` and the budget against ``graph``; return ``(targets, feat_min, feat_max)``.
+    def check_inputs(self, graph: Graph, targets: np.ndarray) -> tuple[np.ndarray, Budget]:
+        """Validate ``targets`` and the budget against ``graph``; return ``(targets, budget)``.
 
         Raises :class:`ConfigError` on an empty or out-of-range target set, on repeated
         targets, when ``edges_per_node`` exceeds the number of targets, or on implausible
@@ -179,7 +224,7 @@ class InjectionAttack(ConfiguredAttack):
                 "targets (edges must go to distinct targets); lower edges_per_node or use more targets"
             )
         lo, hi = resolve_feature_limits(self.config, graph)
-        return targets, lo, hi
+        return targets, Budget(lo, hi, n_inject=self.config.n_inject, edges_per_node=self.config.edges_per_node)
 
     def attack(
         self,
@@ -211,7 +256,8 @@ class InjectionAttack(ConfiguredAttack):
             an :class:`Injection` with ``features`` (n_inject x D float32) and ``edges``
             (2 x M int64, row 0 injected ids in [N, N + n_inject)) that passed the audit.
         """
-        targets, lo, hi = self.check_inputs(graph, targets)
+        targets, budget = self.check_inputs(graph, targets)
+        lo, hi = budget.feat_min, budget.feat_max
         cfg = self.config
         gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
         with surrogate_mode(surrogate):
@@ -228,7 +274,7 @@ class InjectionAttack(ConfiguredAttack):
             graph, injection, n_inject=cfg.n_inject, edges_per_node=cfg.edges_per_node,
             feat_min=lo, feat_max=hi, targets=targets if not self.injected_links else None,
         )
-        return injection
+        return dataclasses.replace(injection, feat_min=lo, feat_max=hi)
 
     def optimize(self, ctx: AttackContext, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """Attack-specific work on the local (receptive-field) graph.

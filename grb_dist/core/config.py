@@ -7,9 +7,11 @@ declared type where that is unambiguous (int -> float, list -> tuple).
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 import typing
 from typing import Any, Mapping, TypeVar
 
+from grb_dist.core.checks import check_positive_number
 from grb_dist.core.errors import ConfigError
 
 C = TypeVar("C")
@@ -107,3 +109,28 @@ def to_dict(config: Any) -> dict[str, Any]:
         return v
 
     return {k: conv(v) for k, v in dataclasses.asdict(config).items()}
+
+
+@dataclass(frozen=True)
+class TrainSection:
+    """Optimisation hyper-parameters: a job's ``train:`` section (a model's ``train:`` entry
+    overrides it); :class:`grb_dist.models.train.TrainConfig` adds the seed.
+
+    Attributes:
+        lr: Adam learning rate.
+        weight_decay: Adam weight decay.
+        epochs: maximum number of epochs.
+        patience: stop after this many epochs without a lower validation loss.
+    """
+
+    lr: float = 0.01
+    weight_decay: float = 5e-4
+    epochs: int = 400
+    patience: int = 50
+
+    def __post_init__(self) -> None:
+        check_positive_number(self.lr, "train.lr")
+        check_positive_number(self.weight_decay, "train.weight_decay", allow_zero=True)
+        for key in ("epochs", "patience"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"train.{key} must be >= 1, got {getattr(self, key)}")

@@ -19,7 +19,7 @@ from typing import Mapping
 import numpy as np
 
 from grb_dist.core.errors import DatasetError
-from grb_dist.core.names import DIFFICULTIES, SPLIT_NAMES, difficulty_key
+from grb_dist.core.names import SPLIT_NAMES, difficulty_key
 
 
 
@@ -253,11 +253,15 @@ class Injection:
             injected node's global id (in [N, N + n_inject)), row 1 the other endpoint
             (an original node, or another injected node for attacks that allow it).
         num_original: N, the node count of the graph the injection applies to.
+        feat_min, feat_max: the feature limits the attack was held to (``None`` when not
+            known, e.g. built by hand).
     """
 
     features: np.ndarray
     edges: np.ndarray
     num_original: int
+    feat_min: float | None = None
+    feat_max: float | None = None
 
     @property
     def n_inject(self) -> int:
@@ -275,6 +279,8 @@ class Modification:
         nodes: int64 array, K, sorted distinct ids of the nodes whose features change.
         features: float32 array, K x D, their new features (row ``i`` for ``nodes[i]``).
         num_original: N, the node count of the graph the modification applies to.
+        feat_min, feat_max: the feature limits the attack was held to (``None`` when not
+            known).
     """
 
     removed: np.ndarray
@@ -282,6 +288,8 @@ class Modification:
     nodes: np.ndarray
     features: np.ndarray
     num_original: int
+    feat_min: float | None = None
+    feat_max: float | None = None
 
     @property
     def n_edge_flips(self) -> int:

@@ -85,6 +85,20 @@ def _train_labels(graph: Graph) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.as_tensor(idx), torch.as_tensor(np.asarray(graph.labels)[idx], dtype=torch.long)
 
 
+def check_fit(name: str, graph: Graph, params: Mapping[str, Any] | None = None):
+    """The checks of model/defense ``name`` that need ``graph``, without building it (the
+    training split of label propagation, :meth:`GraphModel.check_graph` such as GCN-SVD's
+    rank); returns ``(spec, model config, label propagation config)``."""
+    spec = check_name(name)
+    config, lp = _configs(name, spec, params or {})
+    if spec.uses_train_labels or spec.label_propagation:
+        _train_labels(graph)
+    check_graph = getattr(spec.cls, "check_graph", None)
+    if check_graph is not None and config is not None:
+        check_graph(name, config, graph)
+    return spec, config, lp
+
+
 def build_defense(name: str, graph: Graph, params: Mapping[str, Any] | None = None) -> nn.Module:
     """The untrained module of model/defense ``name`` for ``graph`` (seed torch first).
 
@@ -105,14 +119,10 @@ def build_defense(name: str, graph: Graph, params: Mapping[str, Any] | None = No
             combination, or invalid hyper-parameters (e.g. GCN-SVD rank k >= the number
             of training nodes, GNNGuard threshold outside [0, 1]).
     """
-    spec = check_name(name)
-    config, lp = _configs(name, spec, params or {})
+    spec, config, lp = check_fit(name, graph, params)
     if spec.uses_train_labels:  # built from the training labels (label propagation alone)
         idx, labels = _train_labels(graph)
         return spec.cls(idx, labels, graph.num_classes, lp)
-    check_graph = getattr(spec.cls, "check_graph", None)
-    if check_graph is not None:
-        check_graph(name, config, graph)
     model = spec.build(graph.num_features, graph.num_classes, config)
     if spec.label_propagation:
         idx, labels = _train_labels(graph)

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch_geometric.utils import subgraph
 
+from grb_dist.core.config import TrainSection
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph
 from grb_dist.models.base import GraphModel
@@ -32,26 +33,12 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """Optimisation hyper-parameters.
+class TrainConfig(TrainSection):
+    """Optimisation hyper-parameters (:class:`~grb_dist.core.config.TrainSection`: ``lr``,
+    ``weight_decay``, ``epochs``, ``patience``) and ``seed``, the seed of the
+    initialisation, dropout and any training-time attack."""
 
-    Attributes:
-        lr: Adam learning rate.
-        weight_decay: Adam weight decay.
-        epochs: maximum number of epochs.
-        patience: stop after this many epochs without a lower validation loss.
-        seed: seed of the initialisation, dropout and any training-time attack.
-    """
-
-    lr: float = 0.01
-    weight_decay: float = 5e-4
-    epochs: int = 400
-    patience: int = 50
     seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.lr <= 0 or self.epochs < 1 or self.patience < 1 or self.weight_decay < 0:
-            raise ConfigError("train config needs lr > 0, epochs >= 1, patience >= 1, weight_decay >= 0")
 
 
 @dataclass

@@ -1,6 +1,10 @@
 """The sweep: every attack against every defense, per difficulty, on Ray.
 
-- :mod:`~grb_dist.sweep.spec`: job files, overrides, the plan of cells;
+- :mod:`~grb_dist.sweep.job`, :mod:`~grb_dist.sweep.overrides`: job files and the command line's
+  changes to them;
+- :mod:`~grb_dist.sweep.resolve`: one validation pass that builds every model spec and attack;
+- :mod:`~grb_dist.sweep.plan`: the cells of a run; :mod:`~grb_dist.sweep.preflight`: checks
+  against the loaded graph and the machine before anything is written;
 - :mod:`~grb_dist.sweep.session`: preparing a run before Ray starts, and finishing it;
 - :mod:`~grb_dist.sweep.worker`: the work as plain Python (train, attack, score);
 - :mod:`~grb_dist.sweep.runner`: the driver's bookkeeping of a run (what is in flight, done);

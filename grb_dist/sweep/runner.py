@@ -42,12 +42,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from grb_dist.core.version import __version__
-from grb_dist.core.errors import ConfigError, GrbDistError
+from grb_dist.core.errors import GrbDistError
 from grb_dist.core.graph import Graph
 from grb_dist.store import RunStore, ScoreWriter
 from grb_dist.sweep import worker
 from grb_dist.sweep.progress import Stage
-from grb_dist.sweep.spec import AttackCell, Plan, ScoreCell
+from grb_dist.sweep.plan import AttackCell, Plan, ScoreCell
 from grb_dist.sweep import ray_edge as edge
 from grb_dist.sweep.ray_edge import ActorLost, TaskFailed
 from grb_dist.sweep.settings import RaySettings
@@ -264,7 +264,6 @@ class _Sweep:
         self.pert_info: dict[str | None, tuple[float, dict]] = {None: (0.0, worker.perturbation_sizes(None))}
         # defense -> scoring work waiting for its model: (perturbation ref, id, difficulty, cell)
         self.waiting: dict[str, list[tuple[Any, str | None, str, ScoreCell]]] = {}
-        self.limits: dict[str, tuple[float, float]] = {}  # resolved feature limits by attack parameters
         self.train_queue: list = []
         self.attack_queue: list[AttackCell] = []
 
@@ -450,7 +449,7 @@ class _Sweep:
             log.error("attack failed: %s", self.errors[-1])
             self.report()
             return
-        lo, hi = self.feature_limits(a)
+        lo, hi = result.perturbation.feat_min, result.perturbation.feat_max
         self.store.write_perturbation(a.perturbation_id, result.perturbation, {
             "config_hash": self.plan.config_hash, "scenario": a.scenario, "dataset": self.label,
             "dataset_fingerprint": self.fingerprint, "difficulty": a.difficulty,
@@ -462,22 +461,6 @@ class _Sweep:
         self.submit_scores(ref, a.perturbation_id)  # the attack's own ref: no copy through the driver
         self.attacked.done += 1
         self.report()
-
-    def feature_limits(self, a: AttackCell) -> tuple[float, float]:
-        from grb_dist.attacks import build_attack
-
-        key = _json({"difficulty": a.difficulty, "params": {k: v for k, v in a.params.items() if k != "seed"},
-                     "attack": a.attack, "scenario": a.scenario})
-        if key not in self.limits:
-            graph = self.graph
-            attack = build_attack(a.attack, dict(a.params), a.scenario)
-            if a.scenario == "injection":
-                _, lo, hi = attack.check_inputs(graph, graph.targets(a.difficulty))
-            else:
-                budget = attack.check_inputs(graph, graph.targets(a.difficulty))[1]
-                lo, hi = budget.feat_min, budget.feat_max
-            self.limits[key] = (float(lo), float(hi))
-        return self.limits[key]
 
     def on_scored(self, ref: Any, info: tuple) -> None:
         i, pert_ref, difficulty, group, attempt = info
@@ -508,7 +491,7 @@ class _Sweep:
 
 
 def _json(obj: Any) -> str:
-    from grb_dist.sweep.spec import canonical_json
+    from grb_dist.sweep.job import canonical_json
 
     return canonical_json(obj)
 

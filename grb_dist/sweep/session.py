@@ -5,6 +5,7 @@ or Ray starts), lock it, find the missing cells, and reduce the scores into lead
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,24 +13,17 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from grb_dist.core.errors import ConfigError, GrbDistError
+from grb_dist.core.errors import GrbDistError
 from grb_dist.core.graph import Graph
 from grb_dist.leaderboard import leaderboards, render, scenarios_of, to_arrow
 from grb_dist.leaderboard.render import to_markdown
 from grb_dist.store import RunLock, RunStore, fingerprint_parts
 from grb_dist.store.fingerprint import combine
-from grb_dist.sweep.spec import (
-    JobSpec,
-    Plan,
-    ScoreCell,
-    apply_overrides,
-    dataset_label,
-    default_job_path,
-    load_job,
-    plan,
-    run_components,
-    validate_spec,
-)
+from grb_dist.sweep.job import JobSpec, dataset_label, default_job_path, load_job
+from grb_dist.sweep.overrides import apply_overrides
+from grb_dist.sweep.plan import Plan, ScoreCell, plan, run_components
+from grb_dist.sweep.preflight import check_attack_inputs
+from grb_dist.sweep.resolve import ResolvedJob, resolve
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +36,7 @@ class Prepared:
     """A validated sweep, ready to run: nothing has been written yet."""
 
     spec: JobSpec
+    resolved: ResolvedJob
     plan: Plan
     graph: Graph
     run_dir: Path
@@ -77,40 +72,27 @@ def dataset_identity(spec: JobSpec, graph: Graph) -> dict[str, Any]:
     }
 
 
-def _check_attack_inputs(spec: JobSpec, graph: Graph) -> None:
-    from grb_dist.attacks import build_attack
-
-    for scenario in spec.scenarios:
-        for attack in spec.scenario_attacks(scenario):
-            for d in spec.difficulties:
-                a = build_attack(attack, spec.attack_params(attack, d, spec.attack_seed(0), scenario), scenario)
-                try:
-                    a.check_inputs(graph, graph.targets(d))  # budgets against this graph
-                except ConfigError as exc:
-                    raise ConfigError(f"{scenario} attack {attack} on {d}: {exc}") from None
-
-
 def prepare(spec: JobSpec, *, out: str | Path | None = None, data_dir: str | Path | None = None,
             download: bool = True, verify: bool = True) -> Prepared:
-    """Validate names and parameters, load the dataset, check the run directory."""
+    """Resolve the job (once: every later step reuses it), load the dataset, check the
+    budgets and the models against it, plan the cells and check the run directory."""
     from grb_dist.datasets import load_dataset
+    from grb_dist.defenses import check_fit
 
-    validate_spec(spec)
+    resolved = resolve(spec)
     graph = load_dataset(spec.dataset, data_dir=data_dir, normalize=spec.normalize, seed=spec.seed, download=download,
                          verify=verify)
     for d in spec.difficulties:
         graph.targets(d)
-    _check_attack_inputs(spec, graph)
+    check_attack_inputs(resolved, graph)
     identity = dataset_identity(spec, graph)
-    p = plan(spec, identity["fingerprint"])
-    from grb_dist.defenses import build_defense
-
+    p = plan(resolved, identity["fingerprint"])
     for task in p.models:  # parameters that depend on the graph (e.g. GCN-SVD rank)
-        build_defense(task.name, graph, dict(task.params))
+        check_fit(task.name, graph, dict(task.params))
     run_dir = Path(out) if out is not None else default_run_dir(spec)
     components = run_components(p)
     resume = RunStore.check(run_dir, identity, components)
-    return Prepared(spec, p, graph, run_dir, resume, identity, components)
+    return Prepared(spec, resolved, p, graph, run_dir, resume, identity, components)
 
 
 def lock_run(prepared: Prepared, *, wait: bool = False, on_wait=None) -> tuple[RunLock, Prepared]:
@@ -123,8 +105,7 @@ def lock_run(prepared: Prepared, *, wait: bool = False, on_wait=None) -> tuple[R
     except BaseException:
         lock.release()
         raise
-    return lock, Prepared(prepared.spec, prepared.plan, prepared.graph, prepared.run_dir, resume,
-                          prepared.dataset, prepared.components)
+    return lock, dataclasses.replace(prepared, resume=resume)
 
 
 def missing_cells(prepared: Prepared) -> list[ScoreCell]:

@@ -23,7 +23,7 @@ from grb_dist.evaluation import difficulty_accuracy, predict_tensors
 from grb_dist.core.graph import Graph, Injection, Modification
 from grb_dist.models.tensors import perturb_tensors
 from grb_dist.models.train import TrainConfig
-from grb_dist.sweep.spec import AttackCell, ModelTask
+from grb_dist.sweep.plan import AttackCell, ModelTask
 from grb_dist.models.tensors import graph_tensors
 
 log = logging.getLogger(__name__)
@@ -91,10 +91,7 @@ def attack_task(graph: Graph, cell: AttackCell, surrogate: torch.nn.Module, *, d
     attack = build_attack(cell.attack, dict(cell.params), cell.scenario)
     start = time.perf_counter()
     targets = graph.targets(cell.difficulty)
-    if cell.scenario == "injection":
-        perturbation = attack.attack(graph, surrogate, targets, device=device, cache=cache)
-    else:
-        perturbation = attack.attack(graph, surrogate, targets, device=device)
+    perturbation = attack.attack(graph, surrogate, targets, device=device, cache=cache)
     seconds = time.perf_counter() - start
     return AttackResult(cell.perturbation_id, perturbation, seconds)
 

@@ -22,6 +22,7 @@ N x N matrix.
 from __future__ import annotations
 
 import logging
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import cached_property
@@ -32,7 +33,8 @@ import torch
 import torch.nn.functional as F
 
 from grb_dist.attacks.audit import audit_modification
-from grb_dist.attacks.base import ConfiguredAttack, check_targets, resolve_feature_limits
+from grb_dist.attacks.base import Attack, Budget, check_targets, resolve_feature_limits
+from grb_dist.attacks.injection.common import SurrogateCache
 from grb_dist.attacks.injection.common import surrogate_mode
 from grb_dist.attacks.modification.weighted import WeightedSurrogate
 from grb_dist.core.errors import ConfigError
@@ -98,23 +100,13 @@ def check_loss(loss: str) -> None:
         raise ConfigError(f"unknown loss {loss!r}; choose one of: {', '.join(LOSSES)}")
 
 
-@dataclass(frozen=True)
-class Budget:
-    """A resolved budget on one graph and target set."""
-
-    n_edge_mod: int
-    n_node_mod: int
-    feat_min: float
-    feat_max: float
-
-
 def candidate_pairs(num_nodes: int, num_targets: int) -> int:
     """Number of node pairs with at least one target endpoint (no self-pairs)."""
     n, t = int(num_nodes), int(num_targets)
     return t * (n - 1) - t * (t - 1) // 2
 
 
-class ModificationAttack(ConfiguredAttack):
+class ModificationAttack(Attack):
     """Base class of modification attacks.
 
     Subclasses set ``Config`` (a subclass of :class:`ModificationConfig`) and implement
@@ -152,7 +144,7 @@ class ModificationAttack(ConfiguredAttack):
                 f"{self.name}: n_node_mod={n_node} exceeds the {num_targets} targets; lower n_node_mod"
             )
         lo, hi = resolve_feature_limits(cfg, graph)  # type: ignore[arg-type]
-        return Budget(int(n_edge), int(n_node) if self.changes_features else 0, lo, hi)
+        return Budget(lo, hi, n_edge_mod=int(n_edge), n_node_mod=int(n_node) if self.changes_features else 0)
 
     def check_inputs(self, graph: Graph, targets: np.ndarray) -> tuple[np.ndarray, Budget]:
         """Validate ``targets`` and resolve the budget (before any work)."""
@@ -160,7 +152,7 @@ class ModificationAttack(ConfiguredAttack):
         return targets, self.budget(graph, targets.size)
 
     def attack(self, graph: Graph, surrogate: torch.nn.Module, targets: np.ndarray, *,
-               device: str | torch.device = "cpu") -> Modification:
+               device: str | torch.device = "cpu", cache: SurrogateCache | None = None) -> Modification:
         """Generate an audited modification of ``graph`` against ``surrogate``.
 
         Args:
@@ -169,6 +161,8 @@ class ModificationAttack(ConfiguredAttack):
                 attack, restored afterwards); its clean predictions are the labels fought.
             targets: distinct node ids (a difficulty's test nodes).
             device: where the computation runs.
+            cache: accepted for the one attack interface; modification attacks compute
+                their surrogate's clean pass on their own.
         """
         targets, budget = self.check_inputs(graph, targets)
         gen = torch.Generator(device="cpu").manual_seed(self.config.seed)
@@ -181,7 +175,7 @@ class ModificationAttack(ConfiguredAttack):
             mod = self.generate(ctx, gen)
         audit_modification(graph, mod, n_edge_mod=budget.n_edge_mod, n_node_mod=budget.n_node_mod,
                            feat_min=budget.feat_min, feat_max=budget.feat_max, targets=targets)
-        return mod
+        return dataclasses.replace(mod, feat_min=budget.feat_min, feat_max=budget.feat_max)
 
     def generate(self, ctx: "ModContext", gen: torch.Generator) -> Modification:
         """Attack-specific work; returns a :class:`Modification` (use :meth:`ModContext.result`)."""

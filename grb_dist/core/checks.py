@@ -1,4 +1,4 @@
-"""Input checks that run before anything is computed or written.
+"""Input checks of plain values that run before anything is computed or written.
 
 Everything a sweep or a training run is given (job files, CLI values, dataset names, the run
 directory, the Ray address, stored models) is checked here before Ray starts and before a
@@ -21,21 +21,21 @@ propagation ``k``           10,000               TAGCN weights, GNN-SVD rank
 job file                    1 MiB, 1 MiB JSON    YAML aliases can expand a small file
 ==========================  ===================  =============================================
 
-:func:`estimate_memory` gives a lower bound of the memory the largest task of a sweep needs
-(graph arrays, activations of the widest model, injected nodes); :func:`check_memory`
-compares it with the memory of the machine (or of the largest node of a cluster).
+:func:`check_memory` compares the memory tasks need (estimated by
+:mod:`grb_dist.sweep.preflight`) with the memory of the machine (or of the largest node of a
+cluster). The checks that need models, attacks or a loaded graph live there too.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
-from grb_dist.core.errors import ConfigError, StoreError
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.names import is_name
 
 #: Seeds lie in [0, SEED_LIMIT): numpy's and torch's generators take them as 64-bit integers.
 SEED_LIMIT = 2**63
@@ -56,16 +56,9 @@ MAX_JOB_SIZE = 1 << 20
 #: Integer budget keys of the attack sections and their upper bounds.
 BUDGET_BOUNDS = {"n_inject": MAX_N_INJECT, "edges_per_node": MAX_EDGES_PER_NODE, "steps": MAX_STEPS}
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 
 
 # --------------------------------------------------------------------------- names
-
-
-def is_name(value: Any) -> bool:
-    """Whether ``value`` is a plain name: letters, digits, ``. _ + -`` (not first), no ``..``,
-    at most 128 characters. Names never contain path separators."""
-    return isinstance(value, str) and bool(_NAME.fullmatch(value)) and ".." not in value
 
 
 def looks_like_path(value: str) -> bool:
@@ -298,27 +291,6 @@ def check_ray_address(address: str | None) -> str | None:
 
 
 @dataclass(frozen=True)
-class GraphShape:
-    """The sizes of a graph that memory depends on."""
-
-    num_nodes: int
-    num_edges: int  # undirected
-    num_features: int
-    num_classes: int
-    n_train: int
-    n_val: int
-    targets: Mapping[str, int]  # difficulty -> number of target nodes
-
-    @classmethod
-    def of(cls, graph: Any) -> "GraphShape":
-        split = graph.split
-        return cls(graph.num_nodes, graph.num_edges, graph.num_features, int(graph.num_classes),
-                   int(split["train"].size) if "train" in split else graph.num_nodes,
-                   int(split["val"].size) if "val" in split else 0,
-                   {k[5:]: int(v.size) for k, v in split.items() if k.startswith("test_")})
-
-
-@dataclass(frozen=True)
 class TaskMemory:
     """A lower bound of the memory of one task, and what the task is."""
 
@@ -327,143 +299,6 @@ class TaskMemory:
     hint: str
 
 
-_F = 4  # bytes of a float32
-_I = 8  # bytes of an int64
-
-
-def _graph_bytes(g: GraphShape) -> int:
-    # features, both directions of every edge (2 x 2E int64), labels
-    return g.num_nodes * g.num_features * _F + 4 * g.num_edges * _I + g.num_nodes * _I
-
-
-def model_widths(name: str, params: Mapping[str, Any]) -> list[int]:
-    """Output widths of a model's hidden layers (attention heads concatenated); [] for label
-    propagation."""
-    from grb_dist.models.registry import check_name as model_spec
-    from grb_dist.models.registry import model_config
-
-    if model_spec(name).uses_train_labels:
-        return []
-    p = {k: v for k, v in dict(params).items() if k != "lp"}
-    config = model_config(name, p)
-    heads = int(getattr(config, "heads", 1) or 1)
-    return [int(h) * heads for h in getattr(config, "hidden_sizes", ())]
-
-
-def _weights(widths: list[int], d: int, c: int) -> int:
-    dims = [d, *widths, c]
-    return sum(a * b + b for a, b in zip(dims, dims[1:]))
-
-
-def _pass(nodes: int, d: int, widths: list[int], c: int, *, grad: bool) -> int:
-    """Activations of one full-batch pass over ``nodes`` nodes: the input, and for every layer
-    its output (two tensors per layer kept for the backward pass when ``grad``)."""
-    if grad:
-        return nodes * (d + 2 * sum(widths) + 2 * c) * _F
-    return nodes * (d + 2 * max([*widths, c])) * _F
-
-
-def estimate_memory(
-    g: GraphShape,
-    models: Iterable[tuple[str, list[int], Mapping[str, Any] | None]],
-    attacks: Iterable[tuple[str, str, int, int, list[int]]],
-    max_n_inject: int = 0,
-) -> list[TaskMemory]:
-    """Lower bounds of the memory of every kind of task of a sweep, largest first.
-
-    Args:
-        g: the graph's sizes.
-        models: ``(name, hidden widths, adversarial-training budget or None)`` of every model
-            trained (defenses and surrogates).
-        attacks: ``(label, difficulty, n_inject, edges_per_node, surrogate widths)`` of
-            every attack cell kind.
-        max_n_inject: the largest injection any Scorer evaluates.
-
-    A task holds at least the graph's arrays; training keeps every layer's activations of
-    the training subgraph and four copies of the weights (weights, gradients, two Adam
-    moments); an attack holds its injected features (value, gradient, optimiser state), its
-    injected edges and the surrogate's activations on targets + injected nodes; a Scorer runs
-    inference on the whole perturbed graph. Sparse propagation structures, PyG's per-edge
-    messages, framework overhead and allocator slack come on top, so real peaks are higher
-    (measured: about 1.5x for GCN training at the grb-aminer shape).
-    """
-    d, c = g.num_features, g.num_classes
-    graph = _graph_bytes(g)
-    out: list[TaskMemory] = []
-    for name, widths, at in models:
-        n = g.n_train
-        total = graph + _pass(n, d, widths, c, grad=True) + 4 * _weights(widths, d, c) * _F
-        if at:
-            k, e = int(at.get("n_inject", 0)), int(at.get("edges_per_node", 0))
-            total += k * d * _F * 3 + 4 * k * e * _I + _pass(k, d, widths, c, grad=True)
-        widest = max(widths, default=0)
-        out.append(TaskMemory(total, f"training {name} ({n:,} training nodes, widest layer {widest:,})",
-                              f"the hidden sizes of {name}" if widest else "the dataset"))
-    for label, difficulty, k, e, widths in attacks:
-        t = g.targets.get(difficulty, 0)
-        total = (graph + k * d * _F * 3 + 4 * k * e * _I + _pass(t + k, d, widths, c, grad=True)
-                 + _weights(widths, d, c) * _F)
-        out.append(TaskMemory(total, f"attack {label} on {difficulty} ({k:,} injected nodes x {e:,} edges)",
-                              "n_inject / edges_per_node"))
-    widest_all = max((w for _, ws, _ in models for w in ws), default=0)
-    n = g.num_nodes + max_n_inject
-    out.append(TaskMemory(graph + _pass(n, d, [widest_all], c, grad=False),
-                          f"scoring on the perturbed graph ({n:,} nodes)", "n_inject or the hidden sizes"))
-    return sorted(out, key=lambda m: -m.bytes)
-
-
-def sweep_memory(spec: Any, graph: Any) -> list[TaskMemory]:
-    """:func:`estimate_memory` of a validated job spec on its loaded graph."""
-    from grb_dist.attacks import build_attack
-    from grb_dist.defenses import resolve_params
-    from grb_dist.models.registry import check_name as model_spec
-
-    g = GraphShape.of(graph)
-    widths = {}
-    models = []
-    for name in dict.fromkeys((*spec.defenses, *spec.surrogates)):
-        params, _ = resolve_params(name, spec.models)
-        widths[name] = model_widths(name, params)
-        at = spec.adversarial_training if model_spec(name).adversarial else None
-        models.append((name, widths[name], at))
-    attacks = []
-    max_k = 0
-    # modification attacks hold one graph plus a block of pairs: the injection estimate of
-    # the same surrogate with nothing injected bounds them from below
-    for attack in spec.modification["attacks"] if "modification" in spec.scenarios else ():
-        for s in spec.surrogates:
-            attacks.append((f"{attack}/{s}", spec.difficulties[-1], 0, 0, widths[s]))
-    for attack in spec.attacks if "injection" in spec.scenarios else ():
-        for difficulty in spec.difficulties:
-            cfg = build_attack(attack, spec.attack_params(attack, difficulty, spec.attack_seed(0))).config
-            max_k = max(max_k, cfg.n_inject)
-            for s in spec.surrogates:
-                attacks.append((f"{attack}/{s}", difficulty, cfg.n_inject, cfg.edges_per_node, widths[s]))
-    return estimate_memory(g, models, attacks, max_k)
-
-
-def check_injection_sizes(spec: Any, graph: Any) -> None:
-    """``n_inject`` at most the graph's node count (the adversarial training's at most its
-    training nodes): injecting more nodes than the graph has is no longer a perturbation."""
-    from grb_dist.attacks import build_attack
-    from grb_dist.models.registry import check_name as model_spec
-
-    n = graph.num_nodes
-    for attack in spec.attacks if "injection" in spec.scenarios else ():
-        for difficulty in spec.difficulties:
-            k = build_attack(attack, spec.attack_params(attack, difficulty, spec.attack_seed(0))).config.n_inject
-            if k > n:
-                raise ConfigError(
-                    f"attack {attack} on {difficulty}: n_inject={k:,} exceeds the {n:,} nodes of {graph.name!r}; "
-                    "lower n_inject (GRB budgets inject about 1-3% of N)"
-                )
-    if any(model_spec(m).adversarial for m in (*spec.defenses, *spec.surrogates)):
-        k = int(spec.adversarial_training.get("n_inject", 0))
-        n_train = int(graph.split["train"].size) if "train" in graph.split else n
-        if k > n_train:
-            raise ConfigError(
-                f"adversarial_training.n_inject={k:,} exceeds the {n_train:,} training nodes of {graph.name!r}; lower it"
-            )
 
 
 def machine_memory() -> int:
@@ -504,80 +339,9 @@ def check_memory(tasks: list[TaskMemory], available: int, where: str) -> None:
         )
 
 
-# --------------------------------------------------------------------------- stored models
-
-
-def check_stored_models(run_dir: str | Path, tasks: Iterable[Any], graph: Any) -> None:
-    """Every state_dict a resumed sweep will reuse loads (``weights_only``) into its model.
-
-    ``tasks``: the plan's :class:`~grb_dist.sweep.spec.ModelTask` objects. A damaged,
-    tampered or foreign ``models/<name>-<seed>.pt`` is a one-line error naming the file,
-    before Ray starts (instead of an unpickling traceback in the middle of the sweep).
-    """
-    import torch
-
-    from grb_dist.defenses import build_defense
-
-    models = Path(run_dir) / "models"
-    if not models.is_dir():
-        return
-    for task in tasks:
-        path = models / f"{task.file_stem}.pt"
-        if not (path.is_file() and (Path(run_dir) / "training" / f"{task.file_stem}.parquet").is_file()):
-            continue  # not stored completely: the sweep trains it again
-        fix = f"delete it (and training/{task.file_stem}.parquet) to retrain the model"
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as exc:  # noqa: BLE001 - any failure of an untrusted file is reported the same way
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
-            raise StoreError(f"stored model {path} is damaged or not a state_dict ({type(exc).__name__}: {first}); {fix}") from None
-        if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-            raise StoreError(f"stored model {path} is not a state_dict of tensors; {fix}")
-        expected = build_defense(task.name, graph, dict(task.params)).state_dict()
-        if set(state) != set(expected) or any(tuple(state[k].shape) != tuple(v.shape) for k, v in expected.items()):
-            raise StoreError(f"stored model {path} does not fit model {task.name} on this dataset; {fix}")
-
-
-# --------------------------------------------------------------------------- commands
-
-
-def check_sweep(prepared: Any, *, local: bool) -> None:
-    """The checks of ``grb-dist sweep`` that need the loaded dataset, after
-    :func:`grb_dist.sweep.session.prepare` and before the run directory is locked (made) or
-    Ray starts: the run directory can be written, ``n_inject`` fits the graph, stored models
-    load, and (for a local Ray, ``local``) the largest task fits this machine's memory."""
-    check_writable_dir(prepared.run_dir, "run directory", "--out")
-    check_injection_sizes(prepared.spec, prepared.graph)
-    check_stored_models(prepared.run_dir, prepared.plan.models, prepared.graph)
-    if local:
-        check_memory(sweep_memory(prepared.spec, prepared.graph), machine_memory(), "this machine")
-
-
-def check_train_inputs(dataset: str, model: str, params: Mapping[str, Any], seed: Any) -> None:
-    """``grb-dist train``'s values before the dataset is loaded: the dataset reference, the
-    seed and the model's sizes (``--hidden``)."""
-    from grb_dist.models.lp import LabelPropagation
-    from grb_dist.models.registry import check_name as model_spec
-    from grb_dist.models.registry import model_config
-
-    check_dataset_ref(dataset)
-    check_seed(seed, "--seed")
-    if model_spec(model).cls is not LabelPropagation:
-        check_model_bounds(model, model_config(model, {k: v for k, v in params.items() if k != "lp"}))
-
-
-def check_train_memory(graph: Any, model: str, params: Mapping[str, Any], at: Mapping[str, Any] | None) -> None:
-    """Training ``model`` on ``graph`` fits this machine's memory (lower bound)."""
-    tasks = estimate_memory(GraphShape.of(graph), [(model, model_widths(model, params), at)], [], 0)
-    check_memory([t for t in tasks if t.task.startswith("training")], machine_memory(), "this machine")
-
-
 __all__ = [
-    "check_sweep", "check_train_inputs", "check_train_memory",
-    "BUDGET_BOUNDS", "GraphShape", "MAX_CELLS", "MAX_JOB_BYTES", "MAX_JOB_SIZE", "SEED_LIMIT", "TaskMemory",
-    "check_budgets", "check_dataset_ref", "check_injection_sizes", "check_int", "check_memory",
-    "check_model_bounds", "check_name", "check_output_file", "check_plan_size", "check_positive_number",
-    "check_ray_address", "check_seed", "check_stored_models", "check_writable_dir", "document_size",
-    "estimate_memory", "format_bytes", "is_name", "machine_memory", "model_widths", "read_job_text",
-    "run_is_writable", "sweep_memory",
+    "BUDGET_BOUNDS", "MAX_CELLS", "MAX_JOB_BYTES", "MAX_JOB_SIZE", "SEED_LIMIT", "TaskMemory", "check_budgets",
+    "check_dataset_ref", "check_int", "check_memory", "check_model_bounds", "check_name", "check_output_file",
+    "check_plan_size", "check_positive_number", "check_ray_address", "check_seed", "check_writable_dir",
+    "document_size", "format_bytes", "looks_like_path", "machine_memory", "read_job_text", "run_is_writable",
 ]

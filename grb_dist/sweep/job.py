@@ -1,0 +1,272 @@
+"""Job files of a sweep: strict parsing from YAML into a frozen :class:`JobSpec`.
+
+A job file (``grb_dist/jobs/<dataset>.yaml``) is read with ``yaml.safe_load`` (at most
+1 MiB, also after alias expansion); unknown keys are rejected with the list of valid keys.
+Each scenario's attack settings are the same three sections (:class:`ScenarioSection`): the
+top-level ``attack``, ``budgets`` and ``attacks`` for injection, the same keys inside
+``modification:`` for modification. Names are checked against the tables by
+:func:`grb_dist.sweep.resolve.resolve`; :mod:`grb_dist.sweep.plan` turns a job into cells.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import yaml
+
+from grb_dist.core.checks import MAX_REPEATS, check_dataset_ref, check_int, check_seed, document_size, read_job_text
+from grb_dist.core.config import TrainSection, from_dict, to_dict
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.names import DIFFICULTIES, SCENARIOS, is_name, normalize_name, unknown_name_message
+
+#: Seed offset of the attacker's surrogates relative to the defenders' seed.
+SURROGATE_SEED_OFFSET = 1
+#: Attack seed of repeat r: ``seed + ATTACK_SEED_STRIDE * (r + 1)``.
+ATTACK_SEED_STRIDE = 1000
+#: Name of the default job (and dataset).
+DEFAULT_JOB = "csbm"
+
+
+def jobs_dir() -> Path:
+    """Directory of the shipped job files.
+
+    The job files are package data (``grb_dist/jobs/*.yaml``), found with
+    :mod:`importlib.resources`, so checkouts, editable installs and installed wheels all see
+    them. ``$GRB_DIST_JOBS`` overrides the location (a directory of job files); ``--job FILE``
+    overrides it per command.
+    """
+    env = os.environ.get("GRB_DIST_JOBS")
+    if env:
+        path = Path(env).expanduser()
+        if path.is_dir():
+            return path
+        raise ConfigError(f"GRB_DIST_JOBS={env} is not a directory; point it at a directory of job files or unset it")
+    shipped = resources.files("grb_dist").joinpath("jobs")
+    if shipped.is_dir():
+        return Path(str(shipped))
+    raise ConfigError(
+        "cannot find the job files (grb_dist/jobs/ in the installed package); reinstall grb-dist, "
+        "set GRB_DIST_JOBS to a directory of job files or pass --job FILE"
+    )
+
+
+def canonical_json(obj: Any) -> str:
+    """Deterministic JSON: sorted keys, no whitespace, tuples as lists."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, tuple):
+        return list(o)
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
+
+
+def content_hash(obj: Any, length: int = 16) -> str:
+    """sha256 of the canonical JSON of ``obj``, hex, first ``length`` characters."""
+    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()[:length]
+
+
+#: Keys of a job's ``modification:`` section.
+MODIFICATION_KEYS = ("attack", "budgets", "attacks")
+
+
+@dataclass(frozen=True)
+class ScenarioSection:
+    """One scenario's attack settings, the same three sections for both scenarios.
+
+    Attributes:
+        attack: settings shared by the scenario's attacks.
+        budgets: per difficulty, settings that override them.
+        attacks: per attack, its own settings.
+    """
+
+    attack: Mapping[str, Any]
+    budgets: Mapping[str, Any]
+    attacks: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A sweep job (one dataset; the injection scenario, the modification scenario or all).
+    See ``grb_dist/jobs/csbm.yaml`` for the layout.
+
+    The injection scenario's attacks are the top-level ``attack`` (shared settings),
+    ``budgets`` (per difficulty) and ``attacks`` (per attack) sections; the modification
+    scenario's are the same three keys inside ``modification:``. Mapping sections are
+    checked for shape here and for content by the registries in :func:`resolve`.
+    """
+
+    dataset: str
+    scenario: Literal["injection", "modification", "all"] = "injection"
+    normalize: str = "arctan"
+    seed: int = 0
+    repeats: int = 1
+    difficulties: tuple[str, ...] = DIFFICULTIES
+    train: TrainSection = TrainSection()
+    models: Mapping[str, Any] = field(default_factory=dict)
+    defenses: tuple[str, ...] = ("gcn",)
+    surrogates: tuple[str, ...] = ("gcn",)
+    attack: Mapping[str, Any] = field(default_factory=dict)
+    budgets: Mapping[str, Any] = field(default_factory=dict)
+    attacks: Mapping[str, Any] = field(default_factory=dict)
+    adversarial_training: Mapping[str, Any] = field(default_factory=dict)
+    modification: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_dataset_ref(self.dataset)
+        check_int(self.repeats, "repeats", 1, MAX_REPEATS)
+        # the job seed, the surrogates' seed + 1 and every repeat's attack seed stay below 2**63
+        check_seed(self.seed, "seed", span=ATTACK_SEED_STRIDE * self.repeats + SURROGATE_SEED_OFFSET)
+        for key in ("difficulties", "defenses", "surrogates"):
+            values = getattr(self, key)
+            if not values:
+                raise ConfigError(f"job {key} must not be empty")
+            canon = tuple(normalize_name(v) for v in values)
+            if len(set(canon)) != len(canon):
+                raise ConfigError(f"job {key} lists a name twice: {', '.join(values)}")
+            object.__setattr__(self, key, canon)
+        for d in self.difficulties:
+            if d not in DIFFICULTIES:
+                raise ConfigError(unknown_name_message("difficulty", d, DIFFICULTIES))
+        for key in ("models", "attack", "budgets", "attacks", "adversarial_training", "modification"):
+            section = getattr(self, key)
+            if not isinstance(section, Mapping):
+                raise ConfigError(f"job {key}: expected a mapping, got {type(section).__name__}")
+        for key in ("models", "budgets", "attacks"):
+            for name, value in getattr(self, key).items():
+                if value is not None and not isinstance(value, Mapping):
+                    raise ConfigError(f"job {key}.{name}: expected a mapping of options, got {value!r}")
+        for d in self.budgets:
+            if d not in DIFFICULTIES:
+                raise ConfigError("job budgets: " + unknown_name_message("difficulty", d, DIFFICULTIES))
+        # normalise names and freeze mapping sections into plain sorted dicts
+        object.__setattr__(self, "attacks", {normalize_name(k): dict(v or {}) for k, v in self.attacks.items()})
+        object.__setattr__(self, "models", {normalize_name(k): dict(v or {}) for k, v in self.models.items()})
+        object.__setattr__(self, "budgets", {k: dict(v or {}) for k, v in self.budgets.items()})
+        object.__setattr__(self, "attack", dict(self.attack))
+        object.__setattr__(self, "adversarial_training", dict(self.adversarial_training))
+        object.__setattr__(self, "modification", _modification_section(self.modification))
+        for scenario in self.scenarios:
+            if not self.scenario_attacks(scenario):
+                where = "attacks" if scenario == "injection" else "modification.attacks"
+                raise ConfigError(f"job {where} must name at least one attack for the {scenario} scenario")
+
+    @property
+    def scenarios(self) -> tuple[str, ...]:
+        """The scenarios this job sweeps."""
+        return SCENARIOS if self.scenario == "all" else (self.scenario,)
+
+    def section(self, scenario: str) -> "ScenarioSection":
+        """The attack settings of ``scenario``: the top-level sections for injection, those
+        inside ``modification:`` for modification."""
+        if scenario == "injection":
+            return ScenarioSection(self.attack, self.budgets, self.attacks)
+        m = self.modification
+        return ScenarioSection(m["attack"], m["budgets"], m["attacks"])
+
+    def scenario_attacks(self, scenario: str) -> Mapping[str, Mapping[str, Any]]:
+        """Attack name -> its own parameters, for ``scenario``."""
+        return self.section(scenario).attacks
+
+    def to_dict(self) -> dict[str, Any]:
+        return json.loads(canonical_json(to_dict(self)))
+
+    @property
+    def config_hash(self) -> str:
+        """Hash of the whole job: a run directory belongs to exactly one."""
+        return content_hash(self.to_dict())
+
+    def attack_params(self, attack: str, difficulty: str, seed: int, scenario: str = "injection") -> dict[str, Any]:
+        """Parameters of ``build_attack``: ``attack:`` <- ``budgets[difficulty]`` <- ``attacks[name]`` <- seed
+        (of the top level for injection, of ``modification:`` for modification)."""
+        s = self.section(scenario)
+        return {**s.attack, **s.budgets.get(difficulty, {}), **s.attacks[attack], "seed": seed}
+
+    def attack_seed(self, repeat: int) -> int:
+        return self.seed + ATTACK_SEED_STRIDE * (repeat + 1)
+
+
+def _modification_section(section: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``modification:`` section in canonical form (every key present, names normalised)."""
+    unknown = [k for k in section if k not in MODIFICATION_KEYS]
+    if unknown:
+        raise ConfigError(f"job modification: unknown key {unknown[0]!r}; valid keys: {', '.join(MODIFICATION_KEYS)}")
+    out: dict[str, Any] = {}
+    for key in MODIFICATION_KEYS:
+        value = section.get(key) or {}
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"job modification.{key}: expected a mapping, got {type(value).__name__}")
+        if key != "attack":
+            for name, entry in value.items():
+                if entry is not None and not isinstance(entry, Mapping):
+                    raise ConfigError(f"job modification.{key}.{name}: expected a mapping of options, got {entry!r}")
+        out[key] = dict(value)
+    for d in out["budgets"]:
+        if d not in DIFFICULTIES:
+            raise ConfigError("job modification.budgets: " + unknown_name_message("difficulty", d, DIFFICULTIES))
+    out["attacks"] = {normalize_name(k): dict(v or {}) for k, v in out["attacks"].items()}
+    out["budgets"] = {k: dict(v or {}) for k, v in out["budgets"].items()}
+    return out
+
+
+def parse_job(data: Any, *, where: str = "job") -> JobSpec:
+    """Build a :class:`JobSpec` from a parsed YAML document."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: expected a mapping at the top level, got {type(data).__name__}")
+    document_size(data)  # bounded: YAML aliases can expand a small file into a huge job
+    return from_dict(JobSpec, data, where=where)
+
+
+def load_job(path: str | Path) -> JobSpec:
+    """Read a job file (YAML, ``yaml.safe_load``); raises :class:`ConfigError` on any defect."""
+    path = Path(path)
+    text = read_job_text(path)  # at most MAX_JOB_BYTES, also from pipes and devices
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"job file {path} is not valid YAML{at}") from None
+    except RecursionError:
+        raise ConfigError(f"job file {path} is nested too deeply") from None
+    return parse_job(data, where=f"job file {path.name}")
+
+
+def default_job_path(dataset: str | None) -> Path:
+    """The shipped job of a catalogue dataset; the default job for paths and ``None``."""
+    d = jobs_dir()
+    # only a plain name selects a shipped job: ``../cluster`` must never read <jobs dir>/../cluster.yaml
+    if dataset is not None and is_name(dataset) and not Path(dataset).exists():
+        candidate = d / f"{normalize_name(dataset).replace('_', '-')}.yaml"
+        if candidate.is_file():
+            return candidate
+    return d / f"{DEFAULT_JOB}.yaml"
+
+
+def dataset_label(dataset: str) -> str:
+    """The name of a dataset in the ``dataset=`` partition of a run: a catalogue name as it
+    is, a path by its file name without suffix (made a plain directory name)."""
+    from grb_dist.store import safe_label
+
+    p = Path(dataset)
+    if p.exists() or len(p.parts) > 1 or p.suffix == ".npz":
+        return safe_label(p.stem if p.suffix == ".npz" else (p.resolve().name or p.stem))
+    return safe_label(dataset)
+
+
+def with_spec(spec: JobSpec, **changes: Any) -> JobSpec:
+    """A copy of ``spec`` with fields replaced (validated again)."""
+    return parse_job({**spec.to_dict(), **changes}) if changes else replace(spec)
+
+
+__all__ = ["ATTACK_SEED_STRIDE", "DEFAULT_JOB", "JobSpec", "SURROGATE_SEED_OFFSET", "ScenarioSection",
+           "canonical_json", "content_hash", "dataset_label", "default_job_path", "jobs_dir", "load_job",
+           "parse_job", "with_spec"]

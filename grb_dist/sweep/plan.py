@@ -1,0 +1,171 @@
+"""The plan of a sweep: every model task, attack cell and score cell of a job.
+
+* :class:`ModelTask` -- one training task per (model or defense, seed). Targets (the
+  defenses) are trained with ``seed``; surrogates with ``seed + SURROGATE_SEED_OFFSET`` so
+  that the attacker never holds a copy of a target (black-box transfer).
+* :class:`AttackCell` -- one perturbation per (attack, surrogate, difficulty, repeat); the
+  attack seed of repeat ``r`` is ``seed + ATTACK_SEED_STRIDE * (r + 1)``.
+* :class:`ScoreCell` -- one accuracy per (perturbation, defense), plus one clean row
+  (attack ``none``, surrogate ``none``) per (defense, difficulty). The clean accuracy of a
+  trained defense is deterministic, so it is computed once, stored with ``repeat = 0``, and
+  the leaderboards use it for every repeat.
+
+Every id is the sha256 of the canonical JSON of the full configuration it depends on, so an
+id changes exactly when something that influences its result changes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping
+
+from grb_dist.core.config import to_dict
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.names import CLEAN
+from grb_dist.sweep.job import SURROGATE_SEED_OFFSET, JobSpec, canonical_json, content_hash
+from grb_dist.sweep.resolve import ResolvedJob, resolve
+
+
+@dataclass(frozen=True)
+class ModelTask:
+    """Train one model: a defense (``role="target"``) or a surrogate (``role="surrogate"``)."""
+
+    role: Literal["target", "surrogate"]
+    name: str
+    seed: int
+    params: Mapping[str, Any]
+    train: Mapping[str, Any]
+    at: Mapping[str, Any] | None
+    model_id: str
+
+    @property
+    def file_stem(self) -> str:
+        """``<name>-<seed>``: the state_dict lives at ``models/<name>-<seed>.pt``."""
+        return f"{self.name}-{self.seed}"
+
+
+@dataclass(frozen=True)
+class AttackCell:
+    """One perturbation: (attack, surrogate, difficulty, repeat)."""
+
+    attack: str
+    surrogate: str
+    difficulty: str
+    repeat: int
+    seed: int
+    params: Mapping[str, Any]
+    surrogate_model: str  # file stem of the surrogate
+    perturbation_id: str
+    scenario: str = "injection"
+
+
+@dataclass(frozen=True)
+class ScoreCell:
+    """One row of ``scores/``: a perturbation (or none) against one defense."""
+
+    cell_id: str
+    attack: str
+    surrogate: str
+    defense: str
+    difficulty: str
+    repeat: int
+    seed: int
+    defense_model: str  # file stem of the defense
+    perturbation_id: str | None
+    scenario: str = "injection"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a sweep computes, with content-hashed ids."""
+
+    spec: JobSpec
+    config_hash: str
+    targets: tuple[ModelTask, ...]
+    surrogates: tuple[ModelTask, ...]
+    attacks: tuple[AttackCell, ...]
+    scores: tuple[ScoreCell, ...]
+
+    @property
+    def models(self) -> tuple[ModelTask, ...]:
+        return self.targets + self.surrogates
+
+
+def _model_task(resolved: ResolvedJob, fingerprint: str, role: str, name: str, seed: int) -> ModelTask:
+    spec, model = resolved.job, resolved.models[name]
+    params = dict(model.params)
+    train = {**to_dict(spec.train), **model.train}
+    at = spec.adversarial_training if model.spec.adversarial else None
+    ident = {
+        "dataset": fingerprint, "normalize": spec.normalize, "data_seed": spec.seed,
+        "name": name, "seed": seed, "params": params, "train": train, "at": at,
+    }
+    return ModelTask(role, name, seed, params, train, at, content_hash(ident))  # type: ignore[arg-type]
+
+
+def plan(job: JobSpec | ResolvedJob, fingerprint: str) -> Plan:
+    """All model tasks, attack cells and score cells of a job (resolved with
+    :func:`~grb_dist.sweep.resolve.resolve` when given a :class:`JobSpec`) on the dataset
+    whose content fingerprint is ``fingerprint`` (:func:`grb_dist.store.graph_fingerprint` of
+    the loaded graph), in a stable order.
+
+    The dataset enters every id by its content, not its name or path: the same path holding
+    another graph gives other ids.
+    """
+    if not isinstance(fingerprint, str) or len(fingerprint) < 16:
+        raise ConfigError("plan needs the dataset's content fingerprint (grb_dist.store.graph_fingerprint)")
+    resolved = job if isinstance(job, ResolvedJob) else resolve(job)
+    spec = resolved.job
+    targets = tuple(_model_task(resolved, fingerprint, "target", d, spec.seed) for d in spec.defenses)
+    surrogates = tuple(_model_task(resolved, fingerprint, "surrogate", s, spec.seed + SURROGATE_SEED_OFFSET)
+                       for s in spec.surrogates)
+    attacks: list[AttackCell] = []
+    scores: list[ScoreCell] = []
+    for scenario in spec.scenarios:
+        base = {"dataset": fingerprint, "scenario": scenario, "normalize": spec.normalize, "data_seed": spec.seed}
+        for difficulty in spec.difficulties:
+            for t in targets:
+                ident = {**base, "attack": CLEAN, "difficulty": difficulty, "defense": t.model_id}
+                scores.append(ScoreCell(content_hash(ident), CLEAN, CLEAN, t.name, difficulty, 0, spec.seed,
+                                        t.file_stem, None, scenario))
+        for attack in spec.scenario_attacks(scenario):
+            for s in surrogates:
+                for difficulty in spec.difficulties:
+                    for repeat in range(spec.repeats):
+                        seed = spec.attack_seed(repeat)
+                        params = spec.attack_params(attack, difficulty, seed, scenario)
+                        pid = content_hash({**base, "attack": attack, "params": params, "surrogate": s.model_id,
+                                            "difficulty": difficulty, "repeat": repeat})
+                        attacks.append(AttackCell(attack, s.name, difficulty, repeat, seed, params, s.file_stem, pid,
+                                                  scenario))
+                        for t in targets:
+                            cid = content_hash({"perturbation": pid, "defense": t.model_id})
+                            scores.append(ScoreCell(cid, attack, s.name, t.name, difficulty, repeat, seed, t.file_stem,
+                                                    pid, scenario))
+    return Plan(spec, spec.config_hash, targets, surrogates, tuple(attacks), tuple(scores))
+
+
+def run_components(p: Plan) -> dict[str, dict[str, Any]]:
+    """What each name of a plan means, for the run manifest: a run directory grows with new
+    names (attacks, defenses, surrogates, difficulties, repeats) but a name it already knows
+    must keep its meaning, so that (scenario, dataset, difficulty, attack, surrogate,
+    defense, repeat) names one cell of the run.
+
+    ``job``: the job seed (it seeds models and attacks); ``models``: per file stem the
+    model's id, parameters and training settings; ``attacks``: per ``<attack>/<difficulty>``
+    (``modification/<attack>/<difficulty>`` for modification attacks) the attack parameters
+    (without the per-repeat seed).
+    """
+    spec = p.spec
+    models = {t.file_stem: {"role": t.role, "name": t.name, "model_id": t.model_id, "params": dict(t.params),
+                            "train": dict(t.train), "at": dict(t.at) if t.at is not None else None}
+              for t in p.models}
+    attacks = {}
+    for a in p.attacks:
+        key = f"{a.attack}/{a.difficulty}" if a.scenario == "injection" else f"{a.scenario}/{a.attack}/{a.difficulty}"
+        attacks[key] = {k: v for k, v in a.params.items() if k != "seed"}
+    return json.loads(canonical_json({"job": {"seed": {"seed": spec.seed}}, "models": models, "attacks": attacks}))
+
+
+__all__ = ["AttackCell", "ModelTask", "Plan", "ScoreCell", "plan", "run_components"]

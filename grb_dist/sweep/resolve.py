@@ -1,0 +1,114 @@
+"""One validation pass: a job resolved against the tables, once.
+
+:func:`resolve` checks every name and parameter of a job (also the parts a run does not use:
+a ``models:`` entry of a model that is not swept, a budget of a difficulty not run, the
+other scenario's attacks), the upper bounds of the sizes memory grows with, and the size of
+the plan; it builds every model spec and every attack once, per (scenario, attack,
+difficulty). Planning (:func:`grb_dist.sweep.plan.plan`), the preflight checks and the
+memory estimate (:mod:`grb_dist.sweep.preflight`) reuse what it built. No training, no Ray.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from grb_dist.attacks.registry import attack_class, build_attack
+from grb_dist.core.checks import check_budgets, check_model_bounds, check_plan_size
+from grb_dist.core.errors import ConfigError, GrbDistError
+from grb_dist.core.names import SCENARIOS
+from grb_dist.datasets import NORMALIZATIONS
+from grb_dist.defenses import at_config, resolve_params
+from grb_dist.models.registry import ModelSpec, check_name, model_config
+from grb_dist.sweep.job import JobSpec
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model or defense of a job: its parsed name, parameters and training overrides."""
+
+    spec: ModelSpec
+    params: Mapping[str, Any]
+    train: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ResolvedJob:
+    """A job whose every name resolved and every parameter set checked.
+
+    Attributes:
+        job: the job.
+        models: every defense and surrogate of the job (and every ``models:`` entry).
+        attacks: ``(scenario, attack, difficulty) -> attack`` of every attack of the swept
+            scenarios on every swept difficulty, built with the seed of repeat 0.
+    """
+
+    job: JobSpec
+    models: Mapping[str, ResolvedModel]
+    attacks: Mapping[tuple[str, str, str], Any]
+
+    def attack(self, scenario: str, name: str, difficulty: str) -> Any:
+        return self.attacks[scenario, name, difficulty]
+
+
+def resolve(job: JobSpec) -> ResolvedJob:
+    """Resolve ``job`` against the tables (see the module doc); raises :class:`ConfigError`
+    (or another :class:`GrbDistError`) naming the first defect."""
+    if job.normalize not in NORMALIZATIONS:
+        raise ConfigError(f"unknown normalize {job.normalize!r}; choose one of: {', '.join(NORMALIZATIONS)}")
+    check_budgets({"attack": job.attack, **{f"budgets.{d}": b for d, b in job.budgets.items()},
+                   **{f"attacks.{a}": p for a, p in job.attacks.items()},
+                   "adversarial_training": job.adversarial_training})
+    models = {}
+    for name in dict.fromkeys((*job.models, *job.defenses, *job.surrogates)):
+        params, overrides = resolve_params(name, job.models)  # unknown model names and keys raise here
+        spec = check_name(name)
+        if not spec.uses_train_labels:
+            check_model_bounds(name, model_config(name, {k: v for k, v in params.items() if k != "lp"}))
+        models[name] = ResolvedModel(spec, params, overrides)
+    if job.adversarial_training or any(models[n].spec.adversarial for n in (*job.defenses, *job.surrogates)):
+        at_config(job.adversarial_training)
+    attacks = {}
+    for scenario in SCENARIOS:  # both scenarios' sections, also of a scenario this run does not sweep
+        section = job.section(scenario)
+        for attack in section.attacks:
+            attack_class(attack, scenario)
+            for difficulty in dict.fromkeys((*job.difficulties, *section.budgets)):
+                params = job.attack_params(attack, difficulty, job.attack_seed(0), scenario)
+                try:
+                    built = build_attack(attack, params, scenario)
+                except GrbDistError:
+                    raise
+                except (TypeError, ValueError) as exc:
+                    raise ConfigError(f"{scenario} attack {attack} ({difficulty}): {exc}") from None
+                if scenario in job.scenarios and difficulty in job.difficulties:
+                    attacks[scenario, attack, difficulty] = built
+    for (scenario, attack, _), built in attacks.items():
+        if getattr(built, "edge_gradients", False):
+            for s in job.surrogates:
+                check_weighted_surrogate(attack, s, models[s].params)
+    d, t, s = len(job.difficulties), len(job.defenses), len(job.surrogates)
+    n_attacks = sum(len(job.scenario_attacks(sc)) for sc in job.scenarios)
+    check_plan_size(len(job.scenarios) * d * t + n_attacks * s * d * job.repeats * t)
+    return ResolvedJob(job, models, attacks)
+
+
+def check_weighted_surrogate(attack: str, surrogate: str, params: Mapping[str, Any]) -> None:
+    """Gradient modification attacks differentiate the surrogate in edge weights: its class
+    must declare its program without attention. Checked on a two-node graph, before any work."""
+    import torch
+
+    from grb_dist.attacks.modification.weighted import WEIGHTED_MODELS, WeightedSurrogate
+    from grb_dist.models.registry import build_model
+
+    try:
+        model = build_model(surrogate, 3, 2, {k: v for k, v in params.items() if k != "lp"}).eval()
+        WeightedSurrogate(model, torch.zeros(2, 3), torch.tensor([[0, 1], [1, 0]])).check()
+    except (ConfigError, TypeError, ValueError, RuntimeError, NotImplementedError):
+        raise ConfigError(
+            f"modification attack {attack} differentiates its surrogate in edge weights, which surrogate "
+            f"{surrogate} does not support; use a surrogate among: {WEIGHTED_MODELS}"
+        ) from None
+
+
+__all__ = ["ResolvedJob", "ResolvedModel", "check_weighted_surrogate", "resolve"]
