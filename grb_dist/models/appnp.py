@@ -32,6 +32,11 @@ class APPNP(GraphModel):
     graph_layers = False
     sparse_propagation = True
 
+    @property
+    def receptive_hops(self) -> int:
+        """k propagation steps."""
+        return int(self.config.k)
+
     def propagation_graph(self, edge_index, num_nodes):
         return normalized_adjacency_t(edge_index, num_nodes)
 

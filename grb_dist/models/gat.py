@@ -27,6 +27,11 @@ class GATConfig(ModelConfig):
 class GAT(GraphModel):
     Config = GATConfig
 
+    @property
+    def receptive_hops(self) -> int:
+        """One hop per layer: a node's output depends on nodes that far away at most."""
+        return len(self.layers)
+
     def make_layer(self, index, in_width, out_width, last):
         if last:
             return GATConv(in_width, out_width, heads=1), out_width

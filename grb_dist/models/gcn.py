@@ -19,6 +19,11 @@ def normalized_adjacency_t(edge_index, num_nodes):
 class GCN(GraphModel):
     sparse_propagation = True
 
+    @property
+    def receptive_hops(self) -> int:
+        """One hop per layer: a node's output depends on nodes that far away at most."""
+        return len(self.layers)
+
     def propagation_graph(self, edge_index, num_nodes):
         return normalized_adjacency_t(edge_index, num_nodes)
 

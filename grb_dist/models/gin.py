@@ -9,6 +9,11 @@ from grb_dist.models.base import GraphModel
 class GIN(GraphModel):
     sparse_propagation = True
 
+    @property
+    def receptive_hops(self) -> int:
+        """One hop per layer: a node's output depends on nodes that far away at most."""
+        return len(self.layers)
+
     def make_layer(self, index, in_width, out_width, last):
         if last:
             # the output layer classifies the aggregated representation linearly

@@ -9,6 +9,11 @@ class MLP(GraphModel):
     uses_graph = False
     graph_layers = False
 
+    @property
+    def receptive_hops(self) -> int:
+        """No propagation: a node's output depends on its own features only."""
+        return 0
+
     def make_layer(self, index, in_width, out_width, last):
         return nn.Linear(in_width, out_width), out_width
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from torch import nn

@@ -32,6 +32,11 @@ class SGC(GraphModel):
     Config = SGCConfig
     sparse_propagation = True
 
+    @property
+    def receptive_hops(self) -> int:
+        """k propagations."""
+        return int(self.config.k)
+
     def propagation_graph(self, edge_index, num_nodes):
         return normalized_adjacency_t(edge_index, num_nodes)
 

@@ -24,6 +24,11 @@ class TAGCN(GraphModel):
     Config = TAGCNConfig
     sparse_propagation = True
 
+    @property
+    def receptive_hops(self) -> int:
+        """k hops per layer."""
+        return len(self.layers) * int(self.config.k)
+
     def make_layer(self, index, in_width, out_width, last):
         return TAGConv(in_width, out_width, K=self.config.k), out_width
 

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from grb_dist.attacks.injection.common import receptive_hops
+
 if TYPE_CHECKING:
     from grb_dist.semantics.data import Prepared
 
@@ -58,16 +60,6 @@ def node_graphs(prepared: Prepared):
             return torch.cat([base_ei, torch.stack([v, others]), torch.stack([others, v])], 1)
 
         yield i, x, edges, nbs
-
-
-def receptive_hops(model) -> int | None:
-    """How many hops away a node's output can depend on other nodes: a model's own
-    ``receptive_hops``, else its declared program's depth; ``None`` when unknown (label
-    propagation and other global models)."""
-    from grb_dist.attacks.injection.incremental import program_depth
-
-    hops = getattr(model, "receptive_hops", None)
-    return int(hops) if hops is not None else program_depth(model)
 
 
 class BallView:
@@ -191,4 +183,4 @@ def f_flips(model, prepared: Prepared, order: np.ndarray, steps: np.ndarray,
     return f0, flips, order
 
 
-__all__ = ["BallView", "f_flips", "g_flips", "node_graphs", "receptive_hops"]
+__all__ = ["BallView", "f_flips", "g_flips", "node_graphs"]

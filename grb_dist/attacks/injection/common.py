@@ -17,10 +17,14 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.utils import k_hop_subgraph
 
-from grb_dist.attacks.injection.incremental import IncrementalSurrogate, frozen_parameters, supports_incremental
+from grb_dist.attacks.injection.incremental import (
+    IncrementalSurrogate,
+    frozen_parameters,
+    program_depth,
+    supports_incremental,
+)
 from grb_dist.core.graph import Graph, Injection
-from grb_dist.models.tensors import apply_injection
-from grb_dist.models.tensors import graph_tensors
+from grb_dist.models.tensors import apply_injection, graph_tensors
 
 log = logging.getLogger(__name__)
 
@@ -55,32 +59,18 @@ def input_grad(loss: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 def receptive_hops(model: torch.nn.Module) -> int | None:
     """How many hops of neighbourhood a node's output depends on; ``None`` when unknown.
 
-    A model may declare it with an integer attribute ``receptive_hops``; otherwise the
-    built-in architectures are recognised by their class and config. Unknown models get
-    ``None`` (the attack then runs on the whole graph, which is always correct).
+    A model's own class may declare it (an integer or a property ``receptive_hops``; every
+    built-in GNN does), else the depth of the program its own class declares
+    (:func:`~grb_dist.attacks.injection.incremental.program_depth`). A subclass that
+    inherits a declaration but may compute something else, and any other model, get
+    ``None``: attacks then run on the whole graph, which is always correct.
     """
-    declared = getattr(model, "receptive_hops", None)
-    if isinstance(declared, int):
-        return declared
-    from grb_dist.models.appnp import APPNP
-    from grb_dist.models.gat import GAT
-    from grb_dist.models.gcn import GCN
-    from grb_dist.models.gin import GIN
-    from grb_dist.models.mlp import MLP
-    from grb_dist.models.sage import GraphSAGE
-    from grb_dist.models.sgc import SGC
-    from grb_dist.models.tagcn import TAGCN
-
-    cls = type(model)
-    if cls in (GCN, GAT, GIN, GraphSAGE):
-        return len(model.layers)
-    if cls is TAGCN:
-        return len(model.layers) * int(model.config.k)
-    if cls in (SGC, APPNP):
-        return int(model.config.k)
-    if cls is MLP:
-        return 0
-    return None
+    own = type(model).__dict__.get("receptive_hops", vars(model).get("receptive_hops"))
+    if own is not None:
+        hops = getattr(model, "receptive_hops")
+        if isinstance(hops, int) and not isinstance(hops, bool):
+            return hops
+    return program_depth(model)
 
 
 @dataclass
