@@ -18,9 +18,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from grb_dist.core.errors import StoreError
+from grb_dist.core.fileio import HOST_TAG, atomic_path
 from grb_dist.core.graph import Injection
 from grb_dist.store import (
-    RunLock, RunLockedError, RunStore, ScoreWriter, atomic_path, fingerprint_parts, graph_fingerprint, schema, write_table,
+    RunLock, RunLockedError, RunStore, ScoreWriter, fingerprint_parts, graph_fingerprint, schema, write_table,
 )
 from grb_dist.store.parquet import STORE_FORMAT, read_dir
 
@@ -142,11 +143,9 @@ def test_startup_removes_only_stale_temporaries(tmp_path):
     dead.wait()
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        from grb_dist.store.parquet import _HOST_TAG
-
-        stale = part / f".part-1.parquet.tmp-{_HOST_TAG}-{dead.pid}-abcd1234"
+        stale = part / f".part-1.parquet.tmp-{HOST_TAG}-{dead.pid}-abcd1234"
         legacy_stale = store.root / "models" / f".gcn-0.pt.tmp-{dead.pid}-abcd1234"
-        in_flight = store.root / "models" / f".gcn-0.pt.tmp-{_HOST_TAG}-{live.pid}-abcd1234"
+        in_flight = store.root / "models" / f".gcn-0.pt.tmp-{HOST_TAG}-{live.pid}-abcd1234"
         other_host = part / f".part-2.parquet.tmp-0123abcd-{dead.pid}-abcd1234"
         for f in (stale, legacy_stale, in_flight, other_host):
             f.write_bytes(b"PAR1 partial")

@@ -996,7 +996,7 @@ def _check_same_settings(spec: StudySpec, directory: Path) -> None:
 
 
 def _write_spec(spec: StudySpec, directory: Path) -> None:
-    from grb_dist.store.parquet import write_bytes
+    from grb_dist.core.fileio import write_bytes
 
     write_bytes(json.dumps(asdict(spec), indent=2, sort_keys=True, default=str).encode(), directory / "study.json")
 
@@ -1101,7 +1101,8 @@ def write_tables(directory: str | Path, budgets: Sequence[str] = DEFAULT_BUDGETS
     table2.csv (atomic writes); returns the paths written."""
     import pyarrow as pa
 
-    from grb_dist.store.parquet import write_bytes, write_table
+    from grb_dist.core.fileio import write_bytes
+    from grb_dist.store.parquet import write_table
 
     directory = Path(directory)
     nodes = read_nodes(directory)

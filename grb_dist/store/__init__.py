@@ -8,11 +8,10 @@ from grb_dist.store.parquet import (
     RunStore,
     Scan,
     ScoreWriter,
-    atomic_path,
     read_dir,
     safe_label,
     write_table,
 )
 
-__all__ = ["RunLock", "RunLockedError", "RunStore", "Scan", "ScoreWriter", "atomic_path", "fingerprint_parts",
+__all__ = ["RunLock", "RunLockedError", "RunStore", "Scan", "ScoreWriter", "fingerprint_parts",
            "graph_fingerprint", "read_dir", "safe_label", "schema", "write_table"]

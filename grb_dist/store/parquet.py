@@ -30,19 +30,16 @@ compaction, removes temporaries of dead writers and moves bad files to ``quarant
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import io
 import json
 import logging
 import os
 import re
-import socket
 import time
 import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -52,6 +49,7 @@ import pyarrow.parquet as pq
 
 from grb_dist.core.version import __version__
 from grb_dist.core.errors import StoreError
+from grb_dist.core.fileio import HOST_TAG, atomic_path, fsync_dir, temporary_owner, write_bytes
 from grb_dist.core.graph import Injection, Modification
 from grb_dist.store import schema
 from grb_dist.store.lock import RunLock, pid_alive
@@ -66,57 +64,15 @@ QUARANTINE = "quarantine"
 JOURNAL = ".compact-journal.json"
 #: List columns of a perturbation (the rest are its scalar metadata).
 _PERTURBATION_ARRAYS = ("features", "edge_src", "edge_dst", "node_ids", "removed_src", "removed_dst")
-_HOST_TAG = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
-_TMP = re.compile(r"^\..+\.tmp-(?:(?P<host>[0-9a-f]{8})-)?(?P<pid>\d+)-[0-9a-f]+$")
 
 
-# --------------------------------------------------------------------------- atomic files
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-@contextmanager
-def atomic_path(path: Path, *, sync_dir: bool = False) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; on success fsync and rename it to ``path``.
-
-    On an exception the temporary file is removed and ``path`` is left untouched. The
-    temporary name carries this host and PID, so only provably stale ones are removed by
-    :meth:`RunStore.open`.
-    """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{_HOST_TAG}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    try:
-        yield tmp
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        if sync_dir:
-            _fsync_dir(path.parent)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+# --------------------------------------------------------------------------- Parquet files
 
 
 def write_table(table: pa.Table, path: Path, *, sync_dir: bool = False) -> None:
     """Write ``table`` to ``path`` atomically."""
     with atomic_path(path, sync_dir=sync_dir) as tmp:
         pq.write_table(table, tmp)
-
-
-def write_bytes(data: bytes, path: Path) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
 
 
 def read_dir(directory: Path, table_schema: pa.Schema) -> pd.DataFrame:
@@ -419,11 +375,11 @@ class RunStore:
         (and of other hosts) are left alone."""
         n = 0
         for p in self.root.rglob(".*.tmp-*"):
-            m = _TMP.match(p.name)
-            if not m or not p.is_file():
+            owner = temporary_owner(p.name)
+            if owner is None or not p.is_file():
                 continue
-            host, pid = m.group("host"), int(m.group("pid"))
-            if host not in (None, _HOST_TAG):
+            host, pid = owner
+            if host not in (None, HOST_TAG):
                 continue
             if pid == os.getpid() or not pid_alive(pid):
                 p.unlink(missing_ok=True)
@@ -680,10 +636,10 @@ class RunStore:
                 pq.write_table(merged, tmp, row_group_size=256 * 1024)
                 write_bytes(json.dumps({"target": str(target.relative_to(self.root)),
                                         "sources": [str(p.relative_to(self.root)) for p in small]}).encode(), journal)
-            _fsync_dir(directory)
+            fsync_dir(directory)
             for p in small:
                 p.unlink()
-            _fsync_dir(directory)
+            fsync_dir(directory)
             journal.unlink()
             stats["partitions"] += 1
             stats["rows"] += merged.num_rows
@@ -779,5 +735,5 @@ class ScoreWriter:
         return len(rows)
 
 
-__all__ = ["RunStore", "Scan", "ScoreWriter", "STORE_FORMAT", "atomic_path", "compatibility_error", "partition_path",
-           "read_dir", "safe_label", "scan_partitioned", "write_bytes", "write_table"]
+__all__ = ["RunStore", "Scan", "ScoreWriter", "STORE_FORMAT", "compatibility_error", "partition_path",
+           "read_dir", "safe_label", "scan_partitioned", "write_table"]
