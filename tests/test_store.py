@@ -412,18 +412,21 @@ def test_perturbation_roundtrip(tmp_path):
 def test_model_roundtrip_weights_only(tmp_path):
     import torch
 
+    from grb_dist.models.io import state_dict_from_bytes, state_dict_to_bytes
+
     store, lock = open_run(tmp_path / "run")
     sd = {"w": torch.arange(6.0).reshape(2, 3)}
     meta = {"model_id": "m", "role": "target", "name": "gcn", "seed": 0, "params_json": "{}", "train_json": "{}",
             "best_epoch": 3, "best_val_accuracy": 0.5, "train_seconds": 1.5}
     assert not store.has_model("gcn-0")
-    store.write_model("gcn-0", sd, meta)
+    store.write_model("gcn-0", state_dict_to_bytes(sd), meta)
     assert store.has_model("gcn-0") and store.has_model("gcn-0", "m") and not store.has_model("gcn-0", "other")
-    assert torch.equal(torch.load(store.model_path("gcn-0"), weights_only=True)["w"], sd["w"])
+    assert torch.equal(torch.load(store.model_path("gcn-0"), weights_only=True)["w"], sd["w"])  # the .pt format
+    assert torch.equal(store.read_model("gcn-0", state_dict_from_bytes)["w"], sd["w"])
     assert store.read_model_meta("gcn-0")["train_seconds"] == 1.5
     store.model_path("gcn-0").write_bytes(b"tampered")
     with pytest.raises(StoreError, match="cannot load model"):
-        store.read_state_dict("gcn-0")
+        store.read_model("gcn-0", state_dict_from_bytes)
     lock.release()
 
 

@@ -4,7 +4,7 @@ Layout::
 
     RUN_DIR/.lock                            the writer's lock (grb_dist.store.lock)
     RUN_DIR/manifest.json                    dataset identity, what each name means, jobs run
-    RUN_DIR/models/<name>-<seed>.pt          state_dict (torch.save; load weights_only=True)
+    RUN_DIR/models/<name>-<seed>.pt          state_dict (bytes of grb_dist.models.io: torch.save; load weights_only=True)
     RUN_DIR/training/<name>-<seed>.parquet   training metadata (schema.MODELS)
     RUN_DIR/perturbations/scenario=<s>/dataset=<d>/difficulty=<x>/<perturbation_id>.parquet
     RUN_DIR/scores/scenario=<s>/dataset=<d>/difficulty=<x>/part-<uuid>.parquet
@@ -30,7 +30,6 @@ compaction, removes temporaries of dead writers and moves bad files to ``quarant
 from __future__ import annotations
 
 import datetime as dt
-import io
 import json
 import logging
 import os
@@ -39,7 +38,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -55,6 +54,7 @@ from grb_dist.store import schema
 from grb_dist.store.lock import RunLock, pid_alive
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MANIFEST = "manifest.json"
 #: Version of the directory layout; runs of another format are refused, not mixed.
@@ -429,22 +429,20 @@ class RunStore:
         except Exception:  # noqa: BLE001 - an unreadable record is retrained
             return False
 
-    def write_model(self, stem: str, state_dict: Mapping[str, Any], meta: Mapping[str, Any]) -> None:
-        """Save a state_dict (torch.save) and its metadata row; the metadata goes last, so a
-        model counts as stored only when both files are complete."""
-        import torch
-
-        buf = io.BytesIO()
-        torch.save(dict(state_dict), buf)
-        write_bytes(buf.getvalue(), self.model_path(stem))
+    def write_model(self, stem: str, data: bytes, meta: Mapping[str, Any]) -> None:
+        """Save a model's serialised state_dict (:func:`grb_dist.models.io.state_dict_to_bytes`)
+        and its metadata row; the metadata goes last, so a model counts as stored only when
+        both files are complete."""
+        write_bytes(data, self.model_path(stem))
         row = {**meta, "version": __version__}
         write_table(pa.Table.from_pylist([row], schema=schema.MODELS), self.meta_path(stem))
 
-    def read_state_dict(self, stem: str) -> dict[str, Any]:
-        import torch
-
+    def read_model(self, stem: str, decode: Callable[[bytes], T]) -> T:
+        """The stored model ``stem``, decoded by ``decode`` (e.g.
+        :func:`grb_dist.models.io.state_dict_from_bytes`); a file that cannot be read or
+        decoded is a one-line :class:`StoreError`."""
         try:
-            return torch.load(self.model_path(stem), map_location="cpu", weights_only=True)
+            return decode(self.model_path(stem).read_bytes())
         except Exception as exc:  # noqa: BLE001 - a damaged file is a one-line error
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StoreError(f"cannot load model {self.model_path(stem)}: {msg}; remove it to retrain") from None

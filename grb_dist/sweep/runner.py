@@ -50,6 +50,7 @@ import ray.exceptions
 from grb_dist.core.version import __version__
 from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.core.graph import Graph
+from grb_dist.models.io import state_dict_from_bytes, state_dict_to_bytes
 from grb_dist.store import RunStore, ScoreWriter
 from grb_dist.sweep import worker
 from grb_dist.sweep.progress import Stage
@@ -753,7 +754,7 @@ class _Sweep:
 
     def model_ready(self, stem: str) -> None:
         # what the Scorers hold is exactly what is stored
-        self.state_refs[stem] = ray.put(self.store.read_state_dict(stem))
+        self.state_refs[stem] = ray.put(self.store.read_model(stem, state_dict_from_bytes))
         self.train_secs[stem] = float(self.store.read_model_meta(stem)["train_seconds"])
         for defense in self.defenses_of.get(stem, []):  # its waiting cells, one call per perturbation
             groups: dict[tuple[str | None, str], tuple[Any, list[ScoreCell]]] = {}
@@ -770,7 +771,7 @@ class _Sweep:
             result_model = ray.get(ref)
         except ray.exceptions.RayError as exc:
             raise SweepError(f"training {t.name} (seed {t.seed}) failed: {_cause(exc)}") from None
-        self.store.write_model(t.file_stem, result_model.state_dict, result_model.meta)
+        self.store.write_model(t.file_stem, state_dict_to_bytes(result_model.state_dict), result_model.meta)
         self.model_ready(t.file_stem)
         self.trained.done += 1
         self.report()
