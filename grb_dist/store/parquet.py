@@ -46,7 +46,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from grb_dist.core.version import __version__
 from grb_dist.core.errors import StoreError
 from grb_dist.core.fileio import HOST_TAG, atomic_path, fsync_dir, temporary_owner, write_bytes
 from grb_dist.core.graph import Injection, Modification
@@ -329,16 +328,15 @@ class RunStore:
         jobs = list((old or {}).get("jobs", []))
         if config_hash not in [j.get("config_hash") for j in jobs]:
             jobs.append({"config_hash": config_hash, "first_run": now})
-        manifest = {
+        manifest = schema.stamped({
             "store_format": STORE_FORMAT,
-            "version": __version__,
             "created_at": (old or {}).get("created_at", now),
             "dataset": dict((old or {}).get("dataset") or dataset),
             "components": merged_components(old, components),
             "config_hash": config_hash,
             "config": dict(config),
             "jobs": jobs,
-        }
+        })
         if manifest != old:
             write_bytes(json.dumps(manifest, indent=2, sort_keys=True).encode(), store.root / MANIFEST)
         return store
@@ -434,8 +432,7 @@ class RunStore:
         and its metadata row; the metadata goes last, so a model counts as stored only when
         both files are complete."""
         write_bytes(data, self.model_path(stem))
-        row = {**meta, "version": __version__}
-        write_table(pa.Table.from_pylist([row], schema=schema.MODELS), self.meta_path(stem))
+        write_table(pa.Table.from_pylist([schema.stamped(meta)], schema=schema.MODELS), self.meta_path(stem))
 
     def read_model(self, stem: str, decode: Callable[[bytes], T]) -> T:
         """The stored model ``stem``, decoded by ``decode`` (e.g.
@@ -485,14 +482,13 @@ class RunStore:
             feats = np.ascontiguousarray(perturbation.features, dtype=np.float32)
             added = np.asarray(perturbation.edges, dtype=np.int64).reshape(2, -1)
             removed, nodes, n_inject = np.zeros((2, 0), np.int64), empty, int(feats.shape[0])
-        row = {
+        row = schema.stamped({
             **meta,
             "perturbation_id": perturbation_id,
             "num_original": int(perturbation.num_original),
             "n_inject": n_inject,
             "num_features": int(feats.shape[1]) if feats.ndim == 2 else 0,
-            "version": __version__,
-        }
+        })
         cols = {k: [v] for k, v in row.items()}
         cols["features"] = pa.array([feats.ravel()], type=pa.list_(pa.float32()))
         for name, values in (("edge_src", added[0]), ("edge_dst", added[1]), ("node_ids", nodes),

@@ -47,11 +47,10 @@ from urllib.parse import urlparse
 import ray
 import ray.exceptions
 
-from grb_dist.core.version import __version__
 from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.core.graph import Graph
 from grb_dist.models.io import state_dict_from_bytes, state_dict_to_bytes
-from grb_dist.store import RunStore, ScoreWriter
+from grb_dist.store import RunStore, ScoreWriter, schema
 from grb_dist.sweep import worker
 from grb_dist.sweep.progress import Stage
 from grb_dist.sweep.spec import CLEAN, AttackCell, Plan, ScoreCell
@@ -792,13 +791,9 @@ class _Sweep:
             self.report()
             return
         lo, hi = self.feature_limits(a)
-        self.store.write_perturbation(a.perturbation_id, result.perturbation, {
-            "config_hash": self.plan.config_hash, "scenario": a.scenario, "dataset": self.label,
-            "dataset_fingerprint": self.fingerprint, "difficulty": a.difficulty,
-            "attack": a.attack, "surrogate": a.surrogate, "repeat": a.repeat, "seed": a.seed,
-            "params_json": _json(a.params), "feat_lim_min": lo, "feat_lim_max": hi,
-            "attack_seconds": result.seconds,
-        })
+        self.store.write_perturbation(a.perturbation_id, result.perturbation, schema.perturbation_meta(
+            a, config_hash=self.plan.config_hash, dataset=self.label, dataset_fingerprint=self.fingerprint,
+            feat_lim_min=lo, feat_lim_max=hi, attack_seconds=result.seconds))
         self.pert_info[a.perturbation_id] = (result.seconds, worker.perturbation_sizes(result.perturbation))
         self.submit_scores(ref, a.perturbation_id)  # the attack's own ref: no copy through the driver
         self.attacked.done += 1
@@ -867,18 +862,9 @@ def _flush_on_exit(writer: ScoreWriter, *, propagating: bool) -> None:
 
 def _row(plan: Plan, c: ScoreCell, r: dict, defense_seed: int, pert: tuple[float, dict], label: str,
          fingerprint: str) -> dict:
-    import datetime as dt
-
     attack_seconds, sizes = pert
-    return {
-        "cell_id": c.cell_id, "config_hash": plan.config_hash, "perturbation_id": c.perturbation_id,
-        "dataset": label, "dataset_fingerprint": fingerprint, "scenario": c.scenario, "difficulty": c.difficulty,
-        "attack": c.attack, "surrogate": c.surrogate, "defense": c.defense, "repeat": c.repeat, "seed": c.seed,
-        "defense_seed": defense_seed, "accuracy": float(r["accuracy"]), "n_targets": int(r["n_targets"]),
-        **sizes, "attack_seconds": float(attack_seconds),
-        "score_seconds": float(r["score_seconds"]), "defense_train_seconds": float(r["defense_train_seconds"]),
-        "version": __version__, "created_at": dt.datetime.now(dt.timezone.utc),
-    }
+    return schema.score_row(c, config_hash=plan.config_hash, dataset=label, dataset_fingerprint=fingerprint,
+                            defense_seed=defense_seed, result=r, sizes=sizes, attack_seconds=attack_seconds)
 
 
 def _cause(exc: BaseException) -> str:

@@ -35,7 +35,7 @@ from grb_dist.checks import (
     MAX_REPEATS, check_budgets, check_dataset_ref, check_int, check_model_bounds, check_plan_size,
     check_positive_number, check_seed, document_size, is_name, read_job_text,
 )
-from grb_dist.core.config import from_dict, to_dict
+from grb_dist.core.config import canonical_json, from_dict, to_dict
 from grb_dist.datasets import NORMALIZATIONS
 from grb_dist.defenses import at_config, resolve_params
 from grb_dist.core.errors import ConfigError, GrbDistError
@@ -73,19 +73,6 @@ def jobs_dir() -> Path:
         "cannot find the job files (grb_dist/jobs/ in the installed package); reinstall grb-dist, "
         "set GRB_DIST_JOBS to a directory of job files or pass --job FILE"
     )
-
-
-def canonical_json(obj: Any) -> str:
-    """Deterministic JSON: sorted keys, no whitespace, tuples as lists."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, tuple):
-        return list(o)
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
 
 
 def content_hash(obj: Any, length: int = 16) -> str:
