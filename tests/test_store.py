@@ -23,7 +23,8 @@ from grb_dist.core.graph import Injection
 from grb_dist.store import (
     RunLock, RunLockedError, RunStore, ScoreWriter, fingerprint_parts, graph_fingerprint, schema, write_table,
 )
-from grb_dist.store.parquet import STORE_FORMAT, read_dir
+from grb_dist.store.parquet import read_dir
+from grb_dist.store.run import STORE_FORMAT
 
 from helpers import tiny_csbm
 
