@@ -431,6 +431,19 @@ def test_model_roundtrip_weights_only(tmp_path):
     lock.release()
 
 
+def test_the_store_stands_on_core_only():
+    """The store imports no torch, no Ray and nothing of grb_dist but core (fresh interpreter)."""
+    code = (
+        "import sys\n"
+        "import grb_dist.store, grb_dist.store.recovery\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'ray')\n"
+        "             or (m.startswith('grb_dist.') and not m.startswith(('grb_dist.core', 'grb_dist.store')))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
+
+
 def test_read_empty_dir_has_schema_columns(tmp_path):
     df = read_dir(tmp_path, schema.MODELS)
     assert list(df.columns) == schema.MODELS.names and df.empty
