@@ -425,7 +425,7 @@ def leaderboard(
     if output is None:
         typer.echo(render(boards, fmt or "md"), nl=False)
         return
-    from grb_dist.store.parquet import write_bytes
+    from grb_dist.core.fileio import write_bytes
 
     try:
         if csv_dir:
@@ -620,7 +620,7 @@ def study_tune(
     from grb_dist.core.checks import check_ray_address
     from grb_dist.core.errors import ConfigError
     from grb_dist.semantics.tune import per_k_section, tune
-    from grb_dist.store.parquet import write_bytes
+    from grb_dist.core.fileio import write_bytes
 
     job = _study_job(job)
     if output.exists() and output.is_dir():

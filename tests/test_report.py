@@ -123,9 +123,9 @@ def test_report_has_budget_section_when_budgets_vary():
 def test_write_report_is_atomic(tmp_path, monkeypatch):
     rep = build_report(synthetic_scores(scenarios=("injection",), difficulties=("full",)), MANIFEST, env=ENV,
                        generated_at=NOW)
-    import grb_dist.store.parquet as parquet
+    import grb_dist.core.fileio as fileio
 
-    real, calls = parquet.write_bytes, []
+    real, calls = fileio.write_bytes, []
 
     def failing(data, path):
         calls.append(path)
@@ -133,14 +133,14 @@ def test_write_report_is_atomic(tmp_path, monkeypatch):
             raise OSError(28, "No space left on device")
         real(data, path)
 
-    monkeypatch.setattr(parquet, "write_bytes", failing)
+    monkeypatch.setattr(fileio, "write_bytes", failing)
     from grb_dist.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="No space left"):
         write_report(rep, tmp_path / "out")
     names = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert PAGE not in names and not any(n.startswith(".") for n in names)  # no page, no temporary
-    monkeypatch.setattr(parquet, "write_bytes", real)
+    monkeypatch.setattr(fileio, "write_bytes", real)
     page = write_report(rep, tmp_path / "out")
     assert page.read_text() == rep.html
 

@@ -18,11 +18,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from grb_dist.core.errors import StoreError
+from grb_dist.core.fileio import HOST_TAG, atomic_path
 from grb_dist.core.graph import Injection
 from grb_dist.store import (
-    RunLock, RunLockedError, RunStore, ScoreWriter, atomic_path, fingerprint_parts, graph_fingerprint, schema, write_table,
+    RunLock, RunLockedError, RunStore, ScoreWriter, fingerprint_parts, graph_fingerprint, schema, write_table,
 )
-from grb_dist.store.parquet import STORE_FORMAT, read_dir
+from grb_dist.store.parquet import read_dir
+from grb_dist.store.run import STORE_FORMAT
 
 from helpers import tiny_csbm
 
@@ -142,11 +144,9 @@ def test_startup_removes_only_stale_temporaries(tmp_path):
     dead.wait()
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        from grb_dist.store.parquet import _HOST_TAG
-
-        stale = part / f".part-1.parquet.tmp-{_HOST_TAG}-{dead.pid}-abcd1234"
+        stale = part / f".part-1.parquet.tmp-{HOST_TAG}-{dead.pid}-abcd1234"
         legacy_stale = store.root / "models" / f".gcn-0.pt.tmp-{dead.pid}-abcd1234"
-        in_flight = store.root / "models" / f".gcn-0.pt.tmp-{_HOST_TAG}-{live.pid}-abcd1234"
+        in_flight = store.root / "models" / f".gcn-0.pt.tmp-{HOST_TAG}-{live.pid}-abcd1234"
         other_host = part / f".part-2.parquet.tmp-0123abcd-{dead.pid}-abcd1234"
         for f in (stale, legacy_stale, in_flight, other_host):
             f.write_bytes(b"PAR1 partial")
@@ -413,19 +413,35 @@ def test_perturbation_roundtrip(tmp_path):
 def test_model_roundtrip_weights_only(tmp_path):
     import torch
 
+    from grb_dist.models.io import state_dict_from_bytes, state_dict_to_bytes
+
     store, lock = open_run(tmp_path / "run")
     sd = {"w": torch.arange(6.0).reshape(2, 3)}
     meta = {"model_id": "m", "role": "target", "name": "gcn", "seed": 0, "params_json": "{}", "train_json": "{}",
             "best_epoch": 3, "best_val_accuracy": 0.5, "train_seconds": 1.5}
     assert not store.has_model("gcn-0")
-    store.write_model("gcn-0", sd, meta)
+    store.write_model("gcn-0", state_dict_to_bytes(sd), meta)
     assert store.has_model("gcn-0") and store.has_model("gcn-0", "m") and not store.has_model("gcn-0", "other")
-    assert torch.equal(torch.load(store.model_path("gcn-0"), weights_only=True)["w"], sd["w"])
+    assert torch.equal(torch.load(store.model_path("gcn-0"), weights_only=True)["w"], sd["w"])  # the .pt format
+    assert torch.equal(store.read_model("gcn-0", state_dict_from_bytes)["w"], sd["w"])
     assert store.read_model_meta("gcn-0")["train_seconds"] == 1.5
     store.model_path("gcn-0").write_bytes(b"tampered")
     with pytest.raises(StoreError, match="cannot load model"):
-        store.read_state_dict("gcn-0")
+        store.read_model("gcn-0", state_dict_from_bytes)
     lock.release()
+
+
+def test_the_store_stands_on_core_only():
+    """The store imports no torch, no Ray and nothing of grb_dist but core (fresh interpreter)."""
+    code = (
+        "import sys\n"
+        "import grb_dist.store, grb_dist.store.recovery\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'ray')\n"
+        "             or (m.startswith('grb_dist.') and not m.startswith(('grb_dist.core', 'grb_dist.store')))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
 
 
 def test_read_empty_dir_has_schema_columns(tmp_path):

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from grb_dist.attacks import INJECTION
 from grb_dist.cli import app
 from grb_dist.store import RunStore
-from grb_dist.store.parquet import STORE_FORMAT
+from grb_dist.store.run import STORE_FORMAT
 
 runner = CliRunner()
 ATTACK = next(a for a in ("rnd", "fgsm", *INJECTION.names()) if a in INJECTION)

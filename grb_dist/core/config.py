@@ -1,4 +1,5 @@
-"""Strict construction of frozen dataclass configs from plain dicts (YAML, CLI flags).
+"""Strict construction of frozen dataclass configs from plain dicts (YAML, CLI flags), and
+their canonical JSON.
 
 Unknown keys are rejected with the list of valid keys; values are coerced to the field's
 declared type where that is unambiguous (int -> float, list -> tuple).
@@ -7,8 +8,10 @@ declared type where that is unambiguous (int -> float, list -> tuple).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import json
 import typing
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
 from grb_dist.core.checks import check_positive_number
@@ -134,3 +137,15 @@ class TrainSection:
         for key in ("epochs", "patience"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"train.{key} must be >= 1, got {getattr(self, key)}")
+def canonical_json(obj: Any) -> str:
+    """Deterministic JSON: sorted keys, no whitespace, tuples as lists (content hashes and
+    cell ids are hashes of it)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, tuple):
+        return list(o)
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")

@@ -104,7 +104,7 @@ def write_report(report: Report, directory: str | Path) -> Path:
     """Write the figures (``<name>.png``, and ``<name>.pdf`` when it has one) and then ``index.html`` into
     ``directory`` (created if missing), each file by temporary file + rename. Returns the
     page's path."""
-    from grb_dist.store.parquet import write_bytes
+    from grb_dist.core.fileio import write_bytes
 
     directory = Path(directory)
     try:

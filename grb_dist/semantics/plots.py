@@ -34,7 +34,7 @@ def _figure():
 
 def _save(plt, fig, path: Path) -> Path:
     """Write ``fig`` to ``path`` as PNG (atomically) and close it."""
-    from grb_dist.store.parquet import atomic_path
+    from grb_dist.core.fileio import atomic_path
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:

@@ -134,7 +134,7 @@ def _check_same_settings(spec: StudySpec, directory: Path) -> None:
 
 
 def _write_spec(spec: StudySpec, directory: Path) -> None:
-    from grb_dist.store.parquet import write_bytes
+    from grb_dist.core.fileio import write_bytes
 
     write_bytes(json.dumps(asdict(spec), indent=2, sort_keys=True, default=str).encode(), directory / "study.json")
 

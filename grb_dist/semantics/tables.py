@@ -120,7 +120,8 @@ def write_tables(directory: str | Path, budgets: Sequence[str] = DEFAULT_BUDGETS
     table2.csv (atomic writes); returns the paths written."""
     import pyarrow as pa
 
-    from grb_dist.store.parquet import write_bytes, write_table
+    from grb_dist.core.fileio import write_bytes
+    from grb_dist.store.parquet import write_table
 
     directory = Path(directory)
     nodes = read_nodes(directory)

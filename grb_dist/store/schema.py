@@ -19,11 +19,22 @@ Tables under a run directory (``RUN_DIR``):
   :data:`MODELS`, one row of training metadata per trained model.
 * ``leaderboard/<scenario>/attacks-<difficulty>.parquet`` / ``defenses-<difficulty>.parquet``
   -- :data:`ATTACK_BOARD` / :data:`DEFENSE_BOARD`, one board per scenario and difficulty.
+
+The rows the sweep writes are built here too (:func:`score_row`, :func:`perturbation_meta`,
+:func:`model_meta`), and every row and the manifest get the writer's version from
+:func:`stamped`, the one place it is written.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+from typing import Any, Mapping, Protocol
+
 import pyarrow as pa
+
+from grb_dist.core.config import canonical_json
+from grb_dist.core.version import __version__
 
 #: Hive partition columns of ``scores/`` and ``perturbations/``, outermost first.
 PARTITION = ("scenario", "dataset", "difficulty")
@@ -137,3 +148,118 @@ DEFENSE_BOARD = pa.schema([
     pa.field("n_attacks", pa.int64(), nullable=False),
     pa.field("n_repeats", pa.int64(), nullable=False),
 ])
+
+
+# --------------------------------------------------------------------------- rows
+
+
+class ScoreKey(Protocol):
+    """What a score row says about its cell (a :class:`grb_dist.sweep.spec.ScoreCell`)."""
+
+    @property
+    def cell_id(self) -> str: ...
+    @property
+    def perturbation_id(self) -> str | None: ...
+    @property
+    def scenario(self) -> str: ...
+    @property
+    def difficulty(self) -> str: ...
+    @property
+    def attack(self) -> str: ...
+    @property
+    def surrogate(self) -> str: ...
+    @property
+    def defense(self) -> str: ...
+    @property
+    def repeat(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+
+
+class AttackKey(Protocol):
+    """What a perturbation row says about its attack (a :class:`grb_dist.sweep.spec.AttackCell`)."""
+
+    @property
+    def scenario(self) -> str: ...
+    @property
+    def difficulty(self) -> str: ...
+    @property
+    def attack(self) -> str: ...
+    @property
+    def surrogate(self) -> str: ...
+    @property
+    def repeat(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def params(self) -> Mapping[str, Any]: ...
+
+
+class ModelKey(Protocol):
+    """What a training row says about its model (a :class:`grb_dist.sweep.spec.ModelTask`)."""
+
+    @property
+    def model_id(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def params(self) -> Mapping[str, Any]: ...
+    @property
+    def train(self) -> Mapping[str, Any]: ...
+
+
+def stamped(row: Mapping[str, Any]) -> dict[str, Any]:
+    """``row`` with the ``version`` of grb-dist that writes it."""
+    return {**row, "version": __version__}
+
+
+def score_row(cell: ScoreKey, *, config_hash: str, dataset: str, dataset_fingerprint: str, defense_seed: int,
+              result: Mapping[str, Any], sizes: Mapping[str, int], attack_seconds: float,
+              created_at: dt.datetime | None = None) -> dict[str, Any]:
+    """One row of :data:`SCORES`: ``cell`` scored, with ``result`` (the scorer's
+    ``accuracy``, ``n_targets``, ``score_seconds``, ``defense_train_seconds``) and the
+    perturbation's ``sizes`` (``n_injected`` ... ``n_nodes_modified``); ``created_at``
+    defaults to now (UTC)."""
+    return stamped({
+        "cell_id": cell.cell_id, "config_hash": config_hash, "perturbation_id": cell.perturbation_id,
+        "dataset": dataset, "dataset_fingerprint": dataset_fingerprint, "scenario": cell.scenario,
+        "difficulty": cell.difficulty, "attack": cell.attack, "surrogate": cell.surrogate, "defense": cell.defense,
+        "repeat": cell.repeat, "seed": cell.seed,
+        "defense_seed": defense_seed, "accuracy": float(result["accuracy"]), "n_targets": int(result["n_targets"]),
+        **sizes, "attack_seconds": float(attack_seconds),
+        "score_seconds": float(result["score_seconds"]), "defense_train_seconds": float(result["defense_train_seconds"]),
+        "created_at": created_at or dt.datetime.now(dt.timezone.utc),
+    })
+
+
+def perturbation_meta(cell: AttackKey, *, config_hash: str, dataset: str, dataset_fingerprint: str,
+                      feat_lim_min: float, feat_lim_max: float, attack_seconds: float) -> dict[str, Any]:
+    """The attack's columns of a :data:`PERTURBATIONS` row (the store adds the
+    perturbation's own: its id, sizes and the version). ``params_json`` is the canonical
+    JSON of the attack's parameters, the form its cell id hashes."""
+    return {
+        "config_hash": config_hash, "scenario": cell.scenario, "dataset": dataset,
+        "dataset_fingerprint": dataset_fingerprint, "difficulty": cell.difficulty,
+        "attack": cell.attack, "surrogate": cell.surrogate, "repeat": cell.repeat, "seed": cell.seed,
+        "params_json": canonical_json(cell.params), "feat_lim_min": feat_lim_min, "feat_lim_max": feat_lim_max,
+        "attack_seconds": attack_seconds,
+    }
+
+
+def model_meta(task: ModelKey, *, best_epoch: int, best_val_accuracy: float, train_seconds: float) -> dict[str, Any]:
+    """A :data:`MODELS` row but its version (the store stamps it when it writes the model).
+
+    Its ``params_json`` and ``train_json`` are ``json.dumps(sort_keys=True)`` (with the
+    default separators, as they have always been written), not the compact canonical
+    JSON of :func:`perturbation_meta`."""
+    return {
+        "model_id": task.model_id, "role": task.role, "name": task.name, "seed": task.seed,
+        "params_json": json.dumps(dict(task.params), sort_keys=True),
+        "train_json": json.dumps(dict(task.train), sort_keys=True),
+        "best_epoch": int(best_epoch), "best_val_accuracy": float(best_val_accuracy),
+        "train_seconds": train_seconds,
+    }

@@ -21,7 +21,7 @@ from typing import Any, Literal, Mapping
 import yaml
 
 from grb_dist.core.checks import MAX_REPEATS, check_dataset_ref, check_int, check_seed, document_size, read_job_text
-from grb_dist.core.config import TrainSection, from_dict, to_dict
+from grb_dist.core.config import TrainSection, canonical_json, from_dict, to_dict
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.names import DIFFICULTIES, SCENARIOS, is_name, normalize_name, unknown_name_message
 
@@ -54,19 +54,6 @@ def jobs_dir() -> Path:
         "cannot find the job files (grb_dist/jobs/ in the installed package); reinstall grb-dist, "
         "set GRB_DIST_JOBS to a directory of job files or pass --job FILE"
     )
-
-
-def canonical_json(obj: Any) -> str:
-    """Deterministic JSON: sorted keys, no whitespace, tuples as lists."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, tuple):
-        return list(o)
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
 
 
 def content_hash(obj: Any, length: int = 16) -> str:

@@ -23,7 +23,8 @@ from typing import Any, Literal, Mapping
 from grb_dist.core.config import to_dict
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.names import CLEAN
-from grb_dist.sweep.job import SURROGATE_SEED_OFFSET, JobSpec, canonical_json, content_hash
+from grb_dist.core.config import canonical_json
+from grb_dist.sweep.job import SURROGATE_SEED_OFFSET, JobSpec, content_hash
 from grb_dist.sweep.resolve import ResolvedJob, resolve
 
 

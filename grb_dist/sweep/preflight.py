@@ -194,6 +194,7 @@ def check_stored_models(run_dir: str | Path, tasks: Iterable[Any], graph: Any) -
     import torch
 
     from grb_dist.defenses import build_defense
+    from grb_dist.models.io import state_dict_from_bytes
 
     models = Path(run_dir) / "models"
     if not models.is_dir():
@@ -204,7 +205,7 @@ def check_stored_models(run_dir: str | Path, tasks: Iterable[Any], graph: Any) -
             continue  # not stored completely: the sweep trains it again
         fix = f"delete it (and training/{task.file_stem}.parquet) to retrain the model"
         try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            state = state_dict_from_bytes(path.read_bytes())
         except Exception as exc:  # noqa: BLE001 - any failure of an untrusted file is reported the same way
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
             raise StoreError(f"stored model {path} is damaged or not a state_dict ({type(exc).__name__}: {first}); {fix}") from None

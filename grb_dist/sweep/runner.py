@@ -41,14 +41,14 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from grb_dist.core.version import __version__
 from grb_dist.core.errors import GrbDistError
 from grb_dist.core.graph import Graph
-from grb_dist.store import RunStore, ScoreWriter
-from grb_dist.sweep import worker
-from grb_dist.sweep.progress import Stage
-from grb_dist.sweep.plan import AttackCell, Plan, ScoreCell
+from grb_dist.models.io import state_dict_from_bytes, state_dict_to_bytes
+from grb_dist.store import RunStore, ScoreWriter, schema
 from grb_dist.sweep import ray_edge as edge
+from grb_dist.sweep import worker
+from grb_dist.sweep.plan import AttackCell, Plan, ScoreCell
+from grb_dist.sweep.progress import Stage
 from grb_dist.sweep.ray_edge import ActorLost, TaskFailed
 from grb_dist.sweep.settings import RaySettings
 
@@ -412,7 +412,7 @@ class _Sweep:
 
     def model_ready(self, stem: str) -> None:
         # what the Scorers hold is exactly what is stored
-        self.state_refs[stem] = edge.put(self.store.read_state_dict(stem))
+        self.state_refs[stem] = edge.put(self.store.read_model(stem, state_dict_from_bytes))
         self.train_secs[stem] = float(self.store.read_model_meta(stem)["train_seconds"])
         for defense in self.defenses_of.get(stem, []):  # its waiting cells, one call per perturbation
             groups: dict[tuple[str | None, str], tuple[Any, list[ScoreCell]]] = {}
@@ -429,7 +429,7 @@ class _Sweep:
             result_model = edge.get(ref)
         except TaskFailed as exc:
             raise SweepError(f"training {t.name} (seed {t.seed}) failed: {exc}") from None
-        self.store.write_model(t.file_stem, result_model.state_dict, result_model.meta)
+        self.store.write_model(t.file_stem, state_dict_to_bytes(result_model.state_dict), result_model.meta)
         self.model_ready(t.file_stem)
         self.trained.done += 1
         self.report()
@@ -450,13 +450,9 @@ class _Sweep:
             self.report()
             return
         lo, hi = result.perturbation.feat_min, result.perturbation.feat_max
-        self.store.write_perturbation(a.perturbation_id, result.perturbation, {
-            "config_hash": self.plan.config_hash, "scenario": a.scenario, "dataset": self.label,
-            "dataset_fingerprint": self.fingerprint, "difficulty": a.difficulty,
-            "attack": a.attack, "surrogate": a.surrogate, "repeat": a.repeat, "seed": a.seed,
-            "params_json": _json(a.params), "feat_lim_min": lo, "feat_lim_max": hi,
-            "attack_seconds": result.seconds,
-        })
+        self.store.write_perturbation(a.perturbation_id, result.perturbation, schema.perturbation_meta(
+            a, config_hash=self.plan.config_hash, dataset=self.label, dataset_fingerprint=self.fingerprint,
+            feat_lim_min=lo, feat_lim_max=hi, attack_seconds=result.seconds))
         self.pert_info[a.perturbation_id] = (result.seconds, worker.perturbation_sizes(result.perturbation))
         self.submit_scores(ref, a.perturbation_id)  # the attack's own ref: no copy through the driver
         self.attacked.done += 1
@@ -481,19 +477,17 @@ class _Sweep:
             self.report()
             return
         by_def = {r["defense"]: r for r in results}
-        rows = [_row(self.plan, c, by_def[c.defense], self.seed_of[c.defense], self.pert_info[c.perturbation_id],
-                     self.label, self.fingerprint) for c in group]
+        rows = []
+        for c in group:
+            attack_seconds, sizes = self.pert_info[c.perturbation_id]
+            rows.append(schema.score_row(c, config_hash=self.plan.config_hash, dataset=self.label,
+                                         dataset_fingerprint=self.fingerprint, defense_seed=self.seed_of[c.defense],
+                                         result=by_def[c.defense], sizes=sizes, attack_seconds=attack_seconds))
         self.writer.add(rows)
         for _ in rows:
             self.scored.done += 1
             self.computed += 1
             self.report()
-
-
-def _json(obj: Any) -> str:
-    from grb_dist.sweep.job import canonical_json
-
-    return canonical_json(obj)
 
 
 def _flush_on_exit(writer: ScoreWriter, *, propagating: bool) -> None:
@@ -505,22 +499,6 @@ def _flush_on_exit(writer: ScoreWriter, *, propagating: bool) -> None:
         if not propagating:
             raise
         log.exception("could not write the buffered score rows (they will be recomputed)")
-
-
-def _row(plan: Plan, c: ScoreCell, r: dict, defense_seed: int, pert: tuple[float, dict], label: str,
-         fingerprint: str) -> dict:
-    import datetime as dt
-
-    attack_seconds, sizes = pert
-    return {
-        "cell_id": c.cell_id, "config_hash": plan.config_hash, "perturbation_id": c.perturbation_id,
-        "dataset": label, "dataset_fingerprint": fingerprint, "scenario": c.scenario, "difficulty": c.difficulty,
-        "attack": c.attack, "surrogate": c.surrogate, "defense": c.defense, "repeat": c.repeat, "seed": c.seed,
-        "defense_seed": defense_seed, "accuracy": float(r["accuracy"]), "n_targets": int(r["n_targets"]),
-        **sizes, "attack_seconds": float(attack_seconds),
-        "score_seconds": float(r["score_seconds"]), "defense_train_seconds": float(r["defense_train_seconds"]),
-        "version": __version__, "created_at": dt.datetime.now(dt.timezone.utc),
-    }
 
 
 __all__ = ["SweepError", "SweepProgress", "SweepSummary", "attack_task_name", "run_sweep", "scorer_name",

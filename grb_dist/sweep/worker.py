@@ -8,7 +8,6 @@ the sweep work on clusters without a shared file system).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from grb_dist.evaluation import difficulty_accuracy, predict_tensors
 from grb_dist.core.graph import Graph, Injection, Modification
 from grb_dist.models.tensors import perturb_tensors
 from grb_dist.models.train import TrainConfig
+from grb_dist.store.schema import model_meta
 from grb_dist.sweep.plan import AttackCell, ModelTask
 from grb_dist.models.tensors import graph_tensors
 
@@ -50,13 +50,8 @@ def train_task(graph: Graph, task: ModelTask, *, device: str = "cpu") -> Trained
     result = train_defense(task.name, graph, dict(task.params), cfg, **kwargs)
     seconds = time.perf_counter() - start
     state = {k: v.detach().cpu() for k, v in result.model.state_dict().items()}
-    meta = {
-        "model_id": task.model_id, "role": task.role, "name": task.name, "seed": task.seed,
-        "params_json": json.dumps(dict(task.params), sort_keys=True),
-        "train_json": json.dumps(dict(task.train), sort_keys=True),
-        "best_epoch": int(result.best_epoch), "best_val_accuracy": float(result.best_val_accuracy),
-        "train_seconds": seconds,
-    }
+    meta = model_meta(task, best_epoch=result.best_epoch, best_val_accuracy=result.best_val_accuracy,
+                      train_seconds=seconds)
     return TrainedModel(state, meta)
 
 

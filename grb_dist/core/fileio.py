@@ -1,0 +1,83 @@
+"""Atomic file writing: the one place grb_dist writes a file so that a reader sees either no
+file or a complete one.
+
+A file is written to a hidden temporary file in its final directory
+(``.<name>.tmp-<host>-<pid>-<uuid>``), fsync'd, and moved into place with ``os.replace``
+(atomic on POSIX). The temporary name carries a tag of this host and the writer's PID, so a
+later process can tell a temporary file of a writer that is provably gone (this host, a PID
+that no longer exists) from one still being written (:func:`temporary_owner`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import socket
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+#: Tag of this host in temporary names (the first 8 hex digits of the sha1 of its name).
+HOST_TAG = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
+#: A temporary name; ``host`` is absent in the names of older versions (PID only).
+_TEMPORARY = re.compile(r"^\..+\.tmp-(?:(?P<host>[0-9a-f]{8})-)?(?P<pid>\d+)-[0-9a-f]+$")
+
+
+def temporary_path(path: Path) -> Path:
+    """A fresh temporary path next to ``path``, named after this host and process."""
+    return path.with_name(f".{path.name}.tmp-{HOST_TAG}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def temporary_owner(name: str) -> tuple[str | None, int] | None:
+    """``(host tag, pid)`` of the writer of a temporary file called ``name`` (host tag None
+    for names without one); None when ``name`` is not a temporary name."""
+    m = _TEMPORARY.match(name)
+    if not m:
+        return None
+    return m.group("host"), int(m.group("pid"))
+
+
+def fsync_dir(directory: Path) -> None:
+    """Flush ``directory``'s entries (a rename in it) to disk; best effort."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_path(path: Path, *, sync_dir: bool = False) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; on success fsync and rename it to ``path``
+    (and, with ``sync_dir``, flush the directory).
+
+    On an exception the temporary file is removed and ``path`` is left untouched.
+    """
+    path = Path(path)
+    tmp = temporary_path(path)
+    try:
+        yield tmp
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        if sync_dir:
+            fsync_dir(path.parent)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_bytes(data: bytes, path: Path) -> None:
+    """Write ``data`` to ``path`` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+__all__ = ["HOST_TAG", "atomic_path", "fsync_dir", "temporary_owner", "temporary_path", "write_bytes"]

@@ -1,0 +1,220 @@
+"""The score table of a run: ``scores/scenario=<s>/dataset=<d>/difficulty=<x>/part-<uuid>.parquet``.
+
+Rows are buffered by the driver (:class:`ScoreWriter`) and written many rows per file, one
+new file per partition and batch. Whether a cell is done comes from the cell ids of the rows
+that could be read (:meth:`Scores.done_cells`); a torn or foreign file is skipped, so its
+cells are recomputed. :meth:`Scores.compact` merges small files under a journal
+(``scores/.compact-journal.json``) that :func:`recover_compaction` finishes after a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from grb_dist.core.errors import StoreError
+from grb_dist.core.fileio import atomic_path, fsync_dir, write_bytes
+from grb_dist.store import schema
+from grb_dist.store.parquet import (
+    Scan,
+    first_of_each,
+    partition_path,
+    read_partitioned_file,
+    scan_partitioned,
+    visible_files,
+    write_table,
+)
+
+log = logging.getLogger(__name__)
+
+SCORES = "scores"
+JOURNAL = ".compact-journal.json"
+
+
+class Scores:
+    """Reads and writes the score table of the run directory ``root``."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.base = self.root / SCORES
+
+    def scan(self, columns: Sequence[str] | None = None) -> Scan:
+        """Every readable score row (each cell once) and the files that were skipped."""
+        if columns is not None and "cell_id" not in columns:
+            columns = ["cell_id", *columns]
+        return scan_partitioned(self.base, schema.SCORE_FILE, schema.SCORES, "cell_id", columns)
+
+    def done_cells(self) -> set[str]:
+        """Ids of the score cells stored in readable files."""
+        scan = self.scan(columns=["cell_id"])
+        return set(scan.table.column("cell_id").to_pylist())
+
+    def read(self, on_warning: Callable[[str], None] | None = None) -> pd.DataFrame:
+        """All readable score rows as a DataFrame with the columns of :data:`schema.SCORES`
+        (skipped files are passed to ``on_warning``, or logged)."""
+        scan = self.scan()
+        for w in scan.warnings(self.root):
+            (on_warning or log.warning)(w)
+        return scan.table.to_pandas()
+
+    def write(self, rows: Sequence[Mapping[str, Any]]) -> list[Path]:
+        """Write ``rows`` now: one new file per partition present in them."""
+        groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+        for r in rows:
+            groups.setdefault(tuple(r[k] for k in schema.PARTITION), []).append(r)  # type: ignore[arg-type]
+        written = []
+        for key, group in groups.items():
+            directory = partition_path(self.base, *key)
+            directory.mkdir(parents=True, exist_ok=True)
+            table = pa.Table.from_pylist(group, schema=schema.SCORE_FILE)  # takes the file's columns only
+            path = directory / f"part-{uuid.uuid4().hex}.parquet"
+            write_table(table, path, sync_dir=True)
+            written.append(path)
+        return written
+
+    # ---------------------------------------------------------------- compaction
+
+    def compact(self, *, min_rows: int = 100_000) -> dict[str, int]:
+        """Merge the small files (fewer than ``min_rows`` rows) of each score partition into
+        one file, without changing any row. Call only while holding the run's lock.
+
+        Per partition: the merged file is written to a temporary file, a journal naming
+        it and its sources is written, the merged file is renamed into place, the sources
+        are removed, then the journal. A crash at any point leaves either the old files or
+        the merged one (:func:`recover_compaction` finishes the job from the journal); in
+        the instant between the rename and the removal, readers other than grb-dist's may
+        see a row twice.
+        """
+        recover_compaction(self.root)
+        by_dir: dict[Path, list[Path]] = {}
+        for p in visible_files(self.base):
+            by_dir.setdefault(p.parent, []).append(p)
+        stats = {"partitions": 0, "files_before": 0, "files_after": 0, "rows": 0, "skipped": 0}
+        for directory, files in sorted(by_dir.items()):
+            small, tables = [], []
+            for p in files:
+                try:
+                    pf = pq.ParquetFile(p)
+                    if pf.metadata.num_rows >= min_rows:
+                        continue
+                    t = read_partitioned_file(self.base, p, schema.SCORE_FILE, schema.SCORES)
+                except Exception:  # noqa: BLE001 - bad files are not merged (quarantined on open)
+                    stats["skipped"] += 1
+                    continue
+                small.append(p)
+                tables.append(t.select(schema.SCORE_FILE.names))
+            stats["files_before"] += len(files)
+            if len(small) < 2:
+                stats["files_after"] += len(files)
+                continue
+            # duplicates (of an earlier interrupted compaction) are kept once
+            merged, _ = first_of_each(pa.concat_tables(tables), "cell_id")
+            target = directory / f"part-{uuid.uuid4().hex}.parquet"
+            journal = self.base / JOURNAL
+            with atomic_path(target) as tmp:
+                pq.write_table(merged, tmp, row_group_size=256 * 1024)
+                write_bytes(json.dumps({"target": str(target.relative_to(self.root)),
+                                        "sources": [str(p.relative_to(self.root)) for p in small]}).encode(), journal)
+            fsync_dir(directory)
+            for p in small:
+                p.unlink()
+            fsync_dir(directory)
+            journal.unlink()
+            stats["partitions"] += 1
+            stats["rows"] += merged.num_rows
+            stats["files_after"] += len(files) - len(small) + 1
+        return stats
+
+
+def recover_compaction(root: str | Path) -> int:
+    """Finish a compaction of the run ``root`` that was interrupted after its merged file
+    was renamed into place (remove the sources its journal names), or forget one that
+    was interrupted before (the old files are all there). Returns 1 when there was a
+    journal, else 0. Call only while holding the run's lock."""
+    root = Path(root)
+    journal = root / SCORES / JOURNAL
+    if not journal.is_file():
+        return 0
+    try:
+        data = json.loads(journal.read_text())
+        target = root / data["target"]
+        sources = [root / s for s in data["sources"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        journal.unlink(missing_ok=True)  # written atomically: unreadable means foreign
+        return 0
+    if target.is_file():  # the merged file is in place: finish removing its sources
+        for s in sources:
+            s.unlink(missing_ok=True)
+    journal.unlink(missing_ok=True)
+    return 1
+
+
+class ScoreSink(Protocol):
+    """Where a :class:`ScoreWriter` writes (a :class:`~grb_dist.store.RunStore`)."""
+
+    def write_scores(self, rows: Sequence[Mapping[str, Any]]) -> list[Path]: ...
+
+
+class ScoreWriter:
+    """Buffers score rows in the driver and writes them in batches.
+
+    :meth:`add` takes the rows of one scoring result (one perturbation's rows for a group
+    of defenses) and writes the buffer when it holds ``max_rows`` rows or its oldest row is
+    ``max_seconds`` old, whichever comes first; :meth:`flush` writes whatever is buffered
+    (the runner calls it on every exit path, Ctrl-C included). A SIGKILL loses at most the
+    buffered rows, which the next run recomputes (their cells are not done).
+    """
+
+    def __init__(self, store: ScoreSink, max_rows: int = 4096, max_seconds: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic):
+        if max_rows < 1 or max_seconds < 0:
+            raise StoreError("flush thresholds must be positive")
+        self.store = store
+        self.max_rows = max_rows
+        self.max_seconds = max_seconds
+        self.clock = clock
+        self._rows: list[Mapping[str, Any]] = []
+        self._since: float | None = None
+        self.files_written = 0
+        self.rows_written = 0
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def add(self, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Buffer ``rows``; flush when due. Returns the number of rows written now."""
+        if rows and self._since is None:
+            self._since = self.clock()
+        self._rows.extend(rows)
+        return self.flush() if self.due() else 0
+
+    def due(self) -> bool:
+        return bool(self._rows) and (len(self._rows) >= self.max_rows or self.seconds_until_due() == 0)
+
+    def seconds_until_due(self) -> float | None:
+        """Seconds until the time threshold makes a flush due (None with an empty buffer)."""
+        if self._since is None:
+            return None
+        return max(0.0, self.max_seconds - (self.clock() - self._since))
+
+    def flush(self) -> int:
+        # take the rows first: an interruption during the write loses them (they are
+        # recomputed) but can never write them twice
+        rows, self._rows, self._since = self._rows, [], None
+        if not rows:
+            return 0
+        files = self.store.write_scores(rows)
+        self.files_written += len(files)
+        self.rows_written += len(rows)
+        return len(rows)
+
+
+__all__ = ["JOURNAL", "ScoreSink", "ScoreWriter", "Scores", "recover_compaction"]
