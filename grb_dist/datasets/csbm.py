@@ -28,16 +28,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from grb_dist.core.errors import ConfigError
-
-if TYPE_CHECKING:  # grb_dist.core.graph imports torch: the config classes load without it
-    import torch
-
-    from grb_dist.core.graph import Graph
+from grb_dist.core.graph import Graph, canonical_edges
 
 
 @dataclass(frozen=True)
@@ -225,7 +219,6 @@ def _sample_weighted_edges(labels: np.ndarray, p: float, q: float, rng: np.rando
 
 def sample_csbm(config: CSBMConfig, seed: int = 0, name: str = "csbm") -> tuple[Graph, np.ndarray]:
     """Sample a CSBM graph; returns ``(graph, class_means)``. The graph has no split yet."""
-    from grb_dist.core.graph import Graph, canonical_edges
 
     rng = np.random.default_rng(seed)
     c = config
@@ -249,7 +242,6 @@ def sample_inductive_nodes(
     new) with probability p (same class) or q (different class). Returns a new graph whose
     last ``num_new`` nodes are the new ones; the split of ``graph`` is kept.
     """
-    from grb_dist.core.graph import Graph, canonical_edges
 
     config._plain_only("sample_inductive_nodes")
     rng = np.random.default_rng(seed)
@@ -316,7 +308,6 @@ class CBAConfig:
 
 def sample_cba(config: CBAConfig, seed: int = 0, name: str = "cba") -> tuple[Graph, np.ndarray]:
     """Sample a CBA graph: node i attaches m times with probability ~ (1 + deg_j) * omega(y_i, y_j)."""
-    from grb_dist.core.graph import Graph, canonical_edges
 
     rng = np.random.default_rng(seed)
     c = config
@@ -447,9 +438,3 @@ def bayes_log_posterior(
 def bayes_predict(graph: Graph, config: CSBMConfig, means: np.ndarray, nodes: np.ndarray, edge_index=None) -> np.ndarray:
     """Bayes optimal class of each node in ``nodes`` (see :func:`bayes_log_posterior`)."""
     return bayes_log_posterior(graph, config, means, nodes, edge_index).argmax(1)
-
-
-def as_torch_means(means: np.ndarray) -> torch.Tensor:
-    import torch
-
-    return torch.as_tensor(means, dtype=torch.float32)
