@@ -151,7 +151,7 @@ def train(
     from grb_dist.datasets import load_dataset
     from grb_dist.defenses import resolve_params, train_defense
     from grb_dist.core.errors import ConfigError
-    from grb_dist.evaluation import evaluate
+    from grb_dist.evaluation.evaluate import evaluate
     from grb_dist.models import MODELS
     from grb_dist.models.train import TrainConfig, report_epochs
     from grb_dist.checks import check_seed, check_train_inputs, check_train_memory

@@ -13,7 +13,7 @@ import torch
 
 from grb_dist.attacks import ATTACKS
 from grb_dist.datasets import load_dataset
-from grb_dist.evaluation import evaluate
+from grb_dist.evaluation.evaluate import evaluate
 from grb_dist.leaderboard import leaderboards
 from grb_dist.store import RunLock, RunStore, graph_fingerprint
 from grb_dist.sweep.session import dataset_identity, reduce_run
