@@ -396,7 +396,7 @@ def leaderboard(
     from grb_dist.leaderboard import FORMATS, render
     from grb_dist.checks import check_output_file, run_is_writable
     from grb_dist.store import RunStore
-    from grb_dist.sweep.session import reduce_run
+    from grb_dist.leaderboard.reduce import reduce_run
 
     if fmt is not None and fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")

@@ -16,7 +16,8 @@ from grb_dist.datasets import load_dataset
 from grb_dist.evaluation.evaluate import evaluate
 from grb_dist.leaderboard import leaderboards
 from grb_dist.store import RunLock, RunStore, graph_fingerprint
-from grb_dist.sweep.session import dataset_identity, reduce_run
+from grb_dist.leaderboard.reduce import reduce_run
+from grb_dist.sweep.session import dataset_identity
 from grb_dist.sweep.spec import CLEAN, parse_job, plan, run_components, validate_spec
 from grb_dist.defenses import build_defense
 
