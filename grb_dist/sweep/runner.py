@@ -263,6 +263,13 @@ def _cluster_size() -> tuple[float, float]:
     return float(res.get("CPU", 0)), float(res.get("GPU", 0))
 
 
+def node_memory() -> list[int]:
+    """The memory of each live node of the cluster this process is connected to: its Ray
+    memory plus its object store, in bytes (a node that reports neither counts 0)."""
+    return [int(n.get("Resources", {}).get("memory", 0) + n.get("Resources", {}).get("object_store_memory", 0))
+            for n in ray.nodes() if n.get("Alive")]
+
+
 def disconnect(context: RayContext) -> None:
     """Leave Ray; a local Ray started by :func:`connect` is stopped, and its watchdog ends
     whatever process of it outlived ``ray.shutdown()``."""
@@ -889,4 +896,4 @@ def _cause(exc: BaseException) -> str:
 
 
 __all__ = ["CLEAN", "RayContext", "RaySettings", "SweepError", "SweepProgress", "SweepSummary", "connect",
-           "disconnect", "run_sweep"]
+           "disconnect", "node_memory", "run_sweep"]
