@@ -26,7 +26,7 @@ import yaml
 from grb_dist.attacks import build_attack
 from grb_dist.datasets import load_dataset
 from grb_dist.defenses import resolve_params, train_defense
-from grb_dist.evaluation import evaluate
+from grb_dist.evaluation.evaluate import evaluate
 from grb_dist.models.train import TrainConfig, train
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -50,7 +50,7 @@ def setup():
 
 
 def accuracy(graph, target, perturbed, targets) -> float:
-    from grb_dist.evaluation import predict_tensors
+    from grb_dist.evaluation.evaluate import predict_tensors
 
     pred = predict_tensors(target, perturbed)
     return float((pred[targets] == perturbed.y[targets]).float().mean())

@@ -15,7 +15,7 @@ from grb_dist.datasets import load_dataset
 from grb_dist.defenses import ATConfig, InjectionAT, build_defense, resolve_params, train_defense
 from grb_dist.defenses import at as at_module
 from grb_dist.core.errors import ConfigError, UnknownNameError
-from grb_dist.evaluation import evaluate
+from grb_dist.evaluation.evaluate import evaluate
 from grb_dist.core.graph import Graph, canonical_edges
 from grb_dist.models.tensors import apply_injection
 from grb_dist.models import MODELS, build_model, check_name

@@ -223,7 +223,7 @@ def test_train_memory_checked_before_training(workdir, monkeypatch):
 def test_cluster_memory_checked_once_joined(workdir, monkeypatch):
     import ray
 
-    from grb_dist.cli import _check_cluster_memory
+    from grb_dist.cli.sweep import _check_cluster_memory
     from grb_dist.core.errors import ConfigError
     from grb_dist.sweep.session import prepare, resolve_job
 

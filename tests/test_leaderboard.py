@@ -321,7 +321,7 @@ def test_leaderboard_latex_and_html_files(run, tmp_path):
 def test_leaderboard_terminal_shows_tables(run, monkeypatch):
     from rich.console import Console
 
-    import grb_dist.cli as cli
+    import grb_dist.cli.base as cli
 
     monkeypatch.setattr(cli, "console", Console(force_terminal=True, width=200, color_system=None))
     r = runner.invoke(_app(), ["leaderboard", "run", "--scenario", "injection"])

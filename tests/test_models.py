@@ -4,7 +4,7 @@ import torch
 
 from grb_dist.datasets import load_dataset
 from grb_dist.core.errors import ConfigError, UnknownNameError
-from grb_dist.evaluation import evaluate
+from grb_dist.evaluation.evaluate import evaluate
 from grb_dist.models import ARCHITECTURES, build_model, check_name, model_config
 from grb_dist.models.train import TrainConfig, train
 from grb_dist.models.tensors import graph_tensors

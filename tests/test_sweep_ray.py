@@ -13,10 +13,11 @@ import torch
 
 from grb_dist.attacks import INJECTION
 from grb_dist.datasets import load_dataset
-from grb_dist.evaluation import evaluate
+from grb_dist.evaluation.evaluate import evaluate
 from grb_dist.leaderboard import leaderboards
 from grb_dist.store import RunLock, RunStore, graph_fingerprint
-from grb_dist.sweep.session import dataset_identity, reduce_run
+from grb_dist.leaderboard.reduce import reduce_run
+from grb_dist.sweep.session import dataset_identity
 from grb_dist.core.names import CLEAN
 from grb_dist.sweep.job import parse_job
 from grb_dist.sweep.plan import plan, run_components

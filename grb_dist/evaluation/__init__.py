@@ -1,10 +1,6 @@
-"""Evaluation: the GRB metrics (pure functions) and model x graph -> accuracy."""
+"""Evaluation: the GRB metrics (pure functions) and model x graph -> accuracy.
 
-from grb_dist.evaluation.evaluate import difficulty_accuracy, evaluate, predict, predict_tensors
-from grb_dist.evaluation.metrics import (
-    accuracy, attack_scores, average, defense_scores, rank_weights, top_k_mean, weighted,
-)
-
-__all__ = ["accuracy", "attack_scores", "average", "defense_scores", "difficulty_accuracy", "evaluate", "predict",
-           "predict_tensors",
-           "rank_weights", "top_k_mean", "weighted"]
+Import the modules themselves: :mod:`grb_dist.evaluation.metrics` (numpy only; the
+leaderboards use it) and :mod:`grb_dist.evaluation.evaluate` (torch). This package imports
+neither, so that reading a run's leaderboards does not load torch.
+"""

@@ -9,7 +9,6 @@ table whose ``scenario``, ``board`` and ``difficulty`` columns say which board a
 from __future__ import annotations
 
 import html
-import io
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 import pandas as pd

@@ -131,4 +131,23 @@ def per_k_section(spec: StudySpec, table: pd.DataFrame) -> dict[float, dict[str,
     return out
 
 
-__all__ = ["candidates", "per_k_section", "score", "tune"]
+def tuned_job(data: Mapping[str, Any], spec, table: pd.DataFrame, graphs: int) -> str:
+    """The YAML text of a tuned study job: the job's own mapping ``data`` (as read from its
+    file) with :func:`per_k_section` of :func:`tune`'s ``table`` merged into its ``per_K``
+    (tuned entries replace those of the same K), headed by a comment naming the study and
+    ``graphs``, the graphs per K it was tuned on. Every entry is written out (no YAML
+    anchors or aliases)."""
+    import yaml
+
+    per_k = per_k_section(spec, table)
+    tuned = {**data, "per_K": {**{float(x): v for x, v in (data.get("per_K") or {}).items()}, **per_k}}
+    header = f"# {spec.study} tuned by grb-dist study-tune ({graphs} graph(s) per K)\n"
+
+    class NoAliases(yaml.SafeDumper):  # every entry written out, no &id001 / *id001
+        def ignore_aliases(self, data):
+            return True
+
+    return header + yaml.dump(tuned, Dumper=NoAliases, sort_keys=False)
+
+
+__all__ = ["candidates", "per_k_section", "score", "tune", "tuned_job"]

@@ -154,7 +154,7 @@ DEFENSE_BOARD = pa.schema([
 
 
 class ScoreKey(Protocol):
-    """What a score row says about its cell (a :class:`grb_dist.sweep.spec.ScoreCell`)."""
+    """What a score row says about its cell (a :class:`grb_dist.sweep.plan.ScoreCell`)."""
 
     @property
     def cell_id(self) -> str: ...
@@ -177,7 +177,7 @@ class ScoreKey(Protocol):
 
 
 class AttackKey(Protocol):
-    """What a perturbation row says about its attack (a :class:`grb_dist.sweep.spec.AttackCell`)."""
+    """What a perturbation row says about its attack (a :class:`grb_dist.sweep.plan.AttackCell`)."""
 
     @property
     def scenario(self) -> str: ...
@@ -196,7 +196,7 @@ class AttackKey(Protocol):
 
 
 class ModelKey(Protocol):
-    """What a training row says about its model (a :class:`grb_dist.sweep.spec.ModelTask`)."""
+    """What a training row says about its model (a :class:`grb_dist.sweep.plan.ModelTask`)."""
 
     @property
     def model_id(self) -> str: ...

@@ -1,6 +1,7 @@
 """Preparing and finishing a sweep without Ray: resolve the job, validate everything, load the
 dataset and fingerprint its content, check the run directory (all before anything is written
-or Ray starts), lock it, find the missing cells, and reduce the scores into leaderboards.
+or Ray starts), lock it, find the missing cells, and reduce the scores into leaderboards
+(:func:`grb_dist.leaderboard.reduce.reduce_run`).
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from grb_dist.core.errors import GrbDistError
 from grb_dist.core.graph import Graph
-from grb_dist.leaderboard import leaderboards, render, scenarios_of, to_arrow
-from grb_dist.leaderboard.render import to_markdown
+from grb_dist.leaderboard import render
+from grb_dist.leaderboard.reduce import reduce_run
 from grb_dist.store import RunLock, RunStore, fingerprint_parts
 from grb_dist.store.fingerprint import combine
 from grb_dist.sweep.job import JobSpec, dataset_label, default_job_path, load_job
@@ -164,28 +164,6 @@ def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None
     return Outcome(store, summary, boards)
 
 
-def reduce_run(store: RunStore, difficulties: list[str] | None = None, *, save: bool = True,
-               on_warning=None, scenarios: list[str] | None = None) -> dict[str, pd.DataFrame]:
-    """Leaderboards of every cell of a (finished, partial or grown) run, per scenario and
-    difficulty, keyed ``<scenario>/<kind>-<difficulty>``; saved under
-    ``leaderboard/<scenario>/`` as Parquet and Markdown when ``save``. ``scenarios``
-    (default: every scenario in the run) must be present in the run. Unreadable score files
-    are skipped and reported through ``on_warning`` (default: the log)."""
-    scores = store.read_scores(on_warning=on_warning)
-    if scores.empty:
-        raise GrbDistError(f"{store.root} has no scores yet; run the sweep first")
-    present = scenarios_of(scores)
-    absent = [s for s in scenarios or [] if s not in present]
-    if absent:
-        raise GrbDistError(f"{store.root} has no scores of scenario {', '.join(absent)}; "
-                           f"it holds: {', '.join(present)}")
-    boards = leaderboards(scores, difficulties, scenarios)
-    if save:
-        for name, board in boards.items():
-            store.write_leaderboard(name, to_arrow(name, board), to_markdown(board, name))
-    return boards
-
-
 __all__ = ["Outcome", "Prepared", "RESULTS_DIR", "dataset_identity", "default_run_dir", "execute", "lock_run",
            "missing_cells", "open_store",
-           "prepare", "reduce_run", "render", "resolve_job"]
+           "prepare", "render", "resolve_job"]

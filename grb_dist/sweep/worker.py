@@ -18,7 +18,7 @@ import torch
 
 from grb_dist.attacks import SurrogateCache, build_attack
 from grb_dist.defenses import build_defense, train_defense
-from grb_dist.evaluation import difficulty_accuracy, predict_tensors
+from grb_dist.evaluation.evaluate import difficulty_accuracy, predict_tensors
 from grb_dist.core.graph import Graph, Injection, Modification
 from grb_dist.models.tensors import perturb_tensors
 from grb_dist.models.train import TrainConfig

@@ -13,7 +13,6 @@ memory O(E + N F + B). Nothing is N x N.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np

@@ -24,7 +24,7 @@ be surrogates of gradient modification attacks (a clear error says which models 
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 

@@ -1,0 +1,129 @@
+"""What every command of ``grb-dist`` shares: the Typer app and its command group, the
+global options (``-v/--verbose``, ``--version``), the consoles, the error handling (a
+:class:`~grb_dist.core.errors.GrbDistError` is one line on stderr and exit code 2) and the
+options and checks of several commands.
+
+Light on purpose (typer, rich and the core only): ``grb-dist --help`` and ``--version`` load
+nothing else. Commands read :data:`console` and :data:`err_console` from this module when
+they run (``base.console``), so that one replacement here (tests) reaches them all.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import shutil
+from typing import Callable, Optional
+
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+
+from grb_dist.core.errors import GrbDistError
+from grb_dist.core.version import __version__
+
+VERBOSE_FLAGS = ("-v", "--verbose")
+
+
+class _Group(TyperGroup):
+    """The command group of ``grb-dist``: ``-v/--verbose`` is accepted after the sub-command
+    too (``grb-dist train -v`` == ``grb-dist -v train``); it is moved in front of the
+    sub-command before parsing, unless it is the value of one of its options or comes
+    after ``--``."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        args = list(args)
+        for i, token in enumerate(args):
+            if token == "--" or not token.startswith("-") and token not in self.commands:
+                break
+            if token in self.commands:
+                rest, moved, takes_value = args[i + 1:], [], _value_options(self.commands[token])
+                j = 0
+                while j < len(rest):
+                    if rest[j] == "--":
+                        break
+                    if rest[j] in VERBOSE_FLAGS and rest[j] not in takes_value:
+                        moved.append(rest.pop(j))
+                        continue
+                    j += 2 if rest[j] in takes_value else 1
+                if moved:
+                    args = args[:i] + ["--verbose", token] + rest
+                break
+        return super().parse_args(ctx, args)
+
+
+def _value_options(command) -> set[str]:
+    """The option names of ``command`` that take a value (the token after them is that value);
+    a sub-command that defines ``-v`` itself keeps it."""
+    names: set[str] = set()
+    for param in getattr(command, "params", []):
+        opts = list(getattr(param, "opts", [])) + list(getattr(param, "secondary_opts", []))
+        if getattr(param, "param_type_name", "") != "option":
+            continue
+        if not getattr(param, "is_flag", False) and not getattr(param, "count", False):
+            names.update(opts)
+        elif any(o in VERBOSE_FLAGS for o in opts):
+            names.update(o for o in opts if o in VERBOSE_FLAGS)
+    return names
+
+
+app = typer.Typer(
+    cls=_Group, add_completion=False, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
+    help="The Graph Robustness Benchmark, distributed with Ray.",
+)
+# Wide enough for the tables when output is not a terminal (pipes, CI logs).
+console = Console(width=shutil.get_terminal_size((120, 24)).columns)
+err_console = Console(stderr=True, width=shutil.get_terminal_size((120, 24)).columns)
+
+DataDir = typer.Option(None, "--data-dir", envvar="GRB_DIST_DATA", help="Cache directory of downloaded datasets (default: ~/.cache/grb-dist).")
+VerifyOption = typer.Option(True, "--verify/--no-verify", help="Check official dataset files against the catalogue's sizes and checksums.")
+
+
+def handle_errors(fn: Callable) -> Callable:
+    """Turn a :class:`GrbDistError` into a one-line message and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except GrbDistError as exc:
+            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"grb-dist {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress of the library (also accepted after the command)."),
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """The Graph Robustness Benchmark, distributed with Ray. Every command takes -h/--help."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if verbose:  # also when logging was configured before (an embedding program, the tests)
+        logging.getLogger().setLevel(logging.INFO)
+
+
+
+def warn(message: str) -> None:
+    """A warning of the library (e.g. a skipped unreadable file), one line on stderr."""
+    err_console.print(f"warning: {message}", highlight=False, soft_wrap=True)
+
+
+def split_csv(value: Optional[str]) -> Optional[list[str]]:
+    """A comma-separated option value as a list (empty items dropped); ``None`` if not given."""
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+def check_threads(threads: Optional[int]) -> None:
+    """``--threads`` is in 1..1024 (or not given)."""
+    if threads is not None and not 1 <= threads <= 1024:
+        from grb_dist.core.errors import ConfigError
+
+        raise ConfigError(f"--threads must be in 1..1024, got {threads}")

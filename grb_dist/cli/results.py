@@ -1,0 +1,135 @@
+"""The commands that read a run: ``grb-dist leaderboard``, ``report`` and ``compact``.
+
+None of them imports torch, Ray or the sweep (a study directory's report loads what the study
+needs): the leaderboards come from :mod:`grb_dist.leaderboard.reduce`, the report from
+:mod:`grb_dist.report`, the files from :mod:`grb_dist.store`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+import grb_dist.cli.base as base
+from grb_dist.cli.base import app, handle_errors, warn
+from grb_dist.core.errors import GrbDistError
+
+
+@app.command()
+@handle_errors
+def leaderboard(
+    run_dir: Path = typer.Argument(..., help="Run directory of a (finished or partial) sweep."),
+    scenario: Optional[str] = typer.Option(None, "--scenario", help="One scenario: injection or modification (default: every scenario in the run)."),
+    difficulty: Optional[str] = typer.Option(None, "--difficulty", help="One difficulty (default: all in the run)."),
+    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="md, csv, latex or html (default: tables on a terminal, Markdown otherwise)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of printing; with csv a directory (one CSV per board) or a .csv file (one long table)."),
+) -> None:
+    """Re-reduce the scores of a run into leaderboards per scenario and difficulty.
+
+    Also refreshes RUN_DIR/leaderboard/<scenario>/ (unless the run is read-only).
+    """
+    from grb_dist.core.checks import check_output_file, run_is_writable
+    from grb_dist.core.errors import ConfigError
+    from grb_dist.core.names import difficulty_key
+    from grb_dist.leaderboard import FORMATS, render
+    from grb_dist.leaderboard.reduce import is_csv_dir, reduce_run, write_boards
+    from grb_dist.store import RunStore
+
+    if fmt is not None and fmt not in FORMATS:
+        raise ConfigError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+    if scenario is not None and not scenario.strip():
+        raise ConfigError("--scenario is empty; choose injection or modification")
+    ds = [difficulty_key(difficulty)[5:]] if difficulty else None
+    csv_dir = output is not None and is_csv_dir(output, fmt)
+    if csv_dir:
+        from grb_dist.report import check_output_dir
+
+        check_output_dir(output)
+    elif output is not None:
+        check_output_file(output)
+    store = RunStore.existing(run_dir)
+    save = run_is_writable(store.root)  # a read-only run is reported, not refreshed
+    boards = reduce_run(store, ds, save=save, on_warning=warn, scenarios=[scenario] if scenario else None)
+    if not save:
+        base.err_console.print(f"note: {run_dir} is read-only; its leaderboard/ files are not refreshed", highlight=False)
+    if output is None and fmt in (None, "md") and base.console.is_terminal:
+        from grb_dist.leaderboard.render import rich_tables
+
+        for table in rich_tables(boards):
+            base.console.print(table)
+        return
+    if output is None:
+        typer.echo(render(boards, fmt or "md"), nl=False)
+        return
+    try:
+        write_boards(boards, output, fmt or "md")
+    except OSError as exc:
+        raise ConfigError(f"cannot write --output {output}: {exc.strerror or exc}") from None
+    base.console.print(f"wrote {len(boards)} CSV files to {output}" if csv_dir else f"wrote {output}", highlight=False)
+
+
+@app.command()
+@handle_errors
+def report(
+    run_dir: Path = typer.Argument(..., help="Run directory of a (finished or partial) sweep, or a study directory (grb-dist study's OUT/<study>)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Directory of the report (default: RUN_DIR/report)."),
+) -> None:
+    """Write a self-contained HTML report of a run: metadata, leaderboards, figures.
+
+    One directory (default RUN_DIR/report): index.html with everything embedded, and each
+    figure as PNG and PDF. Every file is written atomically. On a study directory (seed
+    002, grb-dist study) the page shows the study's settings, reduced tables and figures.
+    """
+    from grb_dist.report import build_report, check_output_dir, write_report
+    from grb_dist.report.study import build_study_report, is_study_dir
+    from grb_dist.store import RunStore
+
+    if not is_study_dir(run_dir) and run_dir.is_dir() and not (run_dir / "manifest.json").exists():
+        # an output directory of grb-dist study (OUT, holding OUT/<study>): the study in it
+        studies = sorted(d for d in run_dir.iterdir() if d.is_dir() and is_study_dir(d))
+        if len(studies) == 1:
+            run_dir = studies[0]
+        elif studies:
+            raise GrbDistError(f"{run_dir} holds {len(studies)} studies; give one: "
+                               + ", ".join(str(d) for d in studies))
+    if is_study_dir(run_dir):
+        out = check_output_dir(output if output is not None else run_dir / "report")
+        rep = build_study_report(run_dir)
+        page = write_report(rep, out)
+        base.console.print(f"wrote {page} and {len(rep.figures)} figures (PNG) in {out}", highlight=False)
+        return
+    store = RunStore.existing(run_dir)
+    out = check_output_dir(output if output is not None else store.root / "report")
+    scores = store.read_scores(on_warning=warn)
+    if scores.empty:
+        raise GrbDistError(f"{run_dir} has no scores yet; run the sweep first")
+    rep = build_report(scores, store.manifest())
+    page = write_report(rep, out)
+    base.console.print(f"wrote {page} and {len(rep.figures)} figures (PNG and PDF) in {out}", highlight=False)
+
+
+@app.command()
+@handle_errors
+def compact(
+    run_dir: Path = typer.Argument(..., help="Run directory to compact."),
+    min_rows: int = typer.Option(100_000, "--min-rows", min=2, help="Files with fewer rows than this are merged."),
+    wait: bool = typer.Option(False, "--wait", help="Wait for a sweep that holds the run directory."),
+) -> None:
+    """Merge the small score files of each partition into one file, without changing any row.
+
+    Takes the run's lock (not while a sweep runs on it, unless --wait).
+    """
+    from grb_dist.store import RunLock, RunStore
+
+    store = RunStore.existing(run_dir)
+    lock = RunLock(store.root).acquire(wait=wait, on_wait=lambda who: base.err_console.print(
+        f"waiting for {who} to finish with {run_dir}", highlight=False))
+    try:
+        store.recover()
+        stats = store.compact(min_rows=min_rows)
+    finally:
+        lock.release()
+    base.console.print(f"compacted {run_dir}: {stats['files_before']} score files -> {stats['files_after']} "
+                  f"({stats['partitions']} partitions merged, {stats['rows']} rows rewritten unchanged)", highlight=False)

@@ -1,0 +1,171 @@
+"""The seed-002 study commands: ``grb-dist study``, ``study-tune`` and ``study-plot``.
+
+Thin: the options become a checked study (:mod:`grb_dist.semantics.study`), the work is done
+by :mod:`grb_dist.semantics` (imported when a command runs).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+import grb_dist.cli.base as base
+from grb_dist.cli.base import app, handle_errors, split_csv
+
+
+@app.command()
+@handle_errors
+def study(
+    job: Optional[Path] = typer.Option(None, "--job", help="Study job file (YAML), or a shipped study: over-robustness-csbm (default), over-robustness-cba, over-robustness-cora-ml."),
+    out: Path = typer.Option(Path("results"), "--out", help="Output directory; the study writes OUT/<study>/ (nodes/ Parquet per unit, reduced tables, plots/)."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: a local Ray started here)."),
+    num_cpus: Optional[int] = typer.Option(None, "--num-cpus", help="CPUs of the local Ray (default: all)."),
+    graphs: Optional[int] = typer.Option(None, "--graphs", help="Graphs per K (or splits of a real graph)."),
+    nodes: Optional[int] = typer.Option(None, "--nodes", help="New (test) nodes attacked per graph."),
+    k: Optional[str] = typer.Option(None, "--k", help="K values, comma-separated (CSBM and CBA studies)."),
+    models: Optional[str] = typer.Option(None, "--models", help="Models, comma-separated (hyper-parameters from the job where it has them)."),
+    attacks: Optional[str] = typer.Option(None, "--attacks", help="Attacks, comma-separated: l2-weak, l2-strong, dice, l2-weak-class, nettack, sga, grbcd."),
+    budgets: Optional[str] = typer.Option(None, "--budgets", help="Local budgets, comma-separated: integers >= 1, deg, deg+N, inf."),
+    dataset: Optional[Path] = typer.Option(None, "--dataset", help="The .npz file of a real-graph study (graph kind npz)."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most edges an attack adds to a node (cap of the inf budget)."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="Maximum training epochs."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Base seed of graphs, splits, nodes and models."),
+    ray_on: bool = typer.Option(True, "--ray/--no-ray", help="Run the units as Ray tasks (default) or one after another in this process."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write the PNG figures after the run."),
+) -> None:
+    """Semantics-aware robustness study (seed 002): R, R_adv, R_over, F1-rob, Tables 1-2, figures.
+
+    One unit per (K, graph seed, model, attack); each unit's per-node rows are written
+    atomically to OUT/<study>/nodes/<unit id>.parquet and a re-run only does missing units.
+    """
+    from grb_dist.core.checks import check_ray_address, check_writable_dir
+    from grb_dist.core.errors import ConfigError
+    from grb_dist.semantics.run import run_study
+
+    job = _study_job(job)
+    if num_cpus is not None and num_cpus < 1:
+        raise ConfigError(f"--num-cpus must be >= 1, got {num_cpus}")
+    spec = _study_spec(job, k, models, epochs, graphs=graphs, nodes=nodes, max_steps=max_steps, seed=seed,
+                       attacks=split_csv(attacks), budgets=split_csv(budgets), dataset=dataset)
+    check_ray_address(address)
+    check_writable_dir(out, "output directory", "--out")
+    directory = run_study(spec, out, address=address, num_cpus=num_cpus, use_ray=ray_on,
+                          progress=lambda msg: base.err_console.print(msg, highlight=False))
+    written = [directory / name for name in ("metrics.csv", "table1.csv", "table2.csv") if (directory / name).exists()]
+    if plots:
+        from grb_dist.semantics.plots import write_plots
+
+        written += write_plots(directory)
+    base.console.print(f"study {spec.study}: {directory}", highlight=False)
+    for path in written:
+        base.console.print(f"  {path}", highlight=False)
+
+
+def _study_spec(job: Path, k: Optional[str], models: Optional[str], epochs: Optional[int],
+                dataset: Optional[Path] = None, **overrides):
+    """The checked study of ``job`` with the command line's overrides (``--k`` and
+    ``--models`` narrow its per_K and search sections too)."""
+    from grb_dist.core.errors import ConfigError
+    from grb_dist.semantics.spec import load_spec
+
+    if k is not None:
+        try:
+            overrides["K"] = [float(v) for v in split_csv(k) or []]
+        except ValueError:
+            raise ConfigError(f"--k must be comma-separated numbers, got {k!r}") from None
+    spec = load_spec(job, check=False)
+    if models is not None:
+        overrides["models"] = {m: dict(spec.models.get(m, {}) or {}) for m in split_csv(models) or []}
+    if dataset is not None:
+        overrides["graph"] = {**dict(spec.graph), "path": str(dataset)}
+    if epochs is not None:
+        overrides["train"] = {**dict(spec.train), "epochs": epochs}
+    return load_spec(job, **overrides)
+
+
+def _study_job(job: Optional[Path]) -> Path:
+    """``job``, or the shipped study it names (default: over-robustness-csbm)."""
+    import importlib.resources
+
+    from grb_dist.core.errors import ConfigError
+
+    shipped = importlib.resources.files("grb_dist") / "jobs" / "studies"
+    studies = sorted(p.name[: -len(".yaml")] for p in shipped.iterdir() if p.name.endswith(".yaml"))
+    job = job if job is not None else Path("over-robustness-csbm")
+    if not job.exists() and str(job) in studies:  # a shipped study by name
+        return Path(str(shipped / f"{job}.yaml"))
+    if not job.exists():
+        raise ConfigError(f"job file {job} does not exist; give a YAML file or a shipped study ({', '.join(studies)})")
+    return job
+
+
+@app.command("study-tune")
+@handle_errors
+def study_tune(
+    output: Path = typer.Argument(..., help="Where to write the tuned job (YAML): the job with its per_K section filled."),
+    job: Optional[Path] = typer.Option(None, "--job", help="Study job file with a search: section, or a shipped study (default: over-robustness-csbm)."),
+    graphs: int = typer.Option(3, "--graphs", help="Graphs per K each setting is trained on (the paper: 10)."),
+    k: Optional[str] = typer.Option(None, "--k", help="K values to tune, comma-separated (default: the job's)."),
+    models: Optional[str] = typer.Option(None, "--models", help="Models to tune, comma-separated (default: every model of search:)."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="Maximum training epochs."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: a local Ray started here)."),
+    num_cpus: Optional[int] = typer.Option(None, "--num-cpus", help="CPUs of the local Ray (default: all)."),
+    ray_on: bool = typer.Option(True, "--ray/--no-ray", help="Train as Ray tasks (default) or one after another here."),
+) -> None:
+    """Per-K hyper-parameter search (seed 002, appendix H): the best validation accuracy per K.
+
+    Every setting of the job's search: grid is trained on the study's first GRAPHS graphs of
+    each K; the best per (K, model), and for <model>_lp the best of the model and of lp, go
+    into per_K of a copy of the job written to OUTPUT (run it with grb-dist study --job OUTPUT).
+    """
+    import yaml
+
+    from grb_dist.core.checks import check_ray_address
+    from grb_dist.core.errors import ConfigError
+    from grb_dist.semantics.tune import tune, tuned_job
+    from grb_dist.core.fileio import write_bytes
+
+    job = _study_job(job)
+    if output.exists() and output.is_dir():
+        raise ConfigError(f"{output} is a directory; give the path of the YAML file to write")
+    if not output.parent.is_dir():
+        raise ConfigError(f"the directory of {output} does not exist; create it first")
+    data = yaml.safe_load(job.read_text()) or {}
+    spec = _study_spec(job, k, None, epochs)
+    search = dict(spec.search)
+    if models is not None:
+        names = split_csv(models) or []
+        unknown = [m for m in names if m not in search]
+        if unknown:
+            raise ConfigError(f"--models: {', '.join(unknown)} not in the job's search: ({', '.join(search)})")
+        search = {m: search[m] for m in names}
+    check_ray_address(address)
+    table = tune(spec, search, graphs=graphs, address=address, num_cpus=num_cpus, use_ray=ray_on,
+                 progress=lambda msg: base.err_console.print(msg, highlight=False))
+    write_bytes(tuned_job(data, spec, table, graphs).encode(), output)
+    best = table[table["best"]]
+    view = Table("K", "model", "best setting", "val accuracy")
+    for row in best.itertuples():
+        view.add_row(f"{row.K:g}", row.model, ", ".join(f"{a}={b}" for a, b in row.setting.items()), f"{row.val_accuracy:.3f}")
+    base.console.print(view)
+    base.console.print(f"wrote {output}", highlight=False)
+
+
+@app.command("study-plot")
+@handle_errors
+def study_plot(
+    study_dir: Path = typer.Argument(..., help="A study directory (OUT/<study>) with nodes/*.parquet."),
+) -> None:
+    """Re-reduce a study's rows into its tables and write its figures (PNG) under plots/."""
+    from grb_dist.core.errors import ConfigError
+    from grb_dist.semantics.plots import write_plots
+    from grb_dist.semantics.tables import study_budgets, write_tables
+
+    if not (study_dir / "nodes").is_dir():
+        raise ConfigError(f"{study_dir} is not a study directory (no nodes/ inside)")
+    written = list(write_tables(study_dir, study_budgets(study_dir)).values()) + write_plots(study_dir)
+    for path in written:
+        base.console.print(str(path), highlight=False)

@@ -1,0 +1,166 @@
+"""``grb-dist sweep``: run the benchmark on Ray, with its progress and leaderboards on the console.
+
+The sweep (:mod:`grb_dist.sweep`), torch and Ray are imported when the command runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+import grb_dist.cli.base as base
+from grb_dist.cli.base import DataDir, VerifyOption, app, check_threads, handle_errors, warn
+
+
+@app.command()
+@handle_errors
+def sweep(
+    dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Catalogue name (uses its shipped job, grb_dist/jobs/<name>.yaml) or a dataset path (uses the default job); default: csbm."),
+    job: Optional[Path] = typer.Option(None, "--job", help="Job file (YAML) instead of the dataset's shipped job."),
+    scenario: Optional[str] = typer.Option(None, "--scenario", help="injection (graph injection), modification (edge flips and feature changes) or all; default: the job's (injection)."),
+    attacks: Optional[str] = typer.Option(None, help="Attacks to run, comma-separated (default: the job's); with several scenarios each keeps the names it knows."),
+    defenses: Optional[str] = typer.Option(None, help="Defenses to score, comma-separated."),
+    surrogates: Optional[str] = typer.Option(None, help="Surrogate models of the attacker, comma-separated."),
+    difficulties: Optional[str] = typer.Option(None, help="Difficulties, comma-separated (easy, medium, hard, full)."),
+    repeats: Optional[int] = typer.Option(None, help="Repeats of every attack."),
+    seed: Optional[int] = typer.Option(None, help="Job seed (graph, split, models, attacks)."),
+    n_inject: Optional[str] = typer.Option(None, "--n-inject", help="Injected nodes (overrides every budget); a comma-separated list (20,40,60) sweeps each value as attack <name>@<value>."),
+    edges_per_node: Optional[int] = typer.Option(None, "--edges-per-node", help="Edges per injected node."),
+    steps: Optional[int] = typer.Option(None, help="Attack optimisation steps."),
+    ratio_edge_mod: Optional[str] = typer.Option(None, "--ratio-edge-mod", help="Modification budget: flipped edges as a share of the graph's edges, in (0, 1]; a comma-separated list (0.01,0.05) sweeps each value as attack <name>@<value>."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default: results/<dataset>)."),
+    address: Optional[str] = typer.Option(None, "--address", envvar="RAY_ADDRESS", help="Ray cluster to join (auto, host:port); default: start a local Ray."),
+    num_cpus: Optional[int] = typer.Option(None, "--num-cpus", help="CPUs of the local Ray (default: all)."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="torch intra-op threads of each training, attack and scoring task (1..1024; default: Ray's, one per reserved CPU)."),
+    dashboard: Optional[bool] = typer.Option(None, "--dashboard/--no-dashboard", help="Start the Ray dashboard of a local Ray (default: Ray's choice)."),
+    wait: bool = typer.Option(False, "--wait", help="When another sweep holds the run directory, wait for it instead of failing."),
+    flush_rows: int = typer.Option(4096, "--flush-rows", help="Write buffered score rows every N rows ..."),
+    flush_seconds: float = typer.Option(10.0, "--flush-seconds", help="... or every T seconds, whichever comes first."),
+    data_dir: Optional[Path] = DataDir,
+    download: bool = typer.Option(True, help="Download missing official datasets."),
+    verify: bool = VerifyOption,
+) -> None:
+    """Run the benchmark: every attack of the scenario(s) against every defense, per difficulty, on Ray.
+
+    Results go to Parquet tables under the run directory. A re-run skips finished cells
+    (resume); a job with more attacks, defenses, surrogates, difficulties or repeats grows the
+    run (only the new cells are computed). One sweep at a time per run directory.
+    """
+    from grb_dist.core.checks import check_ray_address
+    from grb_dist.sweep.preflight import check_sweep
+    from grb_dist.sweep.session import lock_run, prepare, resolve_job
+
+    check_ray_address(address)
+    _check_flush(flush_rows, flush_seconds)
+    check_threads(threads)
+    overrides = dict(attacks=attacks, defenses=defenses, surrogates=surrogates, difficulties=difficulties,
+                     repeats=repeats, seed=seed, n_inject=n_inject, edges_per_node=edges_per_node, steps=steps,
+                     scenario=scenario, ratio_edge_mod=ratio_edge_mod)
+    spec = resolve_job(dataset, job, overrides)
+    prepared = prepare(spec, out=out, data_dir=data_dir, download=download, verify=verify)  # validates; writes nothing
+    check_sweep(prepared, local=address is None)  # run directory writable, stored models, memory: before Ray
+
+    from grb_dist.sweep.settings import RaySettings
+
+    settings = RaySettings(address=address, num_cpus=num_cpus, include_dashboard=dashboard, threads=threads)
+    lock, prepared = lock_run(prepared, wait=wait, on_wait=lambda who: base.err_console.print(
+        f"waiting for {who} to finish with {prepared.run_dir}", highlight=False))
+    try:
+        _sweep_locked(prepared, settings, lock, flush_rows, flush_seconds)
+    finally:
+        lock.release()
+
+
+def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: float) -> None:
+    """The part of ``sweep`` that runs while holding the run directory's lock: the session's
+    :func:`~grb_dist.sweep.session.execute` with the CLI's output around it."""
+    import time
+
+    from grb_dist.leaderboard import render
+    from grb_dist.sweep.progress import PlainProgress, RichProgress
+    from grb_dist.sweep.session import execute, missing_cells
+
+    spec, p = prepared.spec, prepared.plan
+    show = [d for d in ("full",) if d in spec.difficulties] or list(spec.difficulties[-1:])
+    missing = missing_cells(prepared)
+
+    def on_connect(ctx, store) -> None:
+        if settings.resolved_address():  # a joined cluster: its memory is known only now
+            _check_cluster_memory(prepared)
+        base.console.print(
+            f"[bold]sweep[/] {spec.dataset} ({prepared.graph.num_nodes:,} nodes, {' + '.join(spec.scenarios)}): "
+            f"{sum(len(spec.scenario_attacks(s)) for s in spec.scenarios)} attacks x "
+            f"{len(p.surrogates)} surrogates x {len(p.targets)} defenses x {len(spec.difficulties)} difficulties x "
+            f"{spec.repeats} repeats = {len(p.scores)} cells, {len(missing)} to compute -> {prepared.run_dir}"
+            + (" (resuming or growing the run)" if prepared.resume else ""),
+            highlight=False, soft_wrap=True,
+        )
+        dashboard = ctx.dashboard_url or "not running"
+        if ctx.dashboard_url and ctx.dashboard_token:
+            dashboard += (f" (asks for Ray's token once per browser: paste the output of `ray get-auth-token`, "
+                          f"or the contents of {ctx.dashboard_token})")
+        base.console.print(f"Ray: {ctx.cpus:g} CPUs, {ctx.gpus:g} GPUs; dashboard: {dashboard}", highlight=False,
+                      soft_wrap=True)
+
+    # three live rows on a terminal; timestamped lines otherwise (CI, nohup, tee)
+    if not missing:
+        display = None
+    elif base.console.is_terminal:
+        display = RichProgress(base.console)
+    else:
+        display = PlainProgress(lambda line: base.console.print(line, highlight=False, markup=False, soft_wrap=True))
+    start = time.perf_counter()
+    try:
+        if display is None:  # nothing to compute: no Ray, no writes
+            outcome = execute(prepared, settings, lock, on_warning=warn)
+        else:
+            with display:
+                outcome = execute(prepared, settings, lock, on_connect=on_connect, on_progress=display,
+                                  flush_rows=flush_rows, flush_seconds=flush_seconds, on_warning=warn,
+                                  job_name=f"grb-dist sweep {spec.dataset} -> {prepared.run_dir}")
+    except KeyboardInterrupt:
+        if display is not None:
+            display.stop()
+        base.err_console.print("interrupted: finished cells are kept; run the same command again to resume")
+        raise typer.Exit(130) from None
+    elapsed = time.perf_counter() - start
+    boards = {k: v for k, v in outcome.boards.items() if k.split("-", 1)[1] in show}
+    base.console.print(render(boards, "md"), highlight=False, markup=False)
+    summary = outcome.summary
+    if summary is None:
+        base.console.print(f"nothing to do: all {len(p.scores)} cells of this job are already in {prepared.run_dir}",
+                      highlight=False)
+        return
+    base.console.print(
+        f"{summary.done}/{summary.total} cells ({summary.computed} computed, {summary.skipped} already done, "
+        f"{summary.failures} failed) in {elapsed:.1f}s; results in {prepared.run_dir}", highlight=False,
+    )
+    for e in summary.errors[:10]:
+        base.err_console.print(f"failed: {e}", highlight=False, soft_wrap=True)
+    if summary.failures:
+        raise typer.Exit(1)
+
+
+def _check_cluster_memory(prepared) -> None:
+    """The sweep's largest task must fit the largest live node of the joined cluster (its Ray
+    memory plus object store); before anything is written."""
+    from grb_dist.core.checks import check_memory
+    from grb_dist.sweep.preflight import sweep_memory
+    from grb_dist.sweep.ray_edge import largest_node_memory
+
+    size = largest_node_memory()
+    if size > 0:
+        check_memory(sweep_memory(prepared.resolved, prepared.graph), size, "the largest node of the cluster")
+
+
+def _check_flush(rows: int, seconds: float) -> None:
+    import math
+
+    from grb_dist.core.errors import ConfigError
+
+    if not 1 <= rows <= 10_000_000:
+        raise ConfigError(f"--flush-rows must be in 1..10,000,000, got {rows}")
+    if not (math.isfinite(seconds) and 0 <= seconds <= 86_400):
+        raise ConfigError(f"--flush-seconds must be in 0..86,400, got {seconds}")
