@@ -98,17 +98,19 @@ def test_ray_settings_threads_reach_the_workers(monkeypatch):
     import torch
 
     from grb_dist.core.errors import ConfigError
-    from grb_dist.sweep import runner as ray_runner
+    from grb_dist.sweep import ray_edge
+    from grb_dist.sweep.settings import RaySettings
 
     with pytest.raises(ConfigError, match="1..1024"):
-        ray_runner.RaySettings(threads=0)
-    assert ray_runner._thread_options(ray_runner.RaySettings()) == {}
-    opts = ray_runner._thread_options(ray_runner.RaySettings(threads=3))
-    assert opts == {"runtime_env": {"env_vars": {ray_runner.THREADS_ENV: "3"}}}
+        RaySettings(threads=0)
+    for kind in ("train", "attack", "scorer"):
+        assert "runtime_env" not in ray_edge.options(RaySettings(), kind, use_gpu=False)
+        opts = ray_edge.options(RaySettings(threads=3), kind, use_gpu=False)
+        assert opts["runtime_env"] == {"env_vars": {ray_edge.THREADS_ENV: "3"}}
     before = torch.get_num_threads()
     try:
-        monkeypatch.setenv(ray_runner.THREADS_ENV, "1")
-        ray_runner._set_threads()  # what every task and Scorer does first
+        monkeypatch.setenv(ray_edge.THREADS_ENV, "1")
+        ray_edge._set_threads()  # what every task and Scorer does first
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)

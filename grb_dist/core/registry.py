@@ -62,6 +62,7 @@ class Registry(Generic[T]):
                  groups: Iterable[str] = (), choices: Callable[[Iterable[str]], Iterable[str]] | None = None):
         self.kind = kind
         self._entries = {normalize_name(k): v for k, v in entries.items()}
+        self._display = {normalize_name(k): k for k in entries}  # the built-ins' own spelling
         self._builtin = frozenset(self._entries)
         self._admit = admit
         self._groups = tuple(groups)
@@ -76,14 +77,14 @@ class Registry(Generic[T]):
         return isinstance(name, str) and self._lookup(normalize_name(name))
 
     def __iter__(self) -> Iterator[str]:
-        return iter(list(self._entries))
+        return iter(self.names())
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def names(self) -> list[str]:
-        """The registered names, sorted."""
-        return sorted(self._entries)
+        """The registered names (a built-in in its own spelling, ``grb-aminer``), sorted."""
+        return sorted(self._display.get(k, k) for k in self._entries)
 
     def get(self, name: str) -> T:
         """The entry of ``name`` (asking the resolver on a miss); raises
@@ -96,7 +97,8 @@ class Registry(Generic[T]):
     def canonical(self, name: str) -> str:
         """The registered spelling of ``name`` (raises on unknown names)."""
         self.get(name)
-        return normalize_name(name)
+        key = normalize_name(name)
+        return self._display.get(key, key)
 
     def find(self, name: str) -> T | None:
         """The entry of ``name`` when it is registered, else ``None`` (nothing resolved)."""
@@ -108,7 +110,7 @@ class Registry(Generic[T]):
 
     def choices(self) -> list[str]:
         """The names an unknown-name message lists (with what entry points could provide)."""
-        names = set(self._entries) | set(self.available())
+        names = set(self.names()) | set(self.available())
         return sorted(self._choices_of(names) if self._choices_of else names)
 
     # ------------------------------------------------------------------ adding

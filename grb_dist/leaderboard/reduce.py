@@ -16,7 +16,7 @@ from grb_dist.core.errors import GrbDistError
 from grb_dist.leaderboard.rank import leaderboards, scenarios_of, to_arrow
 from grb_dist.leaderboard.render import file_stem, render, to_csv, to_markdown
 from grb_dist.store import RunStore
-from grb_dist.store.parquet import write_bytes
+from grb_dist.core.fileio import write_bytes
 
 
 def reduce_run(store: RunStore, difficulties: list[str] | None = None, *, save: bool = True,

@@ -282,8 +282,13 @@ def options(settings: RaySettings, kind: str, use_gpu: bool) -> dict[str, Any]:
 
 def _start_worker(registrations: list) -> None:
     """At the start of every task and actor call: the driver's registrations (restored once
-    per worker) and torch's intra-op threads from :data:`THREADS_ENV`, when set."""
+    per worker) and torch's threads."""
     _restore(registrations)
+    _set_threads()
+
+
+def _set_threads() -> None:
+    """torch's intra-op threads of this worker from :data:`THREADS_ENV`, when set."""
     threads = os.environ.get(THREADS_ENV)
     if threads:
         import torch
