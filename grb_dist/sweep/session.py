@@ -15,7 +15,6 @@ from typing import Any, Mapping
 import pandas as pd
 
 from grb_dist.core.graph import Graph
-from grb_dist.leaderboard import render
 from grb_dist.leaderboard.reduce import reduce_run
 from grb_dist.store import RunLock, RunStore, fingerprint_parts
 from grb_dist.store.fingerprint import combine
@@ -42,7 +41,8 @@ class Prepared:
     run_dir: Path
     resume: bool  # the run directory already holds a run (it resumes or grows)
     dataset: dict[str, Any]  # identity of the loaded dataset (fingerprint and its parts)
-    components: dict[str, Any]  # what each name of the job means (see spec.run_components)
+    components: dict[str, Any]  # what each name of the job means (see plan.run_components)
+    missing: tuple[ScoreCell, ...] | None = None  # the cells to compute, read under the run's lock
 
     @property
     def fingerprint(self) -> str:
@@ -102,15 +102,20 @@ def lock_run(prepared: Prepared, *, wait: bool = False, on_wait=None) -> tuple[R
     lock = RunLock(prepared.run_dir).acquire(wait=wait, on_wait=on_wait)
     try:
         resume = RunStore.check(prepared.run_dir, prepared.dataset, prepared.components)
+        locked = dataclasses.replace(prepared, resume=resume, missing=None)
+        locked = dataclasses.replace(locked, missing=tuple(missing_cells(locked)))
     except BaseException:
         lock.release()
         raise
-    return lock, dataclasses.replace(prepared, resume=resume)
+    return lock, locked
 
 
 def missing_cells(prepared: Prepared) -> list[ScoreCell]:
     """The score cells of the job that the run directory does not hold (all of them for a
-    new run). Reads only; unreadable files count as not holding their cells."""
+    new run): read once, under the lock (:func:`lock_run`), and kept. Reads only; unreadable
+    files count as not holding their cells."""
+    if prepared.missing is not None:
+        return list(prepared.missing)
     if not prepared.resume:
         return list(prepared.plan.scores)
     done = RunStore.existing(prepared.run_dir).done_cells()
@@ -166,4 +171,4 @@ def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None
 
 __all__ = ["Outcome", "Prepared", "RESULTS_DIR", "dataset_identity", "default_run_dir", "execute", "lock_run",
            "missing_cells", "open_store",
-           "prepare", "render", "resolve_job"]
+           "prepare", "resolve_job"]
