@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping
 
 import pyarrow as pa
 
@@ -153,71 +153,12 @@ DEFENSE_BOARD = pa.schema([
 # --------------------------------------------------------------------------- rows
 
 
-class ScoreKey(Protocol):
-    """What a score row says about its cell (a :class:`grb_dist.sweep.plan.ScoreCell`)."""
-
-    @property
-    def cell_id(self) -> str: ...
-    @property
-    def perturbation_id(self) -> str | None: ...
-    @property
-    def scenario(self) -> str: ...
-    @property
-    def difficulty(self) -> str: ...
-    @property
-    def attack(self) -> str: ...
-    @property
-    def surrogate(self) -> str: ...
-    @property
-    def defense(self) -> str: ...
-    @property
-    def repeat(self) -> int: ...
-    @property
-    def seed(self) -> int: ...
-
-
-class AttackKey(Protocol):
-    """What a perturbation row says about its attack (a :class:`grb_dist.sweep.plan.AttackCell`)."""
-
-    @property
-    def scenario(self) -> str: ...
-    @property
-    def difficulty(self) -> str: ...
-    @property
-    def attack(self) -> str: ...
-    @property
-    def surrogate(self) -> str: ...
-    @property
-    def repeat(self) -> int: ...
-    @property
-    def seed(self) -> int: ...
-    @property
-    def params(self) -> Mapping[str, Any]: ...
-
-
-class ModelKey(Protocol):
-    """What a training row says about its model (a :class:`grb_dist.sweep.plan.ModelTask`)."""
-
-    @property
-    def model_id(self) -> str: ...
-    @property
-    def role(self) -> str: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def seed(self) -> int: ...
-    @property
-    def params(self) -> Mapping[str, Any]: ...
-    @property
-    def train(self) -> Mapping[str, Any]: ...
-
-
 def stamped(row: Mapping[str, Any]) -> dict[str, Any]:
     """``row`` with the ``version`` of grb-dist that writes it."""
     return {**row, "version": __version__}
 
 
-def score_row(cell: ScoreKey, *, config_hash: str, dataset: str, dataset_fingerprint: str, defense_seed: int,
+def score_row(cell: Any, *, config_hash: str, dataset: str, dataset_fingerprint: str, defense_seed: int,
               result: Mapping[str, Any], sizes: Mapping[str, int], attack_seconds: float,
               created_at: dt.datetime | None = None) -> dict[str, Any]:
     """One row of :data:`SCORES`: ``cell`` scored, with ``result`` (the scorer's
@@ -236,7 +177,7 @@ def score_row(cell: ScoreKey, *, config_hash: str, dataset: str, dataset_fingerp
     })
 
 
-def perturbation_meta(cell: AttackKey, *, config_hash: str, dataset: str, dataset_fingerprint: str,
+def perturbation_meta(cell: Any, *, config_hash: str, dataset: str, dataset_fingerprint: str,
                       feat_lim_min: float, feat_lim_max: float, attack_seconds: float) -> dict[str, Any]:
     """The attack's columns of a :data:`PERTURBATIONS` row (the store adds the
     perturbation's own: its id, sizes and the version). ``params_json`` is the canonical
@@ -250,7 +191,7 @@ def perturbation_meta(cell: AttackKey, *, config_hash: str, dataset: str, datase
     }
 
 
-def model_meta(task: ModelKey, *, best_epoch: int, best_val_accuracy: float, train_seconds: float) -> dict[str, Any]:
+def model_meta(task: Any, *, best_epoch: int, best_val_accuracy: float, train_seconds: float) -> dict[str, Any]:
     """A :data:`MODELS` row but its version (the store stamps it when it writes the model).
 
     Its ``params_json`` and ``train_json`` are ``json.dumps(sort_keys=True)`` (with the
