@@ -130,9 +130,14 @@ def test_no_ray_process_outlives_the_sweep(tmp_path, sig):
         else:
             assert rc == -signal.SIGKILL
 
+        def alive(q: psutil.Process) -> bool:
+            try:
+                return q.is_running() and q.status() != psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:  # it ended between the two questions
+                return False
+
         def gone() -> bool:
-            return not [q for q in started if q.is_running() and q.status() != psutil.STATUS_ZOMBIE] \
-                and not _ray_processes(ray_tmp)
+            return not [q for q in started if alive(q)] and not _ray_processes(ray_tmp)
 
         # a bound on how long Ray's own shutdown may take, not a benchmark
         wait_for(gone, 20, "the exit of every Ray process of the sweep")
