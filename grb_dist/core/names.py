@@ -56,6 +56,12 @@ def check_precision(precision: str) -> str:
     return precision
 
 
+def is_registry_key(value: Any) -> bool:
+    """Whether ``value`` (normalised) can key a registry: a registered name, or the dotted
+    name of a ``module:Class`` spec (``mypkg.models.mygcn``), at most 128 characters."""
+    return isinstance(value, str) and len(value) <= 128 and all(is_plain_name(p) for p in value.split("."))
+
+
 def difficulty_key(difficulty: str) -> str:
     """Split key of a difficulty name (``easy`` -> ``test_easy``)."""
     d = difficulty.lower()

@@ -27,18 +27,14 @@ gives it.
 from __future__ import annotations
 
 import inspect
-import re
 from importlib import import_module, metadata
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
 
 from grb_dist.core.errors import ConfigError, UnknownNameError
-from grb_dist.core.names import is_plain_name, normalize_name, spec_of, unknown_name_message
+from grb_dist.core.names import is_plain_name, is_registry_key, normalize_name, spec_of, unknown_name_message
 
 T = TypeVar("T")
 
-#: Names that :meth:`Registry.add` accepts: letters, digits, ``_``, ``-`` and ``.`` (not
-#: first), no ``..``, at most 128 characters; never a path.
-_ADD_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
 
 #: ``admit(name, obj, where) -> entry``: an owner's check of an object found for a name.
 Admit = Callable[[str, Any, str], Any]
@@ -125,7 +121,7 @@ class Registry(Generic[T]):
         if not isinstance(name, str):
             raise ConfigError(f"a {self.kind} name must be a string, got {type(name).__name__}")
         key = normalize_name(name)
-        if not _ADD_NAME.fullmatch(key) or ".." in key:
+        if not is_registry_key(key):
             raise ConfigError(
                 f"{self.kind} name {name!r} is not a plain name: use letters, digits, '_' and '-' "
                 "(no path separators, no spaces)"

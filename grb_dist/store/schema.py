@@ -28,7 +28,6 @@ The rows the sweep writes are built here too (:func:`score_row`, :func:`perturba
 from __future__ import annotations
 
 import datetime as dt
-import json
 from typing import Any, Mapping
 
 import pyarrow as pa
@@ -193,14 +192,13 @@ def perturbation_meta(cell: Any, *, config_hash: str, dataset: str, dataset_fing
 
 def model_meta(task: Any, *, best_epoch: int, best_val_accuracy: float, train_seconds: float) -> dict[str, Any]:
     """A :data:`MODELS` row but its version (the store stamps it when it writes the model).
-
-    Its ``params_json`` and ``train_json`` are ``json.dumps(sort_keys=True)`` (with the
-    default separators, as they have always been written), not the compact canonical
-    JSON of :func:`perturbation_meta`."""
+    ``params_json`` and ``train_json`` are canonical JSON, like every ``*_json`` column (rows
+    of older runs hold ``json.dumps(sort_keys=True)`` text: the same content, other
+    whitespace)."""
     return {
         "model_id": task.model_id, "role": task.role, "name": task.name, "seed": task.seed,
-        "params_json": json.dumps(dict(task.params), sort_keys=True),
-        "train_json": json.dumps(dict(task.train), sort_keys=True),
+        "params_json": canonical_json(dict(task.params)),
+        "train_json": canonical_json(dict(task.train)),
         "best_epoch": int(best_epoch), "best_val_accuracy": float(best_val_accuracy),
         "train_seconds": train_seconds,
     }
