@@ -1,6 +1,6 @@
 """The seed-002 study commands: ``grb-dist study``, ``study-tune`` and ``study-plot``.
 
-Thin: the options become a checked study (:mod:`grb_dist.semantics.study`), the work is done
+Thin: the options become a checked study (:mod:`grb_dist.semantics.spec`), the work is done
 by :mod:`grb_dist.semantics` (imported when a command runs).
 """
 

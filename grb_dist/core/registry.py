@@ -226,8 +226,9 @@ def import_class(module_name: str, attr: str) -> type:
         raise ConfigError(f"spec {spec!r}: module {module_name!r} has no attribute {attr!r}")
     obj = getattr(module, attr)
     if not inspect.isclass(obj):
-        raise ConfigError(f"spec {spec!r} names {type(obj).__name__} {attr!r}, not a class: a spec names a class "
-                          "(a model, defense or attack), never a function or a value")
+        what = "a function" if callable(obj) else f"a value of type {type(obj).__name__}"
+        raise ConfigError(f"spec {spec!r} names {what}, not a class: a spec names a class (a model, defense or "
+                          "attack) and is never called; register factories in your own code with register_defense")
     return obj
 
 
