@@ -152,6 +152,21 @@ def run_sweep(
     return sweep.run()
 
 
+@dataclass(frozen=True)
+class _Resources:
+    """What a sweep got from Ray: its cluster's CPUs, the options of its tasks and actors,
+    and the object-store refs of the graph and the registrations."""
+
+    cpus: float
+    max_in_flight: int
+    train_opts: dict
+    attack_opts: dict
+    scorer_opts: dict
+    n_scorers: int
+    graph_ref: Any
+    registrations: list
+
+
 class _Sweep:
     """The state of one :func:`run_sweep` call, one method per stage: planning, submitting
     training, attack and scoring work, collecting each kind of result, and the cleanup."""
@@ -177,6 +192,43 @@ class _Sweep:
         self.computed = 0
         self.errors: list[str] = []
         self.scorers: list = []
+        self.ray: _Resources | None = None  # set by connect()
+
+        # which perturbations and models this invocation needs
+        self.todo_by_pert: dict[str | None, dict[str, list[ScoreCell]]] = {}
+        for c in self.todo:
+            self.todo_by_pert.setdefault(c.perturbation_id, {}).setdefault(c.difficulty, []).append(c)
+        self.attacks_needed = [a for a in plan.attacks if a.perturbation_id in self.todo_by_pert]
+        self.attacks_to_run = [a for a in self.attacks_needed if not store.has_perturbation(a.perturbation_id)]
+        self.target_names = sorted({c.defense for c in self.todo})
+        surrogate_stems = {a.surrogate_model for a in self.attacks_to_run}
+        # surrogates first: attacks can start while the defenses still train
+        self.tasks = [s for s in plan.surrogates if s.file_stem in surrogate_stems] + [
+            t for t in plan.targets if t.name in self.target_names
+        ]
+        self.trained.total, self.attacked.total = len(self.tasks), len(self.attacks_needed)
+        self.params_of = {t.file_stem: dict(t.params) for t in plan.models}
+        self.name_of = {t.file_stem: t.name for t in plan.models}
+        self.seed_of = {t.name: t.seed for t in plan.targets}
+        self.target_stem = {t.name: t.file_stem for t in plan.targets}
+        self.defenses_of: dict[str, list[str]] = {}  # file stem -> the defenses it is
+        for n in self.target_names:
+            self.defenses_of.setdefault(self.target_stem[n], []).append(n)
+
+        # work in flight and waiting
+        self.in_flight: dict[Any, tuple] = {}
+        self.running = {"train": 0, "attack": 0}  # training and attack tasks in flight
+        self.batch_left: dict[int, int] = {}  # attack batch -> its cells still in flight
+        self.batch_ids = itertools.count()
+        self.state_refs: dict[str, Any] = {}  # file stem -> ref of the stored state_dict
+        self.train_secs: dict[str, float] = {}
+        self.holder: dict[str, int] = {}  # defense -> index of the Scorer holding it
+        # perturbation id -> (attack seconds, size columns of its score rows)
+        self.pert_info: dict[str | None, tuple[float, dict]] = {None: (0.0, worker.perturbation_sizes(None))}
+        # defense -> scoring work waiting for its model: (perturbation ref, id, difficulty, cell)
+        self.waiting: dict[str, list[tuple[Any, str | None, str, ScoreCell]]] = {}
+        self.train_queue: list = []
+        self.attack_queue: list[AttackCell] = []
 
     # -- progress ---------------------------------------------------------------------------
 
@@ -205,8 +257,8 @@ class _Sweep:
         if not self.todo:
             self.report("plan")
             return SweepSummary(self.total, self.skipped, 0, self.skipped, 0, time.perf_counter() - self.start)
-        self.plan_work()
-        self.open()
+        self.report("plan")
+        self.connect()
         try:
             self.start_scorers()
             self.queue_work()
@@ -216,61 +268,27 @@ class _Sweep:
         return SweepSummary(self.total, self.scored.done, self.computed, self.skipped, self.scored.failed,
                             time.perf_counter() - self.start, self.errors)
 
-    def plan_work(self) -> None:
-        """Which models and perturbations this invocation needs, and the Ray options."""
-        plan, settings, store = self.plan, self.settings, self.store
-        self.cpus, gpus = edge.cluster_size()
+    def connect(self) -> None:
+        """What this invocation asks of Ray: the options of its tasks and actors on this
+        cluster, and the graph and the registrations in the object store (once)."""
+        settings = self.settings
+        cpus, gpus = edge.cluster_size()
         use_gpu = gpus > 0
-        self.max_in_flight = settings.max_in_flight or max(2, int(2 * self.cpus))
-        self.train_opts = edge.options(settings, "train", use_gpu)
-        self.attack_opts = edge.options(settings, "attack", use_gpu)
-
-        # which perturbations and models this invocation needs
-        self.todo_by_pert: dict[str | None, dict[str, list[ScoreCell]]] = {}
-        for c in self.todo:
-            self.todo_by_pert.setdefault(c.perturbation_id, {}).setdefault(c.difficulty, []).append(c)
-        self.attacks_needed = [a for a in plan.attacks if a.perturbation_id in self.todo_by_pert]
-        self.attacks_to_run = [a for a in self.attacks_needed if not store.has_perturbation(a.perturbation_id)]
-        self.target_names = sorted({c.defense for c in self.todo})
-        surrogate_stems = {a.surrogate_model for a in self.attacks_to_run}
-        # surrogates first: attacks can start while the defenses still train
-        self.tasks = [s for s in plan.surrogates if s.file_stem in surrogate_stems] + [
-            t for t in plan.targets if t.name in self.target_names
-        ]
-        self.trained.total, self.attacked.total = len(self.tasks), len(self.attacks_needed)
-        self.report("plan")
-        self.params_of = {t.file_stem: dict(t.params) for t in plan.models}
-        self.name_of = {t.file_stem: t.name for t in plan.models}
-        self.seed_of = {t.name: t.seed for t in plan.targets}
-        self.target_stem = {t.name: t.file_stem for t in plan.targets}
-        self.defenses_of: dict[str, list[str]] = {}  # file stem -> the defenses it is
-        for n in self.target_names:
-            self.defenses_of.setdefault(self.target_stem[n], []).append(n)
-        self.n_scorers = settings.num_scorers or max(1, int(gpus) if use_gpu else int(self.cpus) // 2)
-        self.scorer_opts = edge.options(settings, "scorer", use_gpu)
-
-    def open(self) -> None:
-        """Put the graph and the registrations in Ray's object store; empty bookkeeping."""
-        self.graph_ref = edge.put(self.graph)
-        self.registrations = edge.put_registrations()  # user models, defenses and attacks, for the workers
-        self.in_flight: dict[Any, tuple] = {}
-        self.running = {"train": 0, "attack": 0}  # training and attack tasks in flight
-        self.batch_left: dict[int, int] = {}  # attack batch -> its cells still in flight
-        self.batch_ids = itertools.count()
-        self.state_refs: dict[str, Any] = {}  # file stem -> ref of the stored state_dict
-        self.train_secs: dict[str, float] = {}
-        self.holder: dict[str, int] = {}  # defense -> index of the Scorer holding it
-        # perturbation id -> (attack seconds, size columns of its score rows)
-        self.pert_info: dict[str | None, tuple[float, dict]] = {None: (0.0, worker.perturbation_sizes(None))}
-        # defense -> scoring work waiting for its model: (perturbation ref, id, difficulty, cell)
-        self.waiting: dict[str, list[tuple[Any, str | None, str, ScoreCell]]] = {}
-        self.train_queue: list = []
-        self.attack_queue: list[AttackCell] = []
+        self.ray = _Resources(
+            cpus=cpus,
+            max_in_flight=settings.max_in_flight or max(2, int(2 * cpus)),
+            train_opts=edge.options(settings, "train", use_gpu),
+            attack_opts=edge.options(settings, "attack", use_gpu),
+            scorer_opts=edge.options(settings, "scorer", use_gpu),
+            n_scorers=settings.num_scorers or max(1, int(gpus) if use_gpu else int(cpus) // 2),
+            graph_ref=edge.put(self.graph),
+            registrations=edge.put_registrations(),  # user models, defenses and attacks, for the workers
+        )
 
     def start_scorers(self) -> None:
         # Scorers start at once: they load each defense on its first scoring call
-        for i, part in enumerate(_partition(self.target_names, min(self.n_scorers, len(self.target_names)))):
-            self.scorers.append(edge.start_scorer(scorer_name(i), self.scorer_opts))
+        for i, part in enumerate(_partition(self.target_names, min(self.ray.n_scorers, len(self.target_names)))):
+            self.scorers.append(edge.start_scorer(scorer_name(i), self.ray.scorer_opts))
             self.holder.update({n: i for n in part})
 
     def queue_work(self) -> None:
@@ -353,7 +371,7 @@ class _Sweep:
             # cells on the same surrogate and difficulty share its clean pass; batch
             # them, but keep enough batches to occupy every CPU
             same = [b for b in attack_queue if (b.surrogate_model, b.difficulty) == (ready.surrogate_model, ready.difficulty)]
-            size = max(1, min(ATTACK_BATCH, len(same) // max(1, int(self.cpus))))
+            size = max(1, min(ATTACK_BATCH, len(same) // max(1, int(self.ray.cpus))))
             batch = same[:size]
             for b in batch:
                 attack_queue.remove(b)
@@ -362,7 +380,7 @@ class _Sweep:
 
     def fill(self) -> None:
         """Submit training and attack tasks up to the bound on in-flight refs."""
-        while len(self.in_flight) < self.max_in_flight:
+        while len(self.in_flight) < self.ray.max_in_flight:
             work = self.next_work()
             if work is None:
                 break
@@ -374,14 +392,15 @@ class _Sweep:
                 self.submit_attack(item)
 
     def submit_train(self, t: Any) -> None:
-        ref = edge.submit_train(self.graph_ref, t, self.registrations, self.train_opts, train_task_name(t))
+        ref = edge.submit_train(self.ray.graph_ref, t, self.ray.registrations, self.ray.train_opts, train_task_name(t))
         self.in_flight[ref] = ("train", t)
         self.begin(self.trained)
 
     def submit_attack(self, batch: list[AttackCell]) -> None:
         stem = batch[0].surrogate_model
-        refs = edge.submit_attack(self.graph_ref, batch, self.name_of[stem], self.params_of[stem],
-                                  self.state_refs[stem], self.registrations, self.attack_opts, attack_task_name(batch))
+        refs = edge.submit_attack(self.ray.graph_ref, batch, self.name_of[stem], self.params_of[stem],
+                                  self.state_refs[stem], self.ray.registrations, self.ray.attack_opts,
+                                  attack_task_name(batch))
         batch_id = next(self.batch_ids)
         self.batch_left[batch_id] = len(batch)
         for r, a in zip(refs, batch):
@@ -392,7 +411,7 @@ class _Sweep:
         target_stem = self.target_stem
         models = [(c.defense, self.params_of[target_stem[c.defense]], self.state_refs[target_stem[c.defense]],
                    self.train_secs[target_stem[c.defense]]) for c in group]
-        ref = edge.submit_score(self.scorers[i], [self.graph_ref, models, self.registrations], pert_ref, difficulty,
+        ref = edge.submit_score(self.scorers[i], [self.ray.graph_ref, models, self.ray.registrations], pert_ref, difficulty,
                                 [c.defense for c in group])
         self.in_flight[ref] = ("score", (i, pert_ref, difficulty, group, attempt))
         self.begin(self.scored)
