@@ -450,3 +450,42 @@ def test_read_empty_dir_has_schema_columns(tmp_path):
     store, lock = open_run(tmp_path / "run")
     assert list(store.read_scores().columns) == schema.SCORES.names and store.done_cells() == set()
     lock.release()
+
+
+# ----------------------------------------------------------------------------- the run is a jail
+
+
+def test_a_lock_that_is_a_symlink_is_refused_and_its_target_untouched(tmp_path):
+    store, lock = open_run(tmp_path / "run")
+    store.write_scores([row("c0")])
+    lock.release()
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep me")
+    lock_path = store.root / ".lock"
+    lock_path.unlink(missing_ok=True)
+    lock_path.symlink_to(outside)
+    with pytest.raises(StoreError, match="symlink"):
+        RunLock(store.root).acquire()
+    assert outside.read_text() == "keep me"
+    lock_path.unlink()
+    lock_path.mkdir()  # neither a directory
+    with pytest.raises(StoreError, match="not a plain file"):
+        RunLock(store.root).acquire()
+
+
+@pytest.mark.parametrize("entry", ["../../precious.parquet", "/tmp/../{outside}", "scores/link/x.parquet"])
+def test_a_journal_naming_paths_outside_the_run_changes_nothing(tmp_path, entry):
+    store, lock = open_run(tmp_path / "run")
+    store.write_scores([row("c0")])
+    lock.release()
+    outside = tmp_path / "precious.parquet"
+    outside.write_text("keep me")
+    (store.root / "scores" / "link").symlink_to(tmp_path)  # a symlink inside the run, leading out
+    (tmp_path / "x.parquet").write_text("keep me too")
+    journal = store.root / "scores" / ".compact-journal.json"
+    target = next((store.root / "scores").rglob("part-*.parquet")).relative_to(store.root)
+    journal.write_text(json.dumps({"target": str(target), "sources": [entry.format(outside=outside)]}))
+    with pytest.raises(StoreError, match="outside the run|symlink"):
+        open_run(store.root)  # start-up recovery reads the journal
+    assert outside.read_text() == "keep me" and (tmp_path / "x.parquet").read_text() == "keep me too"
+    assert journal.is_file()  # left for the user to look at

@@ -19,10 +19,31 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from grb_dist.core.errors import StoreError
+
 #: Tag of this host in temporary names (the first 8 hex digits of the sha1 of its name).
 HOST_TAG = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
 #: A temporary name; ``host`` is absent in the names of older versions (PID only).
 _TEMPORARY = re.compile(r"^\..+\.tmp-(?:(?P<host>[0-9a-f]{8})-)?(?P<pid>\d+)-[0-9a-f]+$")
+
+
+def inside(root: Path, relative: str, what: str) -> Path:
+    """``root / relative`` when it stays inside ``root``: a relative path without ``..``,
+    that no symlink on the way leads out of ``root``. Anything else (an absolute path, a
+    path that climbs out, a symlink pointing elsewhere) raises :class:`StoreError` naming
+    ``what`` named it; nothing is touched."""
+    rel = Path(str(relative))
+    root = Path(root)
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+        raise StoreError(f"{what} names {str(relative)!r}, a path outside the run directory {root}; "
+                         "nothing was changed: remove that file if you did not write it")
+    path = root / rel
+    real_root = root.resolve()
+    if not path.resolve().is_relative_to(real_root) or any(p.is_symlink() for p in [path, *path.parents]
+                                                           if p.is_relative_to(root) and p != root):
+        raise StoreError(f"{what} names {str(relative)!r}, which a symlink leads outside the run directory "
+                         f"{root}; nothing was changed: remove the symlink")
+    return path
 
 
 def temporary_path(path: Path) -> Path:

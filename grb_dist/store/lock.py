@@ -74,9 +74,15 @@ class RunLock:
             return self
         while True:
             self._make_root()
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            if self.path.is_symlink() or (self.path.exists() and not self.path.is_file()):
+                raise StoreError(f"{self.path} is not a plain file (a symlink, directory or device): a run's lock "
+                                 "is a file grb-dist makes itself; remove it, or choose another --out")
+            try:  # never through a symlink (one could appear between the check and the open)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
             except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise StoreError(f"{self.path} is a symlink: a run's lock is a file grb-dist makes itself; "
+                                     "remove it, or choose another --out") from None
                 raise StoreError(f"cannot write to the run directory {self.root}: {exc.strerror or exc}; "
                                  "choose a writable --out") from None
             try:

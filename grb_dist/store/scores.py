@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from grb_dist.core.errors import StoreError
-from grb_dist.core.fileio import atomic_path, fsync_dir, write_bytes
+from grb_dist.core.fileio import atomic_path, fsync_dir, inside, write_bytes
 from grb_dist.store import schema
 from grb_dist.store.parquet import (
     Scan,
@@ -141,15 +141,26 @@ def recover_compaction(root: str | Path) -> int:
     journal, else 0. Call only while holding the run's lock."""
     root = Path(root)
     journal = root / SCORES / JOURNAL
+    if journal.is_symlink():
+        raise StoreError(f"{journal} is a symlink; a run's compaction journal is a file grb-dist writes itself: "
+                         "remove it")
     if not journal.is_file():
         return 0
     try:
         data = json.loads(journal.read_text())
-        target = root / data["target"]
-        sources = [root / s for s in data["sources"]]
+        names = [data["target"], *data["sources"]]
+        if not all(isinstance(n, str) for n in names):
+            raise TypeError
     except (OSError, ValueError, KeyError, TypeError):
         journal.unlink(missing_ok=True)  # written atomically: unreadable means foreign
         return 0
+    # every path it names must lie inside the run's scores/ (checked before anything moves)
+    target, *sources = [inside(root, n, f"the compaction journal {journal}") for n in names]
+    scores = (root / SCORES).resolve()
+    outside = [p for p in (target, *sources) if not p.resolve().is_relative_to(scores)]
+    if outside:
+        raise StoreError(f"the compaction journal {journal} names {outside[0]}, outside the run's scores/; "
+                         "nothing was changed: remove the journal if you did not write it")
     if target.is_file():  # the merged file is in place: finish removing its sources
         for s in sources:
             s.unlink(missing_ok=True)
