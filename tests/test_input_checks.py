@@ -465,3 +465,39 @@ def test_forged_array_header_is_refused_before_allocation(tmp_path):
 
     with open_npz(tmp_path / "features.npz") as npz, pytest.raises(DatasetError, match="declares shape"):
         read_array(npz, "data", tmp_path / "features.npz")
+
+
+# ----------------------------------------------------------------------------- job documents
+
+
+def test_job_documents_refuse_fifos_duplicate_keys_and_alias_bombs(tmp_path):
+    """One loader for the sweep's and the study's job files: a FIFO is refused before it is
+    opened (reading it would block), a key given twice is an error (YAML keeps the last one
+    silently), and the alias-expansion bound holds for study jobs too."""
+    import os
+
+    from grb_dist.core.checks import load_job_document
+    from grb_dist.semantics.spec import load_spec
+    from grb_dist.sweep.job import load_job
+
+    fifo = tmp_path / "job.fifo"
+    os.mkfifo(fifo)
+    for load in (load_job, load_spec):
+        with pytest.raises(ConfigError, match="not a regular file"):
+            load(fifo)
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("dataset: csbm\nrepeats: 1\nrepeats: 3\n")
+    with pytest.raises(ConfigError, match="'repeats' is given twice"):
+        load_job(twice)
+    study = tmp_path / "study.yaml"
+    study.write_text("nodes: 10\nnodes: 20\n")
+    with pytest.raises(ConfigError, match="given twice"):
+        load_spec(study)
+    bomb = tmp_path / "bomb.yaml"
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]"
+              for i in range(1, 9)]
+    bomb.write_text("\n".join(lines) + "\nbudgets: *a8\n")
+    for load in (load_job_document, load_spec):
+        with pytest.raises(ConfigError, match="too large|1 MiB|expand"):
+            load(bomb)

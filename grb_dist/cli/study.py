@@ -121,9 +121,7 @@ def study_tune(
     each K; the best per (K, model), and for <model>_lp the best of the model and of lp, go
     into per_K of a copy of the job written to OUTPUT (run it with grb-dist study --job OUTPUT).
     """
-    import yaml
-
-    from grb_dist.core.checks import check_ray_address
+    from grb_dist.core.checks import check_ray_address, load_job_document
     from grb_dist.core.errors import ConfigError
     from grb_dist.semantics.tune import tune, tuned_job
     from grb_dist.core.fileio import write_bytes
@@ -133,7 +131,7 @@ def study_tune(
         raise ConfigError(f"{output} is a directory; give the path of the YAML file to write")
     if not output.parent.is_dir():
         raise ConfigError(f"the directory of {output} does not exist; create it first")
-    data = yaml.safe_load(job.read_text()) or {}
+    data = load_job_document(job) or {}
     spec = _study_spec(job, k, None, epochs)
     search = dict(spec.search)
     if models is not None:

@@ -30,9 +30,12 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any, Mapping
+
+import yaml
 
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.names import is_name
@@ -169,7 +172,14 @@ def check_model_bounds(name: str, config: Any) -> None:
 
 
 def read_job_text(path: Path) -> str:
-    """The text of a job file, at most :data:`MAX_JOB_BYTES` (also for pipes and devices)."""
+    """The text of a job file, at most :data:`MAX_JOB_BYTES`; a FIFO or a device is refused
+    before it is opened (reading one could block forever or never end)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise ConfigError(f"cannot read job file {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"job file {path} is not a regular file (a directory, FIFO or device); give a YAML file")
     try:
         with open(path, "rb") as fh:
             data = fh.read(MAX_JOB_BYTES + 1)
@@ -181,6 +191,41 @@ def read_job_text(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"job file {path} is not UTF-8 text") from None
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.safe_load`` that refuses a key given twice in one mapping (YAML would keep the
+    last one silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise ConfigError(f"key {key!r} is given twice in one mapping (line {key_node.start_mark.line + 1}); "
+                                  "keep one")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_job_document(path: Path) -> Any:
+    """The YAML document of job file ``path``: a regular file of at most
+    :data:`MAX_JOB_BYTES`, safely loaded (no Python objects), no key twice in a mapping, and
+    at most :data:`MAX_JOB_SIZE` once aliases are expanded. Every defect is one
+    :class:`ConfigError` line."""
+    text = read_job_text(path)
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except ConfigError as exc:
+        raise ConfigError(f"job file {path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"job file {path} is not valid YAML{at}") from None
+    except RecursionError:
+        raise ConfigError(f"job file {path} is nested too deeply") from None
+    document_size(data)
+    return data
 
 
 def document_size(obj: Any, limit: int = MAX_JOB_SIZE) -> int:
@@ -343,5 +388,5 @@ __all__ = [
     "BUDGET_BOUNDS", "MAX_CELLS", "MAX_JOB_BYTES", "MAX_JOB_SIZE", "SEED_LIMIT", "TaskMemory", "check_budgets",
     "check_dataset_ref", "check_int", "check_memory", "check_model_bounds", "check_name", "check_output_file",
     "check_plan_size", "check_positive_number", "check_ray_address", "check_seed", "check_writable_dir",
-    "document_size", "format_bytes", "looks_like_path", "machine_memory", "read_job_text", "run_is_writable",
+    "document_size", "format_bytes", "load_job_document", "looks_like_path", "machine_memory", "read_job_text", "run_is_writable",
 ]

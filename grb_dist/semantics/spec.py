@@ -151,20 +151,17 @@ def _name_ok(name: str) -> bool:
 
 
 def load_spec(path: str | Path | None = None, *, check: bool = True, **overrides: Any) -> StudySpec:
-    """The study of a YAML job file (``yaml.safe_load``; default: the CSBM study) with
+    """The study of a YAML job file (read like the sweep's; default: the CSBM study) with
     ``overrides`` (values that are ``None`` are ignored), checked (:func:`check_spec`)
     unless ``check`` is false."""
-    import yaml
+    from grb_dist.core.checks import load_job_document
 
     data: dict[str, Any] = {}
     if path is not None:
         p = Path(path)
-        if not p.is_file():
+        if not p.exists():
             raise ConfigError(f"job file {p} does not exist")
-        try:
-            data = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"job file {p} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        data = load_job_document(p) or {}  # the sweep's guards: size, aliases, duplicate keys
         if not isinstance(data, Mapping):
             raise ConfigError(f"job file {p}: expected a mapping at the top level")
     known = set(StudySpec.__dataclass_fields__)

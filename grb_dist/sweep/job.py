@@ -1,6 +1,6 @@
 """Job files of a sweep: strict parsing from YAML into a frozen :class:`JobSpec`.
 
-A job file (``grb_dist/jobs/<dataset>.yaml``) is read with ``yaml.safe_load`` (at most
+A job file (``grb_dist/jobs/<dataset>.yaml``) is read as safe YAML (no key twice, at most
 1 MiB, also after alias expansion); unknown keys are rejected with the list of valid keys.
 Each scenario's attack settings are the same three sections (:class:`ScenarioSection`): the
 top-level ``attack``, ``budgets`` and ``attacks`` for injection, the same keys inside
@@ -18,9 +18,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-import yaml
-
-from grb_dist.core.checks import MAX_REPEATS, check_dataset_ref, check_int, check_seed, document_size, read_job_text
+from grb_dist.core.checks import (
+    MAX_REPEATS,
+    check_dataset_ref,
+    check_int,
+    check_seed,
+    document_size,
+    load_job_document,
+)
 from grb_dist.core.config import TrainSection, canonical_json, from_dict, to_dict
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.names import DIFFICULTIES, SCENARIOS, is_name, normalize_name, unknown_name_message
@@ -213,18 +218,10 @@ def parse_job(data: Any, *, where: str = "job") -> JobSpec:
 
 
 def load_job(path: str | Path) -> JobSpec:
-    """Read a job file (YAML, ``yaml.safe_load``); raises :class:`ConfigError` on any defect."""
+    """Read a job file (:func:`~grb_dist.core.checks.load_job_document`: safe YAML, bounded,
+    no duplicate keys); raises :class:`ConfigError` on any defect."""
     path = Path(path)
-    text = read_job_text(path)  # at most MAX_JOB_BYTES, also from pipes and devices
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"job file {path} is not valid YAML{at}") from None
-    except RecursionError:
-        raise ConfigError(f"job file {path} is nested too deeply") from None
-    return parse_job(data, where=f"job file {path.name}")
+    return parse_job(load_job_document(path), where=f"job file {path.name}")
 
 
 def default_job_path(dataset: str | None) -> Path:
