@@ -53,8 +53,8 @@ def _imports(module: str, path: Path, is_pkg: bool, modules: dict) -> tuple[set[
                 source = ".".join(base + ([node.module] if node.module else []))
             else:
                 source = node.module
-            subs = [f"{source}.{a.name}" for a in node.names if f"{source}.{a.name}" in modules]
-            targets = subs + ([source] if len(subs) < len(node.names) else [])
+            # ``from pkg import sub`` runs ``pkg/__init__`` too: count the package as well
+            targets = [source] + [f"{source}.{a.name}" for a in node.names if f"{source}.{a.name}" in modules]
         for target in targets:
             if target.split(".")[0] != "grb_dist":
                 external.add(target.split(".")[0])

@@ -24,6 +24,14 @@ class GATConfig(ModelConfig):
             raise ConfigError(f"GAT heads must be >= 1, got {self.heads}")
 
 
+def attention_layer(conv, in_width: int, out_width: int, heads: int):
+    """An attention layer of ``heads`` heads concatenated (one head: the output layer), and
+    its output width (what :meth:`GraphModel.make_layer` returns); GAT's and GATv2's."""
+    if heads == 1:
+        return conv(in_width, out_width, heads=1), out_width
+    return conv(in_width, out_width, heads=heads, concat=True), out_width * heads
+
+
 class GAT(GraphModel):
     Config = GATConfig
 
@@ -33,10 +41,7 @@ class GAT(GraphModel):
         return len(self.layers)
 
     def make_layer(self, index, in_width, out_width, last):
-        if last:
-            return GATConv(in_width, out_width, heads=1), out_width
-        heads = self.config.heads
-        return GATConv(in_width, out_width, heads=heads, concat=True), out_width * heads
+        return attention_layer(GATConv, in_width, out_width, 1 if last else self.config.heads)
 
     def incremental_layer(self, ops, i, layer, h):
         heads, c = layer.heads, layer.out_channels

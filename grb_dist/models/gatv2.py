@@ -9,7 +9,7 @@ from __future__ import annotations
 from torch_geometric.nn import GATv2Conv
 
 from grb_dist.models.base import GraphModel
-from grb_dist.models.gat import GATConfig
+from grb_dist.models.gat import GATConfig, attention_layer
 
 
 class GATv2(GraphModel):
@@ -23,10 +23,7 @@ class GATv2(GraphModel):
         return len(self.layers)
 
     def make_layer(self, index, in_width, out_width, last):
-        if last:
-            return GATv2Conv(in_width, out_width, heads=1), out_width
-        heads = self.config.heads
-        return GATv2Conv(in_width, out_width, heads=heads, concat=True), out_width * heads
+        return attention_layer(GATv2Conv, in_width, out_width, 1 if last else self.config.heads)
 
 
 __all__ = ["GATv2"]

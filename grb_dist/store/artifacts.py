@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from grb_dist.core.errors import StoreError
 from grb_dist.core.fileio import write_bytes
 from grb_dist.core.graph import Injection, Modification
-from grb_dist.store import schema
+import grb_dist.store.schema as schema
 from grb_dist.store.parquet import (
     partition_path,
     read_dir,

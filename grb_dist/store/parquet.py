@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from grb_dist.core.fileio import atomic_path
-from grb_dist.store import schema
+import grb_dist.store.schema as schema
 
 
 def write_table(table: pa.Table, path: Path, *, sync_dir: bool = False) -> None:

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from grb_dist.core.fileio import HOST_TAG, temporary_owner
-from grb_dist.store import schema
+import grb_dist.store.schema as schema
 from grb_dist.store.lock import pid_alive
 from grb_dist.store.parquet import check_magic, partition_of, read_partitioned_file, visible_files
 from grb_dist.store.scores import recover_compaction

@@ -42,7 +42,8 @@ import pyarrow as pa
 from grb_dist.core.errors import StoreError
 from grb_dist.core.fileio import write_bytes
 from grb_dist.core.graph import Injection, Modification
-from grb_dist.store import recovery, schema
+import grb_dist.store.recovery as recovery
+import grb_dist.store.schema as schema
 from grb_dist.store.artifacts import Models, Perturbations, write_board
 from grb_dist.store.lock import RunLock
 from grb_dist.store.scores import Scores, ScoreWriter

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from grb_dist.core.errors import StoreError
 from grb_dist.core.fileio import atomic_path, fsync_dir, inside, write_bytes
-from grb_dist.store import schema
+import grb_dist.store.schema as schema
 from grb_dist.store.parquet import (
     Scan,
     first_of_each,

@@ -83,10 +83,10 @@ def resolve(job: JobSpec) -> ResolvedJob:
                     raise ConfigError(f"{scenario} attack {attack} ({difficulty}): {exc}") from None
                 if scenario in job.scenarios and difficulty in job.difficulties:
                     attacks[scenario, attack, difficulty] = built
-    for (scenario, attack, _), built in attacks.items():
-        if getattr(built, "edge_gradients", False):
-            for s in job.surrogates:
-                check_weighted_surrogate(attack, s, models[s].params)
+    weighted = {attack for (_, attack, _), built in attacks.items() if getattr(built, "edge_gradients", False)}
+    for attack in sorted(weighted):  # once per attack and surrogate, not per difficulty
+        for s in job.surrogates:
+            check_weighted_surrogate(attack, s, models[s].params)
     d, t, s = len(job.difficulties), len(job.defenses), len(job.surrogates)
     n_attacks = sum(len(job.scenario_attacks(sc)) for sc in job.scenarios)
     check_plan_size(len(job.scenarios) * d * t + n_attacks * s * d * job.repeats * t)
