@@ -1,7 +1,8 @@
-"""Shared helpers of the test-suite: tiny graphs and paths to the real datasets."""
+"""Shared helpers of the test-suite: tiny graphs, and where the real datasets are found."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -10,9 +11,29 @@ from grb_dist.datasets.csbm import CSBMConfig, sample_csbm
 from grb_dist.datasets.split import grb_split
 from grb_dist.core.graph import Graph, canonical_edges
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
-CORA_LEGACY = SHARED / "grb-format" / "cora-legacy"
-NPZ = SHARED / "npz"
+#: The environment variable naming a folder of real test graphs (layout below).
+DATA_ENV = "GRB_DIST_TEST_DATA"
+#: The real graphs the tests read, relative to a data folder: Cora in the GRB layout (an early
+#: GRB release: 2,708 nodes, 1,433 features) and graphs in the ``.npz`` convention of the field.
+CORA_LEGACY = "grb-format/cora-legacy"
+NPZ = "npz"
+
+
+def data_folders() -> list[Path]:
+    """Where real test graphs are looked for, in order: ``$GRB_DIST_TEST_DATA``, a
+    ``shared/datasets`` folder beside the repository, then ``test-data/`` in the download
+    cache (``$GRB_DIST_DATA`` or ``~/.cache/grb-dist``)."""
+    from grb_dist.datasets.grb import default_cache_dir
+
+    folders = [Path(os.environ[DATA_ENV]).expanduser()] if os.environ.get(DATA_ENV) else []
+    folders.append(Path(__file__).resolve().parents[2] / "shared" / "datasets")
+    folders.append(default_cache_dir() / "test-data")
+    return folders
+
+
+def find_data(relative: str) -> Path | None:
+    """The first folder of :func:`data_folders` that has ``relative``, else None."""
+    return next((folder / relative for folder in data_folders() if (folder / relative).exists()), None)
 
 
 def tiny_csbm(n: int = 300, classes: int = 3, features: int = 16, seed: int = 0, K: float = 3.0) -> Graph:

@@ -12,7 +12,6 @@ steps).
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,7 +22,6 @@ from grb_dist.datasets import load_dataset
 from grb_dist.evaluation.evaluate import evaluate
 from grb_dist.models.train import TrainConfig, train
 
-CORA_LEGACY = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "grb-format" / "cora-legacy"
 BUDGET = dict(n_inject=60, edges_per_node=20, feat_lim_min=None, feat_lim_max=None, seed=0)
 SETTINGS = {
     "rnd": {},
@@ -36,9 +34,9 @@ OPTIMISING = ("fgsm", "pgd", "speit", "tdgia")
 
 
 @pytest.fixture(scope="module")
-def cora():
+def cora(cora_legacy):
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
-    g = load_dataset(CORA_LEGACY)
+    g = load_dataset(cora_legacy)
     params = {"hidden_sizes": [64, 64, 64]}
     surrogate = train("gcn", g, params, TrainConfig(seed=0)).model
     target = train("gcn", g, params, TrainConfig(seed=1)).model

@@ -5,7 +5,6 @@ from typer.testing import CliRunner
 
 from grb_dist.cli import app
 
-from helpers import CORA_LEGACY
 
 runner = CliRunner()
 
@@ -34,8 +33,8 @@ def test_datasets_does_not_import_torch():
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
 
 
-def test_train_prints_difficulties():
-    r = runner.invoke(app, ["train", "--dataset", str(CORA_LEGACY), "--model", "gcn", "--epochs", "60"])
+def test_train_prints_difficulties(cora_legacy):
+    r = runner.invoke(app, ["train", "--dataset", str(cora_legacy), "--model", "gcn", "--epochs", "60"])
     assert r.exit_code == 0, r.output
     for d in ("easy", "medium", "hard", "full"):
         assert d in r.output

@@ -11,11 +11,9 @@ from grb_dist.datasets.grb import GRB_FILES, download_grb
 from grb_dist.datasets.split import grb_split
 from grb_dist.core.errors import ConfigError, DatasetError, UnknownNameError
 
-from helpers import CORA_LEGACY, NPZ
 
-
-def test_cora_legacy_loads_with_official_split():
-    g = load_grb_dir(CORA_LEGACY)
+def test_cora_legacy_loads_with_official_split(cora_legacy):
+    g = load_grb_dir(cora_legacy)
     assert (g.num_nodes, g.num_features, g.num_classes) == (2708, 1433, 7)
     assert g.num_edges == 5278
     assert {k: v.size for k, v in g.split.items()} == {
@@ -27,8 +25,8 @@ def test_cora_legacy_loads_with_official_split():
 
 
 @pytest.mark.parametrize("name, nodes, classes", [("cora", 2708, 7), ("citeseer", 3312, 6), ("polblogs", 1490, 2), ("cora_ml", 2995, 7)])
-def test_npz_conventions(name, nodes, classes):
-    g, report = load_npz_graph(NPZ / f"{name}.npz")
+def test_npz_conventions(npz_dir, name, nodes, classes):
+    g, report = load_npz_graph(npz_dir / f"{name}.npz")
     assert g.num_nodes == nodes and g.num_classes == classes
     ei = g.edge_index
     assert (ei[0] != ei[1]).all(), "self-loops must be removed"
@@ -39,10 +37,10 @@ def test_npz_conventions(name, nodes, classes):
     assert report["undirected_edges"] == g.num_edges
 
 
-def test_load_dataset_splits_npz_deterministically():
-    a = load_dataset(NPZ / "cora.npz", seed=3)
-    b = load_dataset(NPZ / "cora.npz", seed=3)
-    c = load_dataset(NPZ / "cora.npz", seed=4)
+def test_load_dataset_splits_npz_deterministically(npz_dir):
+    a = load_dataset(npz_dir / "cora.npz", seed=3)
+    b = load_dataset(npz_dir / "cora.npz", seed=3)
+    c = load_dataset(npz_dir / "cora.npz", seed=4)
     for k in a.split:
         np.testing.assert_array_equal(a.split[k], b.split[k])
     assert not np.array_equal(a.split["train"], c.split["train"])
@@ -106,9 +104,9 @@ def test_catalogue_twins_match_official_sizes():
 # --- bad GRB directories ------------------------------------------------------------
 
 @pytest.fixture
-def cora_copy(tmp_path):
+def cora_copy(cora_legacy, tmp_path):
     d = tmp_path / "cora"
-    shutil.copytree(CORA_LEGACY, d)
+    shutil.copytree(cora_legacy, d)
     return d
 
 
@@ -135,16 +133,16 @@ def test_wrong_shapes(cora_copy):
         load_grb_dir(cora_copy)
 
 
-def test_nan_features_and_label_range(cora_copy):
-    x = np.load(CORA_LEGACY / "features.npz")["data"].copy()
+def test_nan_features_and_label_range(cora_legacy, cora_copy):
+    x = np.load(cora_legacy / "features.npz")["data"].copy()
     x[3, 3] = np.inf
     np.savez(cora_copy / "features.npz", data=x)
     with pytest.raises(DatasetError, match="NaN or inf"):
         load_grb_dir(cora_copy)
 
 
-def test_index_out_of_range_and_empty_split(cora_copy):
-    idx = dict(np.load(CORA_LEGACY / "index.npz"))
+def test_index_out_of_range_and_empty_split(cora_legacy, cora_copy):
+    idx = dict(np.load(cora_legacy / "index.npz"))
     idx["index_val"] = np.array([99999])
     np.savez(cora_copy / "index.npz", **idx)
     with pytest.raises(DatasetError, match="outside"):
@@ -193,8 +191,8 @@ class _RangeHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture
-def file_server():
-    handler = lambda *a, **k: _RangeHandler(*a, directory=str(CORA_LEGACY), **k)  # noqa: E731
+def file_server(cora_legacy):
+    handler = lambda *a, **k: _RangeHandler(*a, directory=str(cora_legacy), **k)  # noqa: E731
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -203,17 +201,17 @@ def file_server():
     server.shutdown()
 
 
-def test_download_caches_atomically_and_resumes(tmp_path, file_server):
+def test_download_caches_atomically_and_resumes(cora_legacy, tmp_path, file_server):
     urls = {f: f"{file_server}/{f}" for f in GRB_FILES}
     cache = tmp_path / "cache"
     part = cache / "grb-test" / "features.npz.part"
     part.parent.mkdir(parents=True)
-    full = (CORA_LEGACY / "features.npz").read_bytes()
+    full = (cora_legacy / "features.npz").read_bytes()
     part.write_bytes(full[: len(full) // 2])  # an interrupted earlier attempt
     target = download_grb("grb-test", urls, cache)
     assert sorted(p.name for p in target.iterdir()) == sorted(GRB_FILES)
     assert (target / "features.npz").read_bytes() == full
-    total = sum((CORA_LEGACY / f).stat().st_size for f in GRB_FILES)
+    total = sum((cora_legacy / f).stat().st_size for f in GRB_FILES)
     assert _RangeHandler.served == total - len(full) // 2, "the partial file must be resumed, not re-fetched"
     g = load_grb_dir(target)
     assert g.num_nodes == 2708

@@ -26,7 +26,7 @@ from grb_dist.models.svd import GCNSVD, GCNSVDConfig, svd_edge_weights
 from grb_dist.models.train import TrainConfig, induced
 from grb_dist.models.tensors import graph_tensors
 
-from helpers import CORA_LEGACY, tiny_csbm
+from helpers import tiny_csbm
 
 JOBS = Path(__file__).resolve().parents[1] / "grb_dist" / "jobs"
 ARCHS = ["gcn", "gat", "gin", "appnp", "tagcn", "sage", "sgc", "mlp"]
@@ -56,8 +56,8 @@ def tiny():
 
 
 @pytest.fixture(scope="module")
-def cora():
-    return load_dataset(str(CORA_LEGACY))
+def cora(cora_legacy):
+    return load_dataset(str(cora_legacy))
 
 
 def random_graph(n: int, p: float, seed: int, d: int = 5, classes: int = 2) -> Graph:

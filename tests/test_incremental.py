@@ -10,7 +10,6 @@ are also checked in float32.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,7 +26,6 @@ from grb_dist.models.gcn import GCN
 from grb_dist.models.registry import build_model
 from grb_dist.models.tensors import graph_tensors
 
-CORA_LEGACY = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "grb-format" / "cora-legacy"
 ARCHS = ["gcn", "gat", "gin", "appnp", "tagcn", "sage", "sgc", "mlp"]
 ATTACKS = {
     "rnd": {},
@@ -58,8 +56,8 @@ def csbm():
 
 
 @pytest.fixture(scope="module")
-def cora():
-    return load_dataset(CORA_LEGACY)
+def cora(cora_legacy):
+    return load_dataset(cora_legacy)
 
 
 def test_every_builtin_architecture_declares_its_program():

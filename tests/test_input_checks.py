@@ -24,7 +24,7 @@ from grb_dist.sweep.job import default_job_path, jobs_dir, load_job, parse_job
 from grb_dist.sweep.overrides import apply_overrides
 from grb_dist.sweep.resolve import resolve
 
-from helpers import CORA_LEGACY, NPZ, path_graph, small
+from helpers import path_graph, small
 
 
 # --------------------------------------------------------------------------- job values
@@ -210,16 +210,16 @@ def test_split_disjoint_and_inside_the_graph(change, word):
 
 
 @pytest.fixture
-def cora_copy(tmp_path):
+def cora_copy(cora_legacy, tmp_path):
     d = tmp_path / "cora"
-    shutil.copytree(CORA_LEGACY, d)
+    shutil.copytree(cora_legacy, d)
     for f in d.iterdir():
         f.chmod(0o644)
     return d
 
 
-def test_grb_split_with_training_on_test_nodes_is_refused(cora_copy):
-    idx = dict(np.load(CORA_LEGACY / "index.npz"))
+def test_grb_split_with_training_on_test_nodes_is_refused(cora_legacy, cora_copy):
+    idx = dict(np.load(cora_legacy / "index.npz"))
     idx["index_train"] = np.concatenate([idx["index_train"], idx["index_test_hard"][:5]])
     np.savez(cora_copy / "index.npz", **idx)
     with pytest.raises(DatasetError, match="inductive"):
@@ -234,8 +234,8 @@ def _save_csr(path: Path, data, indices, indptr, shape) -> None:
              shape=np.asarray(shape), format=np.array("csr"))
 
 
-def test_adjacency_column_index_beyond_n(cora_copy):
-    a = sp.load_npz(CORA_LEGACY / "adj.npz").tocsr()
+def test_adjacency_column_index_beyond_n(cora_legacy, cora_copy):
+    a = sp.load_npz(cora_legacy / "adj.npz").tocsr()
     indices = a.indices.copy()
     indices[5] = a.shape[0] + 3
     _save_csr(cora_copy / "adj.npz", a.data, indices, a.indptr, a.shape)
@@ -243,8 +243,8 @@ def test_adjacency_column_index_beyond_n(cora_copy):
         load_grb_dir(cora_copy)
 
 
-def test_adjacency_indptr_inconsistent(cora_copy):
-    a = sp.load_npz(CORA_LEGACY / "adj.npz").tocsr()
+def test_adjacency_indptr_inconsistent(cora_legacy, cora_copy):
+    a = sp.load_npz(cora_legacy / "adj.npz").tocsr()
     indptr = a.indptr.copy()
     indptr[10], indptr[11] = indptr[11] + 5, indptr[10]
     _save_csr(cora_copy / "adj.npz", a.data, a.indices, indptr, a.shape)
@@ -252,7 +252,7 @@ def test_adjacency_indptr_inconsistent(cora_copy):
         load_grb_dir(cora_copy)
 
 
-def test_npz_report_counts_are_exact_and_non_negative(tmp_path):
+def test_npz_report_counts_are_exact_and_non_negative(npz_dir, tmp_path):
     # rows 0..4 of a CSR matrix: 0->1, 1->2, 2->3 stored twice, 3->3 (a self-loop), 4->0: every
     # edge in one direction only, as the Nettack files store them
     indptr, indices = np.array([0, 1, 2, 4, 5, 6]), np.array([1, 2, 3, 3, 3, 0])
@@ -263,7 +263,7 @@ def test_npz_report_counts_are_exact_and_non_negative(tmp_path):
     assert r["self_loops_removed"] == 1 and r["duplicate_entries_removed"] == 1
     assert r["undirected_edges"] == 4 and r["reverse_edges_added"] == 4
     for name in ("cora", "citeseer", "polblogs", "cora_ml"):
-        _, r = load_npz_graph(NPZ / f"{name}.npz")
+        _, r = load_npz_graph(npz_dir / f"{name}.npz")
         assert all(v >= 0 for v in r.values()), (name, r)
         distinct = r["directed_entries"] - r["self_loops_removed"] - r["duplicate_entries_removed"]
         assert 2 * r["undirected_edges"] == distinct + r["reverse_edges_added"], (name, r)
@@ -298,11 +298,11 @@ def _official(directory: Path) -> dict[str, tuple[int, str]]:
     return {f: ((directory / f).stat().st_size, file_sha256(directory / f)) for f in GRB_FILES}
 
 
-def test_download_verified_by_size_and_sha256(tmp_path, serve):
-    checksums = _official(CORA_LEGACY)
+def test_download_verified_by_size_and_sha256(cora_legacy, tmp_path, serve):
+    checksums = _official(cora_legacy)
     source = tmp_path / "mirror"
-    shutil.copytree(CORA_LEGACY, source)
-    x = np.load(CORA_LEGACY / "features.npz")["data"]
+    shutil.copytree(cora_legacy, source)
+    x = np.load(cora_legacy / "features.npz")["data"]
     np.savez(source / "features.npz", data=np.full_like(x, 7.0))  # a tampered file that parses
     url = serve(source)
     urls = {f: f"{url}/{f}" for f in GRB_FILES}
@@ -315,7 +315,7 @@ def test_download_verified_by_size_and_sha256(tmp_path, serve):
     target = download_grb("grb-test", urls, tmp_path / "cache", checksums=checksums, verify=False)
     assert float(np.load(target / "features.npz")["data"].max()) == 7.0
     # the intact files pass, and a cached copy is compared again
-    good = download_grb("grb-good", {f: f"{serve(CORA_LEGACY)}/{f}" for f in GRB_FILES}, tmp_path / "cache",
+    good = download_grb("grb-good", {f: f"{serve(cora_legacy)}/{f}" for f in GRB_FILES}, tmp_path / "cache",
                         checksums=checksums)
     verify_dataset_dir(good, checksums, "grb-good")
     with pytest.raises(DatasetError, match="bytes"):
@@ -327,16 +327,16 @@ def test_download_verified_by_size_and_sha256(tmp_path, serve):
         verify_dataset_dir(good, checksums, "grb-good")
 
 
-def test_download_size_mismatch(tmp_path, serve):
-    checksums = {f: (size + 1, sha) for f, (size, sha) in _official(CORA_LEGACY).items()}
-    urls = {f: f"{serve(CORA_LEGACY)}/{f}" for f in GRB_FILES}
+def test_download_size_mismatch(cora_legacy, tmp_path, serve):
+    checksums = {f: (size + 1, sha) for f, (size, sha) in _official(cora_legacy).items()}
+    urls = {f: f"{serve(cora_legacy)}/{f}" for f in GRB_FILES}
     with pytest.raises(DatasetError, match="bytes"):
         download_grb("grb-test", urls, tmp_path / "cache", checksums=checksums)
 
 
-def test_non_npz_download_is_refused_without_pickle_advice(tmp_path, serve):
+def test_non_npz_download_is_refused_without_pickle_advice(cora_legacy, tmp_path, serve):
     source = tmp_path / "mirror"
-    shutil.copytree(CORA_LEGACY, source)
+    shutil.copytree(cora_legacy, source)
     (source / "labels.npz").write_text("<!DOCTYPE html><html><body>quota exceeded</body></html>")
     urls = {f: f"{serve(source)}/{f}" for f in GRB_FILES}
     with pytest.raises(DatasetError) as exc:
@@ -365,10 +365,10 @@ def test_offline_failure_leaves_no_empty_cache_directory(tmp_path):
     assert not (tmp_path / "fresh").exists()
 
 
-def test_files_of_another_release_are_not_the_catalogue_dataset(tmp_path):
+def test_files_of_another_release_are_not_the_catalogue_dataset(cora_legacy, tmp_path):
     """The early GRB release of Cora placed where grb-cora belongs: refused (2,708 x 1,433 is
     not grb-cora's 2,680 x 302) unless --no-verify."""
-    shutil.copytree(CORA_LEGACY, tmp_path / "grb-cora")
+    shutil.copytree(cora_legacy, tmp_path / "grb-cora")
     with pytest.raises(DatasetError, match="not the official grb-cora.*--no-verify"):
         load_dataset("grb-cora", data_dir=tmp_path)
     g = load_dataset("grb-cora", data_dir=tmp_path, verify=False)

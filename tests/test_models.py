@@ -9,7 +9,7 @@ from grb_dist.models import ARCHITECTURES, build_model, check_name, model_config
 from grb_dist.models.train import TrainConfig, train
 from grb_dist.models.tensors import graph_tensors
 
-from helpers import CORA_LEGACY, tiny_csbm
+from helpers import tiny_csbm
 
 SMALL = {"hidden_sizes": [16]}
 
@@ -65,8 +65,8 @@ def test_early_stopping_keeps_best_state(tiny):
     assert r.best_val_loss == pytest.approx(best)
 
 
-def test_gcn_on_cora_legacy_reaches_paper_accuracy():
-    g = load_dataset(CORA_LEGACY)
+def test_gcn_on_cora_legacy_reaches_paper_accuracy(cora_legacy):
+    g = load_dataset(cora_legacy)
     r = train("gcn", g, {"hidden_sizes": [64, 64, 64]}, TrainConfig(seed=0))
     acc = evaluate(r.model, g)
     assert acc["full"] >= 0.82, acc

@@ -24,7 +24,7 @@ from grb_dist.core.graph import Graph, Modification, canonical_edges
 from grb_dist.models.tensors import apply_modification
 from grb_dist.models.tensors import graph_tensors
 
-from helpers import CORA_LEGACY, tiny_csbm
+from helpers import tiny_csbm
 
 SIMPLE = ("rnd", "dice", "flip", "nea", "stack")
 RANDOM = ("rnd", "dice")
@@ -145,10 +145,8 @@ def csbm() -> Graph:
 
 
 @pytest.fixture(scope="module")
-def cora() -> Graph:
-    if not CORA_LEGACY.exists():
-        pytest.skip("cora-legacy not available")
-    return load_dataset(str(CORA_LEGACY))
+def cora(cora_legacy) -> Graph:
+    return load_dataset(str(cora_legacy))
 
 
 @pytest.mark.parametrize("name", SIMPLE)

@@ -26,7 +26,6 @@ from grb_dist.semantics.run import pending_units, run_study
 from grb_dist.semantics.spec import ROW_COLUMNS, Unit, csbm_config, load_spec, units
 from grb_dist.semantics.tables import read_nodes, study_budgets
 
-from helpers import NPZ
 
 INF = math.inf
 
@@ -347,8 +346,8 @@ def test_grbcd_only_adds_edges_at_v():
     assert len(rows) == 4 and (rows["steps"] <= rows["degree"] + 2).all()
 
 
-def test_real_graph_unit_has_no_reference():
-    spec = load_spec("grb_dist/jobs/studies/over-robustness-cora-ml.yaml", graph={"kind": "npz", "path": str(NPZ / "cora_ml.npz")},
+def test_real_graph_unit_has_no_reference(npz_dir):
+    spec = load_spec("grb_dist/jobs/studies/over-robustness-cora-ml.yaml", graph={"kind": "npz", "path": str(npz_dir / "cora_ml.npz")},
                      nodes=3, max_steps=4, models={"lp": {"alpha": 0.7, "iterations": 5}}, train={"epochs": 5})
     rows = run_unit(spec, Unit(float("nan"), 0, "lp", "l2-weak-class"))
     assert (rows["g_clean"] == -1).all() and (rows["target_class"] != rows["label"]).all()
@@ -373,12 +372,12 @@ def test_cli_errors_before_work(tmp_path, args, message):
     assert not out.exists()
 
 
-def test_cli_error_reference_on_real_graph_and_small_n(tmp_path):
+def test_cli_error_reference_on_real_graph_and_small_n(npz_dir, tmp_path):
     job = tmp_path / "job.yaml"
-    job.write_text(f"graph: {{kind: npz, path: {NPZ / 'cora_ml.npz'}}}\nreference: bayes\n")
+    job.write_text(f"graph: {{kind: npz, path: {npz_dir / 'cora_ml.npz'}}}\nreference: bayes\n")
     result = CliRunner().invoke(app, ["study", "--job", str(job), "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "reference classifier" in result.output
-    job.write_text(f"graph: {{kind: npz, path: {NPZ / 'cora_ml.npz'}, features: tfidf}}\nreference: none\n")
+    job.write_text(f"graph: {{kind: npz, path: {npz_dir / 'cora_ml.npz'}, features: tfidf}}\nreference: none\n")
     result = CliRunner().invoke(app, ["study", "--job", str(job), "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "raw or row" in result.output
     job.write_text("graph: {kind: csbm, num_nodes: 3, num_classes: 2}\n")
