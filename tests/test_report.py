@@ -296,3 +296,22 @@ def test_report_of_a_study(tmp_path):
     r = runner.invoke(_app(), ["report", str(tmp_path)])  # two studies there: they are named
     assert r.exit_code != 0 and "holds 2 studies" in r.output
 
+
+
+def test_a_name_keeps_its_colour_in_every_figure_and_heatmaps_scale_to_the_data():
+    from grb_dist.report.figures import accuracy_scale, palette
+
+    some, more = palette(["gcn", "gat", "mlp"]), palette(["gcn", "gat", "mlp", "fgsm", "tdgia"])
+    assert len({c for c, _ in some.values()}) == 3  # distinct colours
+    colours = palette(f"d{i}" for i in range(25))
+    assert len(set(colours.values())) == 25  # past the colours, line styles tell them apart
+    scores = synthetic_scores(scenarios=("injection",), difficulties=("easy", "full"), budgets=(10, 20))
+    from grb_dist.report.tables import figure_names
+
+    names = figure_names(scores)
+    assert {"gcn", "gat", "fgsm", "tdgia"} <= names and not any("@" in n for n in names)
+    assert more["gcn"] != more["gat"]
+    assert accuracy_scale(np.array([0.71, 0.93, np.nan])) == (0.70, 0.95)
+    lo, hi = accuracy_scale(np.array([0.99, 0.995]))
+    assert hi - lo >= 0.1 - 1e-9 and lo >= 0 and hi <= 1
+    assert accuracy_scale(np.array([np.nan])) == (0.0, 1.0)

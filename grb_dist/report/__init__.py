@@ -20,7 +20,7 @@ import pandas as pd
 
 from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.leaderboard.rank import leaderboards, of_scenario, scenarios_of
-from grb_dist.report.figures import Figure, budget_lines, difficulty_lines, heatmap
+from grb_dist.report.figures import Figure, budget_lines, difficulty_lines, heatmap, palette
 from grb_dist.report.page import SECTIONS, build_html
 from grb_dist.store.parquet import safe_label
 from grb_dist.report.tables import (
@@ -28,6 +28,7 @@ from grb_dist.report.tables import (
     budget_curves,
     difficulties_of,
     difficulty_curves,
+    figure_names,
     environment,
     has_budget_sweep,
     run_info,
@@ -49,6 +50,7 @@ def report_figures(scores: pd.DataFrame) -> tuple[list[Figure], list[Figure], li
     """Heatmaps (per scenario and difficulty), accuracy-vs-difficulty lines (per scenario)
     and budget curves (per scenario; None when no attack has several budgets)."""
     heatmaps, difficulty, budget = [], [], [] if has_budget_sweep(scores) else None
+    colours = palette(figure_names(scores))
     for scenario in scenarios_of(scores):
         _, mine = of_scenario(scores, scenario)
         label = safe_label(scenario)  # file names
@@ -60,13 +62,14 @@ def report_figures(scores: pd.DataFrame) -> tuple[list[Figure], list[Figure], li
         curves = difficulty_curves(mine, scenario)
         if curves:
             difficulty.append(difficulty_lines(curves, f"difficulty-{label}", f"{scenario}: accuracy vs difficulty",
-                                               f"Accuracy per defense on each degree band, {scenario} scenario."))
+                                               f"Accuracy per defense on each degree band, {scenario} scenario.", colours))
         if budget is not None:
             bcurves = budget_curves(mine, scenario)
             if bcurves:
                 xlabel = "injected nodes" if scenario == "injection" else "budget (share of edges flipped)"
                 budget.append(budget_lines(bcurves, f"budget-{label}", f"{scenario}: accuracy vs budget",
-                                           f"Mean accuracy over defenses per budget, {scenario} scenario.", xlabel))
+                                           f"Mean accuracy over defenses per budget, {scenario} scenario.", xlabel,
+                                           colours))
     return heatmaps, difficulty, budget
 
 

@@ -15,6 +15,33 @@ import numpy as np
 import pandas as pd
 
 DPI = 120
+#: Qualitative colours, each of its own hue (tab10, then ten more): a name keeps its colour
+#: in every figure of a report (:func:`palette`).
+COLOURS = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+    "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#000000", "#00008b", "#8b0000",
+)
+#: Line styles that tell apart names sharing a colour (more names than colours).
+STYLES = ("-", "--", ":", "-.")
+
+
+def palette(names: Any) -> dict[str, tuple[str, str]]:
+    """``name -> (colour, line style)`` for every name of a report, assigned in sorted order,
+    so that a defense or attack has one colour across all of the report's figures."""
+    ordered = sorted({str(n) for n in names})
+    return {n: (COLOURS[i % len(COLOURS)], STYLES[(i // len(COLOURS)) % len(STYLES)]) for i, n in enumerate(ordered)}
+
+
+def accuracy_scale(values: np.ndarray) -> tuple[float, float]:
+    """The colour scale of a heatmap: the data's range widened to multiples of 0.05 (at
+    least 0.1 wide, within 0..1), so that close accuracies get distinct colours."""
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return 0.0, 1.0
+    lo, hi = np.floor(finite.min() * 20) / 20, np.ceil(finite.max() * 20) / 20
+    if hi - lo < 0.1:
+        lo, hi = max(0.0, hi - 0.1), max(hi, min(1.0, lo + 0.1))
+    return float(max(0.0, lo)), float(min(1.0, max(hi, lo + 0.05)))
 
 
 @dataclass(frozen=True)
@@ -51,13 +78,15 @@ def _render(fig: Any, name: str, caption: str) -> Figure:
 
 
 def heatmap(matrix: pd.DataFrame, name: str, title: str, caption: str) -> Figure:
-    """Defenses x attacks accuracy heatmap (0 to 1, annotated), the clean column first and
-    set apart by a line."""
+    """Defenses x attacks accuracy heatmap (annotated; colours scaled to the board's range,
+    :func:`accuracy_scale`, which the colour bar names), the clean column first and set
+    apart by a line."""
     plt = _pyplot()
     values = matrix.to_numpy(dtype=np.float64)
     n_rows, n_cols = values.shape
+    lo, hi = accuracy_scale(values)
     fig, ax = plt.subplots(figsize=(2.2 + 0.78 * n_cols, 1.3 + 0.36 * n_rows))
-    im = ax.imshow(np.ma.masked_invalid(values), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+    im = ax.imshow(np.ma.masked_invalid(values), cmap="viridis", vmin=lo, vmax=hi, aspect="auto")
     ax.set_xticks(range(n_cols), [str(c) for c in matrix.columns], rotation=35, ha="right")
     ax.set_yticks(range(n_rows), [str(i) for i in matrix.index])
     ax.set_xlabel("attack")
@@ -71,29 +100,36 @@ def heatmap(matrix: pd.DataFrame, name: str, title: str, caption: str) -> Figure
                 v = values[i, j]
                 if np.isfinite(v):
                     ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8,
-                            color="black" if v > 0.6 else "white")
-    fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02, label="accuracy")
+                            color="black" if (v - lo) > 0.6 * (hi - lo) else "white")
+    fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02, label=f"accuracy (scale {lo:.2f} to {hi:.2f})")
     return _render(fig, name, caption)
 
 
-def difficulty_lines(curves: Mapping[str, pd.DataFrame], name: str, title: str, caption: str) -> Figure:
-    """Accuracy per degree band (easy, medium, hard), one line per defense; one panel for
-    the clean accuracy and one for the mean accuracy under attack (those present)."""
+def difficulty_lines(curves: Mapping[str, pd.DataFrame], name: str, title: str, caption: str,
+                     colours: Mapping[str, tuple[str, str]] | None = None) -> Figure:
+    """Accuracy per degree band (easy, medium, hard), one line per defense (``colours``:
+    :func:`palette`); one panel for the clean accuracy and one for the mean accuracy under
+    attack (those present)."""
     plt = _pyplot()
     panels = [(k, t) for k, t in (("clean", "clean"), ("attacked", "under attack (mean over attacks, repeats)"))
               if k in curves]
     defenses = sorted(set().union(*(set(curves[k].index) for k, _ in panels)))
+    colours = colours or palette(defenses)
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels) + 2.2, 3.6), sharey=True, squeeze=False)
-    cmap = plt.get_cmap("tab20" if len(defenses) > 10 else "tab10")
     for ax, (key, panel_title) in zip(axes[0], panels):
         table = curves[key]
         x = np.arange(len(table.columns))
-        for i, defense in enumerate(defenses):
-            if defense in table.index:
-                ax.plot(x, table.loc[defense].to_numpy(dtype=np.float64), marker="o", linewidth=1.6,
-                        color=cmap(i % cmap.N), label=str(defense))
+        shown = [d for d in defenses if d in table.index]
+        width = 0.8 / max(1, len(shown))
+        for i, defense in enumerate(shown):
+            colour, style = colours[str(defense)]
+            values = table.loc[defense].to_numpy(dtype=np.float64)
+            if len(x) == 1:  # one band: a line needs two points, so bars side by side
+                ax.bar(x + (i + 0.5) * width - 0.4, values, width, color=colour, label=str(defense))
+            else:
+                ax.plot(x, values, marker="o", linewidth=1.6, color=colour, linestyle=style, label=str(defense))
         ax.set_xticks(x, [str(c) for c in table.columns])
-        ax.set_xlim(-0.3, len(x) - 0.7)
+        ax.set_xlim(-0.5, len(x) - 0.5)
         ax.set_title(panel_title, fontsize=10)
         ax.set_xlabel("difficulty (test-node degree band)")
         ax.grid(True, alpha=0.3)
@@ -105,11 +141,13 @@ def difficulty_lines(curves: Mapping[str, pd.DataFrame], name: str, title: str, 
 
 
 def budget_lines(curves: Mapping[str, pd.DataFrame], name: str, title: str, caption: str,
-                 xlabel: str = "injected nodes") -> Figure:
+                 xlabel: str = "injected nodes", colours: Mapping[str, tuple[str, str]] | None = None) -> Figure:
     """Mean accuracy over defenses against the attack budget (``xlabel``: injected nodes, or
-    the share of edges flipped), one line per attack, one panel per difficulty."""
+    the share of edges flipped), one line per attack (``colours``: :func:`palette`), one
+    panel per difficulty."""
     plt = _pyplot()
     items = list(curves.items())
+    colours = colours or palette(c for _, t in items for c in t.columns)
     ncols = min(2, len(items))
     nrows = -(-len(items) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols + 1.6, 3.2 * nrows), sharey=True, squeeze=False)
@@ -118,8 +156,9 @@ def budget_lines(curves: Mapping[str, pd.DataFrame], name: str, title: str, capt
     for ax, (difficulty, table) in zip(axes.flat, items):
         for column in table.columns:
             series = table[column].dropna()
+            colour, style = colours[str(column)]
             ax.plot(series.index.to_numpy(), series.to_numpy(dtype=np.float64), marker="o", linewidth=1.6,
-                    label=str(column))
+                    color=colour, linestyle=style, label=str(column))
         ax.set_title(str(difficulty), fontsize=10)
         ax.set_xlabel(xlabel)
         ax.grid(True, alpha=0.3)

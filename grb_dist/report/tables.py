@@ -93,6 +93,18 @@ def with_budgets(attacked: pd.DataFrame) -> pd.DataFrame:
     return attacked.assign(base=parts[0].where(axis, name), budget=value.where(axis, injected))
 
 
+def figure_names(scores: pd.DataFrame) -> set[str]:
+    """Every name a figure of the report may draw: defenses, attacks (a budget axis's
+    ``fgsm@20`` as ``fgsm``) and ``attack (surrogate)`` labels; the keys of the report's
+    palette (:func:`grb_dist.report.figures.palette`)."""
+    names = set(scores["defense"].astype(str))
+    attacked = scores[scores["attack"] != CLEAN]
+    if len(attacked):
+        base = with_budgets(attacked)["base"].astype(str)
+        names |= set(base) | set(base + " (" + attacked["surrogate"].astype(str) + ")")
+    return names
+
+
 def has_budget_sweep(scores: pd.DataFrame) -> bool:
     """Whether some attack of some scenario and difficulty was run with several budgets
     (``<attack>@<budget>`` entries of a budget axis, or a varying ``n_injected``): only then
