@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import shutil
+import sys
+from pathlib import Path
 from typing import Callable, Optional
 
 import typer
@@ -20,6 +23,11 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from grb_dist.core.errors import GrbDistError
+
+try:  # newer typer carries its own copy of click; its exceptions are those raised
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - typer that uses the click package
+    from click import exceptions as click_errors
 from grb_dist.core.version import __version__
 
 VERBOSE_FLAGS = ("-v", "--verbose")
@@ -51,6 +59,29 @@ class _Group(TyperGroup):
                 break
         return super().parse_args(ctx, args)
 
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Usage mistakes (an unknown flag, a malformed number, a missing argument) end like
+        every other mistake: ``error: ...`` on one line, then where to look, exit code 2."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click_errors.NoArgsIsHelpError as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click_errors.UsageError as exc:
+            command = exc.ctx.command_path if exc.ctx is not None else "grb-dist"
+            err_console.print(f"[bold red]error:[/] {exc.format_message()}", highlight=False, soft_wrap=True)
+            err_console.print(f"try '{command} --help'", highlight=False, soft_wrap=True)
+            sys.exit(2)
+        except click_errors.ClickException as exc:
+            err_console.print(f"[bold red]error:[/] {exc.format_message()}", highlight=False, soft_wrap=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            err_console.print("aborted", highlight=False)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
 
 def _value_options(command) -> set[str]:
     """The option names of ``command`` that take a value (the token after them is that value);
@@ -75,7 +106,31 @@ app = typer.Typer(
 console = Console(width=shutil.get_terminal_size((120, 24)).columns)
 err_console = Console(stderr=True, width=shutil.get_terminal_size((120, 24)).columns)
 
-DataDir = typer.Option(None, "--data-dir", envvar="GRB_DIST_DATA", help="Cache directory of downloaded datasets (default: ~/.cache/grb-dist).")
+#: The longest file name (one path component, in bytes) and path most file systems take.
+NAME_MAX, PATH_MAX = 255, 4095
+
+
+def path_value(value: str) -> Path:
+    """A path given on the command line (typer's ``parser`` of every path option): not empty
+    (``--out ''`` would mean the working directory), no NUL, names and length a file system
+    takes."""
+    if isinstance(value, Path):
+        return value
+    if not value.strip():
+        raise typer.BadParameter("must be a non-empty path")
+    if "\0" in value:
+        raise typer.BadParameter("contains a NUL character")
+    if len(os.fsencode(value)) > PATH_MAX:
+        raise typer.BadParameter(f"the path is {len(os.fsencode(value)):,} bytes; paths are at most {PATH_MAX:,}")
+    for part in Path(value).parts:
+        if len(os.fsencode(part)) > NAME_MAX:
+            raise typer.BadParameter(f"the name {part[:24]}... is {len(os.fsencode(part)):,} bytes; a file name is at "
+                                     f"most {NAME_MAX}")
+    return Path(value)
+
+
+DataDir = typer.Option(None, "--data-dir", parser=path_value, envvar="GRB_DIST_DATA", help="Cache directory of downloaded datasets (default: ~/.cache/grb-dist).")
+AllowImport = typer.Option(False, "--allow-import", help="Let the job file name module:Class specs (importing a module runs its code; names on the command line need no consent).")
 VerifyOption = typer.Option(True, "--verify/--no-verify", help="Check official dataset files against the catalogue's sizes and checksums.")
 
 

@@ -13,18 +13,18 @@ from typing import Optional
 import typer
 
 import grb_dist.cli.base as base
-from grb_dist.cli.base import app, handle_errors, warn
+from grb_dist.cli.base import app, handle_errors, path_value, warn
 from grb_dist.core.errors import GrbDistError
 
 
 @app.command()
 @handle_errors
 def leaderboard(
-    run_dir: Path = typer.Argument(..., help="Run directory of a (finished or partial) sweep."),
+    run_dir: Path = typer.Argument(..., parser=path_value, help="Run directory of a (finished or partial) sweep."),
     scenario: Optional[str] = typer.Option(None, "--scenario", help="One scenario: injection or modification (default: every scenario in the run)."),
     difficulty: Optional[str] = typer.Option(None, "--difficulty", help="One difficulty (default: all in the run)."),
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help="md, csv, latex or html (default: tables on a terminal, Markdown otherwise)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of printing; with csv a directory (one CSV per board) or a .csv file (one long table)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", parser=path_value, help="Write to this file instead of printing; with csv a directory (one CSV per board) or a .csv file (one long table)."),
 ) -> None:
     """Re-reduce the scores of a run into leaderboards per scenario and difficulty.
 
@@ -73,8 +73,8 @@ def leaderboard(
 @app.command()
 @handle_errors
 def report(
-    run_dir: Path = typer.Argument(..., help="Run directory of a (finished or partial) sweep, or a study directory (grb-dist study's OUT/<study>)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Directory of the report (default: RUN_DIR/report)."),
+    run_dir: Path = typer.Argument(..., parser=path_value, help="Run directory of a (finished or partial) sweep, or a study directory (grb-dist study's OUT/<study>)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", parser=path_value, help="Directory of the report (default: RUN_DIR/report)."),
 ) -> None:
     """Write a self-contained HTML report of a run: metadata, leaderboards, figures.
 
@@ -113,7 +113,7 @@ def report(
 @app.command()
 @handle_errors
 def compact(
-    run_dir: Path = typer.Argument(..., help="Run directory to compact."),
+    run_dir: Path = typer.Argument(..., parser=path_value, help="Run directory to compact."),
     min_rows: int = typer.Option(100_000, "--min-rows", min=2, help="Files with fewer rows than this are merged."),
     wait: bool = typer.Option(False, "--wait", help="Wait for a sweep that holds the run directory."),
 ) -> None:

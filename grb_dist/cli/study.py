@@ -13,14 +13,14 @@ import typer
 from rich.table import Table
 
 import grb_dist.cli.base as base
-from grb_dist.cli.base import app, handle_errors, split_csv
+from grb_dist.cli.base import app, handle_errors, path_value, split_csv
 
 
 @app.command()
 @handle_errors
 def study(
-    job: Optional[Path] = typer.Option(None, "--job", help="Study job file (YAML), or a shipped study: over-robustness-csbm (default), over-robustness-cba, over-robustness-cora-ml."),
-    out: Path = typer.Option(Path("results"), "--out", help="Output directory; the study writes OUT/<study>/ (nodes/ Parquet per unit, reduced tables, plots/)."),
+    job: Optional[Path] = typer.Option(None, "--job", parser=path_value, help="Study job file (YAML), or a shipped study: over-robustness-csbm (default), over-robustness-cba, over-robustness-cora-ml."),
+    out: Path = typer.Option(Path("results"), "--out", parser=path_value, help="Output directory; the study writes OUT/<study>/ (nodes/ Parquet per unit, reduced tables, plots/)."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: a local Ray started here)."),
     num_cpus: Optional[int] = typer.Option(None, "--num-cpus", help="CPUs of the local Ray (default: all)."),
     graphs: Optional[int] = typer.Option(None, "--graphs", help="Graphs per K (or splits of a real graph)."),
@@ -29,7 +29,7 @@ def study(
     models: Optional[str] = typer.Option(None, "--models", help="Models, comma-separated (hyper-parameters from the job where it has them)."),
     attacks: Optional[str] = typer.Option(None, "--attacks", help="Attacks, comma-separated: l2-weak, l2-strong, dice, l2-weak-class, nettack, sga, grbcd."),
     budgets: Optional[str] = typer.Option(None, "--budgets", help="Local budgets, comma-separated: integers >= 1, deg, deg+N, inf."),
-    dataset: Optional[Path] = typer.Option(None, "--dataset", help="The .npz file of a real-graph study (graph kind npz)."),
+    dataset: Optional[Path] = typer.Option(None, "--dataset", parser=path_value, help="The .npz file of a real-graph study (graph kind npz)."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most edges an attack adds to a node (cap of the inf budget)."),
     epochs: Optional[int] = typer.Option(None, "--epochs", help="Maximum training epochs."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Base seed of graphs, splits, nodes and models."),
@@ -105,8 +105,8 @@ def _study_job(job: Optional[Path]) -> Path:
 @app.command("study-tune")
 @handle_errors
 def study_tune(
-    output: Path = typer.Argument(..., help="Where to write the tuned job (YAML): the job with its per_K section filled."),
-    job: Optional[Path] = typer.Option(None, "--job", help="Study job file with a search: section, or a shipped study (default: over-robustness-csbm)."),
+    output: Path = typer.Argument(..., parser=path_value, help="Where to write the tuned job (YAML): the job with its per_K section filled."),
+    job: Optional[Path] = typer.Option(None, "--job", parser=path_value, help="Study job file with a search: section, or a shipped study (default: over-robustness-csbm)."),
     graphs: int = typer.Option(3, "--graphs", help="Graphs per K each setting is trained on (the paper: 10)."),
     k: Optional[str] = typer.Option(None, "--k", help="K values to tune, comma-separated (default: the job's)."),
     models: Optional[str] = typer.Option(None, "--models", help="Models to tune, comma-separated (default: every model of search:)."),
@@ -155,7 +155,7 @@ def study_tune(
 @app.command("study-plot")
 @handle_errors
 def study_plot(
-    study_dir: Path = typer.Argument(..., help="A study directory (OUT/<study>) with nodes/*.parquet."),
+    study_dir: Path = typer.Argument(..., parser=path_value, help="A study directory (OUT/<study>) with nodes/*.parquet."),
 ) -> None:
     """Re-reduce a study's rows into its tables and write its figures (PNG) under plots/."""
     from grb_dist.core.errors import ConfigError

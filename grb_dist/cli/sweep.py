@@ -11,14 +11,15 @@ from typing import Optional
 import typer
 
 import grb_dist.cli.base as base
-from grb_dist.cli.base import DataDir, VerifyOption, app, check_threads, handle_errors, warn
+from grb_dist.cli.base import AllowImport, DataDir, VerifyOption, app, check_threads, handle_errors, path_value, warn
 
 
 @app.command()
 @handle_errors
 def sweep(
     dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Catalogue name (uses its shipped job, grb_dist/jobs/<name>.yaml) or a dataset path (uses the default job); default: csbm."),
-    job: Optional[Path] = typer.Option(None, "--job", help="Job file (YAML) instead of the dataset's shipped job."),
+    job: Optional[Path] = typer.Option(None, "--job", parser=path_value, help="Job file (YAML) instead of the dataset's shipped job."),
+    allow_import: bool = AllowImport,
     scenario: Optional[str] = typer.Option(None, "--scenario", help="injection (graph injection), modification (edge flips and feature changes) or all; default: the job's (injection)."),
     attacks: Optional[str] = typer.Option(None, help="Attacks to run, comma-separated (default: the job's); with several scenarios each keeps the names it knows."),
     defenses: Optional[str] = typer.Option(None, help="Defenses to score, comma-separated."),
@@ -30,7 +31,7 @@ def sweep(
     edges_per_node: Optional[int] = typer.Option(None, "--edges-per-node", help="Edges per injected node."),
     steps: Optional[int] = typer.Option(None, help="Attack optimisation steps."),
     ratio_edge_mod: Optional[str] = typer.Option(None, "--ratio-edge-mod", help="Modification budget: flipped edges as a share of the graph's edges, in (0, 1]; a comma-separated list (0.01,0.05) sweeps each value as attack <name>@<value>."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory (default: results/<dataset>)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", parser=path_value, help="Run directory (default: results/<dataset>)."),
     address: Optional[str] = typer.Option(None, "--address", envvar="RAY_ADDRESS", help="Ray cluster to join (auto, host:port); default: start a local Ray."),
     num_cpus: Optional[int] = typer.Option(None, "--num-cpus", help="CPUs of the local Ray (default: all)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch intra-op threads of each training, attack and scoring task (1..1024; default: Ray's, one per reserved CPU)."),
@@ -58,7 +59,7 @@ def sweep(
     overrides = dict(attacks=attacks, defenses=defenses, surrogates=surrogates, difficulties=difficulties,
                      repeats=repeats, seed=seed, n_inject=n_inject, edges_per_node=edges_per_node, steps=steps,
                      scenario=scenario, ratio_edge_mod=ratio_edge_mod)
-    spec = resolve_job(dataset, job, overrides)
+    spec = resolve_job(dataset, job, overrides, allow_import=allow_import)
     prepared = prepare(spec, out=out, data_dir=data_dir, download=download, verify=verify)  # validates; writes nothing
     check_sweep(prepared, local=address is None)  # run directory writable, stored models, memory: before Ray
 

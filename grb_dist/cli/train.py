@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 import grb_dist.cli.base as base
-from grb_dist.cli.base import DataDir, VerifyOption, app, check_threads, handle_errors
+from grb_dist.cli.base import AllowImport, DataDir, VerifyOption, app, check_threads, handle_errors, path_value
 
 
 @app.command()
@@ -27,7 +27,8 @@ def train(
     epochs: Optional[int] = typer.Option(None, help="Maximum training epochs (default: the job's)."),
     lr: Optional[float] = typer.Option(None, help="Adam learning rate (default: the job's, per model)."),
     hidden: Optional[str] = typer.Option(None, help="Hidden sizes, comma-separated (e.g. 64,64,64; default: the job's)."),
-    job: Optional[Path] = typer.Option(None, "--job", help="Job file with the hyper-parameters (default: the dataset's shipped job, grb_dist/jobs/<dataset>.yaml, else the default job)."),
+    job: Optional[Path] = typer.Option(None, "--job", parser=path_value, help="Job file with the hyper-parameters (default: the dataset's shipped job, grb_dist/jobs/<dataset>.yaml, else the default job)."),
+    allow_import: bool = AllowImport,
     normalize: str = typer.Option("arctan", help="Feature normalisation: arctan, tanh, standardize, none."),
     device: str = typer.Option("cpu", help="Torch device (cpu, cuda, cuda:1)."),
     data_dir: Optional[Path] = DataDir,
@@ -45,21 +46,23 @@ def train(
     from grb_dist.core.errors import ConfigError
     from grb_dist.evaluation.evaluate import evaluate
     from grb_dist.models.registry import check_name
+    from grb_dist.models.tensors import check_device
     from grb_dist.models.train import TrainConfig, report_epochs
     from grb_dist.core.checks import check_seed
     from grb_dist.sweep.job import default_job_path, load_job
     from grb_dist.sweep.preflight import check_train_inputs, check_train_memory
 
     check_threads(threads)
-    spec = load_job(job or default_job_path(dataset))
+    device = str(check_device(device))
+    spec = load_job(job or default_job_path(dataset), allow_import=allow_import)
     seed = spec.seed if seed is None else seed
     split_seed = spec.seed if split_seed is None else check_seed(split_seed, "--split-seed")
     params, overrides = resolve_params(model, spec.models)  # unknown names fail before any loading
-    if hidden:
+    if hidden is not None:
         try:
             params["hidden_sizes"] = [int(h) for h in hidden.split(",")]
         except ValueError:
-            raise ConfigError(f"--hidden must be comma-separated integers, got {hidden!r}") from None
+            raise ConfigError(f"--hidden must be comma-separated integers (e.g. 64,64), got {hidden!r}") from None
     flags = {k: v for k, v in {"epochs": epochs, "lr": lr}.items() if v is not None}
     check_train_inputs(dataset, model, params, seed)
     config = TrainConfig(**{**to_dict(spec.train), **overrides, **flags, "seed": seed})

@@ -33,12 +33,12 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import yaml
 
 from grb_dist.core.errors import ConfigError
-from grb_dist.core.names import is_name
+from grb_dist.core.names import SPEC, is_name
 
 #: Seeds lie in [0, SEED_LIMIT): numpy's and torch's generators take them as 64-bit integers.
 SEED_LIMIT = 2**63
@@ -129,11 +129,14 @@ def check_seed(seed: Any, what: str = "seed", *, span: int = 0) -> int:
                      if span else "seeds must stay below 2**63")
 
 
-def check_positive_number(value: Any, what: str, *, allow_zero: bool = False) -> float:
+def check_positive_number(value: Any, what: str, *, allow_zero: bool = False, maximum: float | None = None) -> float:
+    """A finite number above 0 (or at least 0), at most ``maximum`` when one is given."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(f"{what} must be a finite number, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
         raise ConfigError(f"{what} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{what} must be at most {maximum:g}, got {value!r}")
     return float(value)
 
 
@@ -208,11 +211,11 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def load_job_document(path: Path) -> Any:
+def load_job_document(path: Path, *, allow_import: bool = False) -> Any:
     """The YAML document of job file ``path``: a regular file of at most
-    :data:`MAX_JOB_BYTES`, safely loaded (no Python objects), no key twice in a mapping, and
-    at most :data:`MAX_JOB_SIZE` once aliases are expanded. Every defect is one
-    :class:`ConfigError` line."""
+    :data:`MAX_JOB_BYTES`, safely loaded (no Python objects), no key twice in a mapping, at
+    most :data:`MAX_JOB_SIZE` once aliases are expanded, and no ``module:Class`` spec unless
+    ``allow_import`` (:func:`refuse_specs`). Every defect is one :class:`ConfigError` line."""
     text = read_job_text(path)
     try:
         data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
@@ -225,7 +228,38 @@ def load_job_document(path: Path) -> Any:
     except RecursionError:
         raise ConfigError(f"job file {path} is nested too deeply") from None
     document_size(data)
+    if not allow_import:
+        refuse_specs(data, f"job file {path}")
     return data
+
+
+def named_specs(obj: Any, where: str = "") -> Iterator[tuple[str, str]]:
+    """``(key path, spec)`` of every ``module:Class`` spec in a parsed job document: a string
+    value or mapping key that is one (``defenses: [mypkg.models:MyGCN]``)."""
+    stack = [(where, obj)]
+    while stack:
+        at, o = stack.pop()
+        if isinstance(o, Mapping):
+            for k, v in o.items():
+                key = f"{at}.{k}" if at else str(k)
+                if isinstance(k, str) and SPEC.fullmatch(k.strip()):
+                    yield key, k
+                stack.append((key, v))
+        elif isinstance(o, (list, tuple)):
+            stack.extend((f"{at}[{i}]", v) for i, v in enumerate(o))
+        elif isinstance(o, str) and SPEC.fullmatch(o.strip()):
+            yield at, o
+
+
+def refuse_specs(document: Any, where: str) -> None:
+    """A job file may name ``module:Class`` specs only with the user's consent
+    (``--allow-import``): importing the module runs its code, and a job file may come from
+    anyone. Names typed on the command line and installed entry points need no consent."""
+    for at, spec in named_specs(document):
+        raise ConfigError(
+            f"{where} names {spec!r} at {at}: importing a module runs its code, so specs in job files need "
+            "--allow-import (pass it if you trust the module; or install it as a package with an entry point)"
+        )
 
 
 def document_size(obj: Any, limit: int = MAX_JOB_SIZE) -> int:
@@ -388,5 +422,5 @@ __all__ = [
     "BUDGET_BOUNDS", "MAX_CELLS", "MAX_JOB_BYTES", "MAX_JOB_SIZE", "SEED_LIMIT", "TaskMemory", "check_budgets",
     "check_dataset_ref", "check_int", "check_memory", "check_model_bounds", "check_name", "check_output_file",
     "check_plan_size", "check_positive_number", "check_ray_address", "check_seed", "check_writable_dir",
-    "document_size", "format_bytes", "load_job_document", "looks_like_path", "machine_memory", "read_job_text", "run_is_writable",
+    "document_size", "format_bytes", "load_job_document", "named_specs", "refuse_specs", "looks_like_path", "machine_memory", "read_job_text", "run_is_writable",
 ]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
-from grb_dist.core.checks import check_positive_number
+from grb_dist.core.checks import check_int, check_positive_number
 from grb_dist.core.errors import ConfigError
 
 C = TypeVar("C")
@@ -114,6 +114,10 @@ def to_dict(config: Any) -> dict[str, Any]:
     return {k: conv(v) for k, v in dataclasses.asdict(config).items()}
 
 
+#: The most training epochs (and patience) a job may ask for.
+MAX_EPOCHS = 100_000
+
+
 @dataclass(frozen=True)
 class TrainSection:
     """Optimisation hyper-parameters: a job's ``train:`` section (a model's ``train:`` entry
@@ -132,11 +136,10 @@ class TrainSection:
     patience: int = 50
 
     def __post_init__(self) -> None:
-        check_positive_number(self.lr, "train.lr")
-        check_positive_number(self.weight_decay, "train.weight_decay", allow_zero=True)
+        check_positive_number(self.lr, "train.lr", maximum=10)
+        check_positive_number(self.weight_decay, "train.weight_decay", allow_zero=True, maximum=10)
         for key in ("epochs", "patience"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"train.{key} must be >= 1, got {getattr(self, key)}")
+            check_int(getattr(self, key), f"train.{key}", 1, MAX_EPOCHS)
 def canonical_json(obj: Any) -> str:
     """Deterministic JSON: sorted keys, no whitespace, tuples as lists (content hashes and
     cell ids are hashes of it)."""

@@ -107,3 +107,28 @@ def perturb_tensors(clean: TorchGraph, perturbation: "Injection | Modification |
     if isinstance(perturbation, Modification):
         return apply_modification(clean, perturbation)
     return inject_tensors(clean, perturbation)
+
+
+def check_device(device: str, flag: str = "--device") -> torch.device:
+    """The torch device named ``device``, when this machine has it: ``cpu``, ``cuda`` or
+    ``cuda:N`` (N below the number of GPUs), ``mps`` where available. Anything else (``meta``,
+    which holds no data, a GPU that is not there, a typo) is one :class:`ConfigError` line."""
+    from grb_dist.core.errors import ConfigError
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ConfigError(f"{flag} {device!r} is not a torch device; use cpu, cuda or cuda:N") from None
+    if dev.type == "cpu":
+        return dev
+    if dev.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ConfigError(f"{flag} {device}: this machine has no CUDA GPU (or this torch build has no CUDA); use cpu")
+        if dev.index is not None and dev.index >= count:
+            raise ConfigError(f"{flag} {device}: this machine has {count} CUDA GPU{'s' if count > 1 else ''} "
+                              f"(cuda:0..cuda:{count - 1})")
+        return dev
+    if dev.type == "mps" and torch.backends.mps.is_available():
+        return dev
+    raise ConfigError(f"{flag} {device}: not a device models can be trained on here; use cpu, cuda or cuda:N")

@@ -217,11 +217,12 @@ def parse_job(data: Any, *, where: str = "job") -> JobSpec:
     return from_dict(JobSpec, data, where=where)
 
 
-def load_job(path: str | Path) -> JobSpec:
+def load_job(path: str | Path, *, allow_import: bool = False) -> JobSpec:
     """Read a job file (:func:`~grb_dist.core.checks.load_job_document`: safe YAML, bounded,
-    no duplicate keys); raises :class:`ConfigError` on any defect."""
+    no duplicate keys, ``module:Class`` specs only with ``allow_import``); raises
+    :class:`ConfigError` on any defect."""
     path = Path(path)
-    return parse_job(load_job_document(path), where=f"job file {path.name}")
+    return parse_job(load_job_document(path, allow_import=allow_import), where=f"job file {path.name}")
 
 
 def default_job_path(dataset: str | None) -> Path:

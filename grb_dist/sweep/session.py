@@ -49,11 +49,13 @@ class Prepared:
         return self.dataset["fingerprint"]
 
 
-def resolve_job(dataset: str | None, job: str | Path | None, overrides: Mapping[str, Any]) -> JobSpec:
+def resolve_job(dataset: str | None, job: str | Path | None, overrides: Mapping[str, Any], *,
+                allow_import: bool = False) -> JobSpec:
     """The job of a ``grb-dist sweep`` call: ``--job`` or the dataset's shipped job (a path
-    or unknown name uses the default job), with the CLI overrides applied."""
+    or unknown name uses the default job), with the CLI overrides applied; ``module:Class``
+    specs in the job file need ``allow_import``."""
     path = Path(job) if job is not None else default_job_path(dataset)
-    spec = load_job(path)
+    spec = load_job(path, allow_import=allow_import)
     return apply_overrides(spec, dataset=dataset, **{k: v for k, v in overrides.items() if v is not None})
 
 
