@@ -8,7 +8,7 @@ import torch
 
 from grb_dist.core.names import DIFFICULTIES
 from grb_dist.core.graph import Graph, Injection
-from grb_dist.models.tensors import TorchGraph, perturbed_tensors
+from grb_dist.models.tensors import TorchGraph, check_logits, perturbed_tensors
 from grb_dist.models.precision import precision_mode
 
 
@@ -20,9 +20,18 @@ def predict_tensors(model: torch.nn.Module, tensors: TorchGraph, precision: str 
     model.eval()
     try:
         with precision_mode(precision, tensors.x.device):
-            return model(tensors.x, tensors.edge_index).argmax(1)
+            out = model(tensors.x, tensors.edge_index)
+        check_logits(out, int(tensors.x.shape[0]), _classes(model, tensors), "the model, scored,")
+        return out.argmax(1)
     finally:
         model.train(was_training)
+
+
+def _classes(model: torch.nn.Module, tensors: TorchGraph) -> int:
+    """The class count scoring expects: the model's own (``num_classes``) if it says, else
+    one more than the largest label."""
+    known = getattr(model, "num_classes", None)
+    return int(known) if isinstance(known, int) else int(tensors.y.max()) + 1
 
 
 def predict(model: torch.nn.Module, graph: Graph, injection: Injection | None = None, device="cpu") -> torch.Tensor:

@@ -26,6 +26,10 @@ class APPNPConfig(ModelConfig):
         if self.k < 1 or not 0.0 <= self.alpha <= 1.0:
             raise ConfigError(f"APPNP needs k >= 1 and alpha in [0, 1], got k={self.k}, alpha={self.alpha}")
 
+    def footprint(self, num_classes: int) -> tuple[int, int]:
+        """k propagation steps of the class scores, kept for the backward pass."""
+        return 1, 2 * self.k * num_classes
+
 
 class APPNP(GraphModel):
     Config = APPNPConfig

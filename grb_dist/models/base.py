@@ -40,6 +40,16 @@ class ModelConfig:
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}")
 
+    def footprint(self, num_classes: int) -> tuple[int, int]:
+        """What the model's size grows with beyond its layer widths, for the memory estimate
+        of :mod:`grb_dist.sweep.preflight` (``num_classes``: the output width):
+        ``(copies, per_node)``, where every layer holds
+        ``copies`` weight matrices and inputs (a polynomial filter of k hops: k + 1), and
+        ``per_node`` more floats per node are kept for the backward pass (propagation
+        steps after the last layer, a low-rank basis). A model with a size knob of its own
+        overrides this."""
+        return 1, 0
+
 
 class GraphModel(nn.Module):
     """A node classifier ``forward(x, edge_index) -> logits``.

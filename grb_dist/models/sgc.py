@@ -27,6 +27,10 @@ class SGCConfig(ModelConfig):
         if self.k < 1:
             raise ConfigError(f"SGC k must be >= 1, got {self.k}")
 
+    def footprint(self, num_classes: int) -> tuple[int, int]:
+        """The input propagated k times."""
+        return self.k + 1, 0
+
 
 class SGC(GraphModel):
     Config = SGCConfig

@@ -60,6 +60,10 @@ class GCNSVDConfig(ModelConfig):
         if self.k < 1 or self.niter < 0 or self.oversample < 0:
             raise ConfigError(f"GCN-SVD needs k >= 1, niter >= 0, oversample >= 0, got k={self.k}")
 
+    def footprint(self, num_classes: int) -> tuple[int, int]:
+        """The rank-k basis of the randomised SVD (k + oversample columns, a few copies)."""
+        return 1, 3 * (self.k + self.oversample)
+
 
 class WeightedEdges(NamedTuple):
     edge_index: torch.Tensor

@@ -19,6 +19,10 @@ class TAGCNConfig(ModelConfig):
         if self.k < 1:
             raise ConfigError(f"TAGCN k must be >= 1, got {self.k}")
 
+    def footprint(self, num_classes: int) -> tuple[int, int]:
+        """Every layer keeps its input propagated k times and k + 1 weight matrices."""
+        return self.k + 1, 0
+
 
 class TAGCN(GraphModel):
     Config = TAGCNConfig

@@ -7,7 +7,7 @@ an attack's perturbation to them without touching the input.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -132,3 +132,22 @@ def check_device(device: str, flag: str = "--device") -> torch.device:
     if dev.type == "mps" and torch.backends.mps.is_available():
         return dev
     raise ConfigError(f"{flag} {device}: not a device models can be trained on here; use cpu, cuda or cuda:N")
+
+
+def check_logits(out: Any, num_nodes: int, num_classes: int, what: str = "the model") -> None:
+    """A model's output is what scoring needs: a tensor of ``num_nodes x num_classes`` finite
+    numbers (a wrong width or a NaN would otherwise turn into a plausible accuracy through
+    ``argmax``); anything else is one :class:`ConfigError` line saying what is wrong."""
+    from grb_dist.core.errors import ConfigError
+
+    if not isinstance(out, torch.Tensor):
+        raise ConfigError(f"{what} returned {type(out).__name__}, not a tensor; forward(x, edge_index) must return "
+                          "N x C logits")
+    if tuple(out.shape) != (num_nodes, num_classes):
+        raise ConfigError(f"{what} returned shape {tuple(out.shape)}, expected ({num_nodes}, {num_classes}): one row of "
+                          "class scores per node, one column per class")
+    if not out.dtype.is_floating_point:
+        raise ConfigError(f"{what} returned {out.dtype} values; return floating-point logits")
+    if not bool(torch.isfinite(out).all()):
+        raise ConfigError(f"{what} returned NaN or infinite logits; forward(x, edge_index) must return finite class "
+                          "scores (a diverged training gives them too: lower the learning rate)")

@@ -27,7 +27,7 @@ from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph
 from grb_dist.models.base import GraphModel
 from grb_dist.models.registry import build_model
-from grb_dist.models.tensors import graph_tensors
+from grb_dist.models.tensors import check_logits, graph_tensors
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +136,8 @@ def train_model(
             model.train()  # the hook may have switched modes
         opt.zero_grad(set_to_none=True)
         out = model(x, ei)
+        if epoch == 0:  # what the model returns, checked once before it is trained on
+            check_logits(out, int(x.shape[0]), int(graph.num_classes))
         loss = torch.nn.functional.cross_entropy(out[train_view.mask_idx], train_view.y[train_view.mask_idx])
         # Optional model regulariser of this forward pass (R-GCN's KL term).
         extra = model.regularization() if hasattr(model, "regularization") else None

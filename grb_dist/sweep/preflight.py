@@ -46,47 +46,67 @@ def _graph_bytes(g: GraphShape) -> int:
     return g.num_nodes * g.num_features * _F + 4 * g.num_edges * _I + g.num_nodes * _I
 
 
-def model_widths(name: str, params: Mapping[str, Any]) -> list[int]:
-    """Output widths of a model's hidden layers (attention heads concatenated); [] for label
+@dataclass(frozen=True)
+class ModelSize:
+    """What a model's memory grows with: the output widths of its hidden layers (attention
+    heads concatenated), the weight matrices and inputs every layer holds (``copies``: k + 1
+    for a k-hop polynomial filter) and more floats kept per node (``per_node``); see
+    :meth:`grb_dist.models.base.ModelConfig.footprint`."""
+
+    widths: tuple[int, ...]
+    copies: int = 1
+    per_node: int = 0
+
+
+def model_size(name: str, params: Mapping[str, Any], num_classes: int = 2) -> ModelSize:
+    """The :class:`ModelSize` of model ``name`` built with ``params``; no layers for label
     propagation."""
     from grb_dist.models.registry import check_name as model_spec
     from grb_dist.models.registry import model_config
 
     if model_spec(name).uses_train_labels:
-        return []
-    p = {k: v for k, v in dict(params).items() if k != "lp"}
-    config = model_config(name, p)
+        return ModelSize(())
+    config = model_config(name, {k: v for k, v in dict(params).items() if k != "lp"})
     heads = int(getattr(config, "heads", 1) or 1)
-    return [int(h) * heads for h in getattr(config, "hidden_sizes", ())]
+    footprint = getattr(config, "footprint", None)
+    copies, per_node = footprint(num_classes) if callable(footprint) else (1, 0)
+    return ModelSize(tuple(int(h) * heads for h in getattr(config, "hidden_sizes", ())), int(copies), int(per_node))
 
 
-def _weights(widths: list[int], d: int, c: int) -> int:
-    dims = [d, *widths, c]
-    return sum(a * b + b for a, b in zip(dims, dims[1:]))
+def _size(model: "ModelSize | Iterable[int]") -> ModelSize:
+    return model if isinstance(model, ModelSize) else ModelSize(tuple(model))
 
 
-def _pass(nodes: int, d: int, widths: list[int], c: int, *, grad: bool) -> int:
+def _weights(m: ModelSize, d: int, c: int) -> int:
+    dims = [d, *m.widths, c]
+    return m.copies * sum(a * b + b for a, b in zip(dims, dims[1:]))
+
+
+def _pass(nodes: int, d: int, m: ModelSize, c: int, *, grad: bool) -> int:
     """Activations of one full-batch pass over ``nodes`` nodes: the input, and for every layer
-    its output (two tensors per layer kept for the backward pass when ``grad``)."""
+    its output; when ``grad``, two tensors per layer kept for the backward pass, every layer's
+    input ``copies`` times and the model's own ``per_node`` floats (without gradients, hops
+    are transient)."""
     if grad:
-        return nodes * (d + 2 * sum(widths) + 2 * c) * _F
-    return nodes * (d + 2 * max([*widths, c])) * _F
+        inputs = (m.copies - 1) * (d + sum(m.widths))
+        return nodes * (d + 2 * sum(m.widths) + 2 * c + inputs + m.per_node) * _F
+    return nodes * (d + 2 * max([*m.widths, c])) * _F
 
 
 def estimate_memory(
     g: GraphShape,
-    models: Iterable[tuple[str, list[int], Mapping[str, Any] | None]],
-    attacks: Iterable[tuple[str, str, int, int, list[int]]],
+    models: Iterable[tuple[str, "ModelSize | list[int]", Mapping[str, Any] | None]],
+    attacks: Iterable[tuple[str, str, int, int, "ModelSize | list[int]"]],
     max_n_inject: int = 0,
 ) -> list[TaskMemory]:
     """Lower bounds of the memory of every kind of task of a sweep, largest first.
 
     Args:
         g: the graph's sizes.
-        models: ``(name, hidden widths, adversarial-training budget or None)`` of every model
-            trained (defenses and surrogates).
-        attacks: ``(label, difficulty, n_inject, edges_per_node, surrogate widths)`` of
-            every attack cell kind.
+        models: ``(name, size, adversarial-training budget or None)`` of every model trained
+            (defenses and surrogates); ``size``: a :class:`ModelSize` or hidden widths.
+        attacks: ``(label, difficulty, n_inject, edges_per_node, surrogate size)`` of every
+            attack cell kind.
         max_n_inject: the largest injection any Scorer evaluates.
 
     A task holds at least the graph's arrays; training keeps every layer's activations of
@@ -100,24 +120,29 @@ def estimate_memory(
     d, c = g.num_features, g.num_classes
     graph = _graph_bytes(g)
     out: list[TaskMemory] = []
-    for name, widths, at in models:
+    sizes = []
+    for name, model, at in models:
+        m = _size(model)
+        sizes.append(m)
         n = g.n_train
-        total = graph + _pass(n, d, widths, c, grad=True) + 4 * _weights(widths, d, c) * _F
+        total = graph + _pass(n, d, m, c, grad=True) + 4 * _weights(m, d, c) * _F
         if at:
             k, e = int(at.get("n_inject", 0)), int(at.get("edges_per_node", 0))
-            total += k * d * _F * 3 + 4 * k * e * _I + _pass(k, d, widths, c, grad=True)
-        widest = max(widths, default=0)
+            total += k * d * _F * 3 + 4 * k * e * _I + _pass(k, d, m, c, grad=True)
+        widest = max(m.widths, default=0)
+        knob = f"the hidden sizes of {name}" + (" and its hops (k)" if m.copies > 1 or m.per_node else "")
         out.append(TaskMemory(total, f"training {name} ({n:,} training nodes, widest layer {widest:,})",
-                              f"the hidden sizes of {name}" if widest else "the dataset"))
-    for label, difficulty, k, e, widths in attacks:
+                              knob if widest else "the dataset"))
+    for label, difficulty, k, e, surrogate in attacks:
+        m = _size(surrogate)
         t = g.targets.get(difficulty, 0)
-        total = (graph + k * d * _F * 3 + 4 * k * e * _I + _pass(t + k, d, widths, c, grad=True)
-                 + _weights(widths, d, c) * _F)
+        total = (graph + k * d * _F * 3 + 4 * k * e * _I + _pass(t + k, d, m, c, grad=True)
+                 + _weights(m, d, c) * _F)
         out.append(TaskMemory(total, f"attack {label} on {difficulty} ({k:,} injected nodes x {e:,} edges)",
                               "n_inject / edges_per_node"))
-    widest_all = max((w for _, ws, _ in models for w in ws), default=0)
     n = g.num_nodes + max_n_inject
-    out.append(TaskMemory(graph + _pass(n, d, [widest_all], c, grad=False),
+    widest = ModelSize((max((w for m in sizes for w in m.widths), default=0),))
+    out.append(TaskMemory(graph + _pass(n, d, widest, c, grad=False),
                           f"scoring on the perturbed graph ({n:,} nodes)", "n_inject or the hidden sizes"))
     return sorted(out, key=lambda m: -m.bytes)
 
@@ -130,7 +155,7 @@ def sweep_memory(resolved: ResolvedJob, graph: Any) -> list[TaskMemory]:
     models = []
     for name in dict.fromkeys((*spec.defenses, *spec.surrogates)):
         model = resolved.models[name]
-        widths[name] = model_widths(name, model.params)
+        widths[name] = model_size(name, model.params, int(graph.num_classes))
         at = spec.adversarial_training if model.spec.adversarial else None
         models.append((name, widths[name], at))
     attacks = []
@@ -173,12 +198,17 @@ def check_injection_sizes(resolved: ResolvedJob, graph: Any) -> None:
                     "lower n_inject (GRB budgets inject about 1-3% of N)"
                 )
     if any(resolved.models[m].spec.adversarial for m in (*spec.defenses, *spec.surrogates)):
-        k = int(spec.adversarial_training.get("n_inject", 0))
-        n_train = int(graph.split["train"].size) if "train" in graph.split else n
-        if k > n_train:
-            raise ConfigError(
-                f"adversarial_training.n_inject={k:,} exceeds the {n_train:,} training nodes of {graph.name!r}; lower it"
-            )
+        check_at_budget(spec.adversarial_training, graph)
+
+
+def check_at_budget(at: Mapping[str, Any], graph: Any) -> None:
+    """Adversarial training injects at most as many nodes as the graph has training nodes."""
+    k = int(at.get("n_inject", 0))
+    n_train = int(graph.split["train"].size) if "train" in graph.split else graph.num_nodes
+    if k > n_train:
+        raise ConfigError(
+            f"adversarial_training.n_inject={k:,} exceeds the {n_train:,} training nodes of {graph.name!r}; lower it"
+        )
 
 
 # --------------------------------------------------------------------------- stored models
@@ -244,10 +274,13 @@ def check_train_inputs(dataset: str, model: str, params: Mapping[str, Any], seed
 
 
 def check_train_memory(graph: Any, model: str, params: Mapping[str, Any], at: Mapping[str, Any] | None) -> None:
-    """Training ``model`` on ``graph`` fits this machine's memory (lower bound)."""
-    tasks = estimate_memory(GraphShape.of(graph), [(model, model_widths(model, params), at)], [], 0)
+    """Training ``model`` on ``graph`` fits this machine's memory (lower bound), and its
+    adversarial training (``at``, for ``_at`` models) fits the graph."""
+    if at is not None:
+        check_at_budget(at, graph)
+    tasks = estimate_memory(GraphShape.of(graph), [(model, model_size(model, params, int(graph.num_classes)), at)], [], 0)
     check_memory([t for t in tasks if t.task.startswith("training")], machine_memory(), "this machine")
 
 
-__all__ = ["GraphShape", "check_attack_inputs", "check_injection_sizes", "check_stored_models", "check_sweep", "check_train_inputs",
-           "check_train_memory", "estimate_memory", "model_widths", "sweep_memory"]
+__all__ = ["GraphShape", "ModelSize", "check_at_budget", "check_attack_inputs", "check_injection_sizes", "check_stored_models", "check_sweep", "check_train_inputs",
+           "check_train_memory", "estimate_memory", "model_size", "sweep_memory"]
