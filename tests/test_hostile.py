@@ -6,6 +6,8 @@ bounds, and model outputs that would score as a plausible accuracy. Every refusa
 from __future__ import annotations
 
 import math
+
+import numpy as np
 from pathlib import Path
 
 import pytest
@@ -215,3 +217,161 @@ def test_nan_and_too_wide_models_fail_training_and_scoring_in_one_line():
         with pytest.raises(ConfigError, match=words):
             evaluate(model, g)
     assert set(evaluate(Wide(0), g)) == {"easy", "medium", "hard", "full"}
+
+
+# ---------------------------------------------------------------- dataset files
+
+
+def _grb_dir(tmp_path: Path, n: int = 60, **files) -> Path:
+    """A small GRB-layout directory (a ring plus chords), with ``files`` replacing its arrays."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    d = tmp_path / "graph"
+    d.mkdir()
+    rows = np.concatenate([np.arange(n), np.arange(n)])
+    cols = np.concatenate([(np.arange(n) + 1) % n, (np.arange(n) + 7) % n])
+    adj = sp.coo_matrix((np.ones(rows.size, np.float32), (rows, cols)), shape=(n, n)).tocsr()
+    adj = ((adj + adj.T) > 0).astype(np.float32).tocsr()
+    rng = np.random.default_rng(0)
+    arrays = {
+        "adj.npz": adj,
+        "features.npz": {"data": rng.normal(size=(n, 5)).astype(np.float32)},
+        "labels.npz": {"data": np.arange(n) % 3},
+        "index.npz": {"index_train": np.arange(0, 30), "index_val": np.arange(30, 36), "index_test": np.arange(36, 60),
+                      "index_test_easy": np.arange(36, 44), "index_test_medium": np.arange(44, 52),
+                      "index_test_hard": np.arange(52, 60)},
+    }
+    arrays.update(files)
+    for name, value in arrays.items():
+        if callable(value):
+            value(d / name)
+        elif isinstance(value, dict):
+            np.savez(d / name, **value)
+        else:
+            sp.save_npz(d / name, value)
+    return d
+
+
+def _weighted(value):
+    def write(path):
+        import numpy as np
+        import scipy.sparse as sp
+
+        a = sp.load_npz(path.parent.parent / "good" / "adj.npz").astype(np.float64)
+        a.data[:4] = value
+        sp.save_npz(path, a)
+    return write
+
+
+@pytest.fixture
+def good(tmp_path):
+    d = _grb_dir(tmp_path)
+    return d.rename(tmp_path / "good")
+
+
+@pytest.mark.parametrize("files, words", [
+    (dict(features={"data": (np.ones((60, 5)) * 1j).astype(np.complex64)}), "complex numbers"),
+    (dict(features={"data": np.full((60, 5), "x")}), "strings"),
+    (dict(labels={"data": np.array(["a", "b", "c"] * 20)}), "integer class ids, found strings"),
+    (dict(labels={"data": np.arange(60) % 3 + 0.5}), "integer class ids, found fractional"),
+])
+def test_values_that_are_not_numbers_are_refused(tmp_path, files, words):
+    from grb_dist.core.errors import DatasetError
+    from grb_dist.datasets import load_dataset
+
+    files = {f"{k}.npz": v for k, v in files.items()}
+    with pytest.raises(DatasetError, match=words):
+        load_dataset(_grb_dir(tmp_path, **files))
+
+
+def test_fractional_split_indices_are_named_as_such(tmp_path):
+    from grb_dist.core.errors import DatasetError
+    from grb_dist.datasets import load_dataset
+
+    index = {"index_train": np.arange(0, 30) + 0.5, "index_val": np.arange(30, 36), "index_test": np.arange(36, 60),
+             "index_test_easy": np.arange(36, 44), "index_test_medium": np.arange(44, 52),
+             "index_test_hard": np.arange(52, 60)}
+    with pytest.raises(DatasetError, match="'index_train' must hold integer node ids, found fractional"):
+        load_dataset(_grb_dir(tmp_path, **{"index.npz": index}))
+    # whole numbers stored as floats are node ids
+    index["index_train"] = np.arange(0, 30).astype(np.float64)
+    (tmp_path / "graph").rename(tmp_path / "old")
+    assert load_dataset(_grb_dir(tmp_path, **{"index.npz": index})).split["train"].dtype == np.int64
+
+
+@pytest.mark.parametrize("value", [math.nan, -1.0, 0.0, 0.5, math.inf])
+def test_edge_weights_other_than_edges_are_refused(good, tmp_path, value):
+    from grb_dist.core.errors import DatasetError
+    from grb_dist.datasets import load_dataset
+
+    with pytest.raises(DatasetError, match="not edges of weight 1"):
+        load_dataset(_grb_dir(tmp_path, **{"adj.npz": _weighted(value)}))
+
+
+def test_repeated_edge_counts_are_edges(good, tmp_path):
+    from grb_dist.datasets import load_dataset
+
+    a, b = load_dataset(good), load_dataset(_grb_dir(tmp_path, **{"adj.npz": _weighted(2.0)}))
+    np.testing.assert_array_equal(a.edge_index, b.edge_index)
+
+
+def test_fifos_devices_and_directories_are_not_dataset_files(good, tmp_path):
+    import os
+
+    from grb_dist.core.errors import DatasetError
+    from grb_dist.datasets import load_dataset
+
+    (good / "adj.npz").unlink()
+    os.mkfifo(good / "adj.npz")
+    with pytest.raises(DatasetError, match="is a FIFO, not a regular file"):
+        load_dataset(good)  # returns at once: the FIFO is never opened
+    (good / "adj.npz").unlink()
+    (good / "adj.npz").symlink_to("/dev/zero")
+    with pytest.raises(DatasetError, match="device or socket, not a regular file"):
+        load_dataset(good)
+    (tmp_path / "dir.npz").mkdir()
+    from grb_dist.datasets.npz import load_npz_graph
+
+    with pytest.raises(DatasetError, match="is a directory, not a regular file"):
+        load_npz_graph(tmp_path / "dir.npz")
+
+
+def test_sizes_are_checked_against_memory_before_allocation(tmp_path, monkeypatch):
+    import scipy.sparse as sp
+
+    import grb_dist.core.checks as checks
+    from grb_dist.core.errors import DatasetError
+    from grb_dist.datasets.npz import load_npz_graph
+
+    # a compressed member that unpacks to more than the machine has: refused from its header
+    monkeypatch.setattr(checks, "machine_memory", lambda: 64 * 1024)
+    np.savez_compressed(tmp_path / "bomb.npz", data=np.zeros((300, 300), np.float32))
+    from grb_dist.datasets.npz import open_npz, read_array
+
+    with open_npz(tmp_path / "bomb.npz") as npz, pytest.raises(DatasetError, match="would take 351.6 KiB"):
+        read_array(npz, "data", tmp_path / "bomb.npz")
+    # identity features of a graph without attributes, and a wide attribute matrix
+    adj = sp.random(300, 300, density=0.01, format="csr", random_state=0)
+    adj.data[:] = 1
+    np.savez(tmp_path / "noattr.npz", adj_data=adj.data, adj_indices=adj.indices, adj_indptr=adj.indptr,
+             adj_shape=np.array(adj.shape), labels=np.arange(300) % 2)
+    with pytest.raises(DatasetError, match="identity features for 300 nodes"):
+        load_npz_graph(tmp_path / "noattr.npz")
+    wide = sp.csr_matrix((300, 10**6), dtype=np.float32)
+    np.savez(tmp_path / "wide.npz", adj_data=adj.data, adj_indices=adj.indices, adj_indptr=adj.indptr,
+             adj_shape=np.array(adj.shape), attr_data=wide.data, attr_indices=wide.indices, attr_indptr=wide.indptr,
+             attr_shape=np.array(wide.shape), labels=np.arange(300) % 2)
+    with pytest.raises(DatasetError, match="300 x 1,000,000 attribute matrix"):
+        load_npz_graph(tmp_path / "wide.npz")
+
+
+def test_a_graph_without_edges_is_fingerprinted():
+    from grb_dist.store.fingerprint import fingerprint_parts
+
+    g = tiny_csbm(n=60)
+    import dataclasses
+
+    edgeless = dataclasses.replace(g, edge_index=np.zeros((2, 0), np.int64))
+    parts = fingerprint_parts(edgeless, "none")
+    assert parts["edges"] != fingerprint_parts(g, "none")["edges"]

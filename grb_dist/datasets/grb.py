@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
-from grb_dist.datasets.npz import open_npz, read_array, read_sparse
+from grb_dist.datasets.npz import check_kind, check_regular_file, open_npz, read_array, read_index, read_labels, read_sparse
 from grb_dist.core.errors import DatasetError
 
 if TYPE_CHECKING:
@@ -70,30 +70,28 @@ def load_grb_dir(path: str | Path, name: str | None = None) -> Graph:
 
     path = Path(path)
     name = name or path.name
-    missing = [f for f in GRB_FILES if not (path / f).is_file()]
+    missing = [f for f in GRB_FILES if not os.path.lexists(path / f)]
     if missing:
         raise DatasetError(
             f"{path} is not a GRB dataset directory: missing {', '.join(missing)}; "
             f"it needs {', '.join(GRB_FILES)}"
         )
+    for f in GRB_FILES:  # a FIFO or a device is refused before anything is read
+        check_regular_file(path / f)
     with open_npz(path / "adj.npz") as npz:
-        adj = read_sparse(npz, "", "", path / "adj.npz")
+        adj = read_sparse(npz, "", "", path / "adj.npz", adjacency=True)
     with open_npz(path / "features.npz") as npz:
-        features = read_array(npz, "data", path / "features.npz")
+        features = check_kind(read_array(npz, "data", path / "features.npz"), "features", path / "features.npz")
     with open_npz(path / "labels.npz") as npz:
-        labels = read_array(npz, "data", path / "labels.npz")
+        labels = read_labels(read_array(npz, "data", path / "labels.npz"), path / "labels.npz")
     with open_npz(path / "index.npz") as npz:
-        split = {k: read_array(npz, v, path / "index.npz").astype(np.int64).ravel() for k, v in INDEX_KEYS.items()}
+        split = {k: read_index(read_array(npz, v, path / "index.npz"), v, path / "index.npz")
+                 for k, v in INDEX_KEYS.items()}
     if features.ndim != 2:
         raise DatasetError(f"{path / 'features.npz'}: expected an N x D matrix, got shape {features.shape}")
     n = features.shape[0]
     if adj.shape != (n, n):
         raise DatasetError(f"{path / 'adj.npz'}: adjacency is {adj.shape} but features have {n} rows; the files do not belong together")
-    labels = np.asarray(labels).ravel()
-    if labels.dtype.kind == "f":
-        if not np.isfinite(labels).all() or not np.all(labels == np.round(labels)):
-            raise DatasetError(f"{path / 'labels.npz'}: labels must be integer class ids")
-    labels = labels.astype(np.int64)
     coo = adj.tocoo()
     edge_index, _ = canonical_edges(coo.row, coo.col, n)
     graph = Graph(

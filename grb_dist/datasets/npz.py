@@ -14,6 +14,8 @@ Object arrays in these files (node and class names) are never read: every load u
 from __future__ import annotations
 
 import logging
+import os
+import stat
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,8 +42,7 @@ def open_npz(path: Path) -> "np.lib.npyio.NpzFile":
     unpickle it and suggest ``allow_pickle``, which a dataset never needs).
     """
     path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"missing file {path}; check the path or download the dataset again")
+    check_regular_file(path)
     try:
         with open(path, "rb") as fh:
             head = fh.read(4)
@@ -55,6 +56,41 @@ def open_npz(path: Path) -> "np.lib.npyio.NpzFile":
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         reason = type(exc).__name__ if "pickle" in str(exc) else str(exc)
         raise DatasetError(f"cannot read {path} ({reason}); the file is truncated or damaged: delete it and fetch it again") from None
+
+
+def check_regular_file(path: Path) -> None:
+    """``path`` exists and is a regular file (a symlink to one is fine): a FIFO would block
+    the reader forever, a device (``/dev/urandom``) never end, a directory not be a file."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise DatasetError(f"missing file {path}; check the path or download the dataset again") from None
+    except OSError as exc:
+        raise DatasetError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+        raise DatasetError(f"{path} is {kind}, not a regular file; a dataset file must be an .npz file")
+
+
+def check_allocation(path: Path, what: str, nbytes: int) -> None:
+    """An array about to be allocated (``nbytes``) fits this machine's memory (half of it:
+    the graph is copied on its way to tensors); otherwise one line saying how much it needs."""
+    from grb_dist.core.checks import format_bytes, machine_memory
+
+    limit = machine_memory() // 2
+    if nbytes > limit:
+        raise DatasetError(f"{path}: {what} would take {format_bytes(nbytes)}, more than half of this machine's "
+                           f"{format_bytes(2 * limit)}; use a smaller graph or a machine with more memory")
+
+
+def check_kind(arr: np.ndarray, what: str, path: Path, need: str = "real numbers") -> np.ndarray:
+    """``arr`` holds real numbers (booleans, integers or floats); complex numbers, strings
+    and dates are refused, saying what was found."""
+    if arr.dtype.kind not in "biuf":
+        found = {"c": "complex numbers", "U": "strings", "S": "byte strings", "M": "dates", "m": "time spans",
+                 "O": "Python objects", "V": "records"}.get(arr.dtype.kind, str(arr.dtype))
+        raise DatasetError(f"{path}: {what} must hold {need}, found {found} ({arr.dtype})")
+    return arr
 
 
 def read_array(npz, key: str, path: Path) -> np.ndarray:
@@ -98,10 +134,13 @@ def check_member(npz, key: str, path: Path) -> None:
             f"{path}: array {key!r} declares shape {tuple(shape)} ({declared:,} bytes) but holds {info.file_size:,}; "
             "the file is damaged: fetch it again"
         )
+    # a compressed member holds what it declares but may unpack to far more than its file
+    check_allocation(path, f"array {key!r} of shape {tuple(shape)}", declared)
 
 
-def read_sparse(npz, prefix: str, sep: str, path: Path) -> sp.csr_matrix:
-    """A CSR matrix stored as ``{prefix}{sep}data/indices/indptr/shape``."""
+def read_sparse(npz, prefix: str, sep: str, path: Path, *, adjacency: bool = False) -> sp.csr_matrix:
+    """A CSR matrix stored as ``{prefix}{sep}data/indices/indptr/shape``; an ``adjacency``
+    holds edges (:func:`check_edge_values`)."""
     parts = {k: read_array(npz, f"{prefix}{sep}{k}", path) for k in ("data", "indices", "indptr", "shape")}
     fmt_key = f"{prefix}{sep}format"
     fmt = read_array(npz, fmt_key, path).item() if fmt_key in npz.files else b"csr"
@@ -110,6 +149,9 @@ def read_sparse(npz, prefix: str, sep: str, path: Path) -> sp.csr_matrix:
         raise DatasetError(f"{path}: sparse format {fmt!r} is not supported; save the matrix as CSR")
     kind = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
     check_compressed(parts, fmt, prefix or "adjacency", path)
+    check_kind(np.asarray(parts["data"]), f"{prefix or 'adjacency'} values", path)
+    if adjacency:
+        check_edge_values(np.asarray(parts["data"]), path)
     try:
         return kind((parts["data"], parts["indices"], parts["indptr"]), shape=tuple(int(s) for s in parts["shape"])).tocsr()
     except ValueError as exc:
@@ -143,6 +185,19 @@ def check_compressed(parts: dict, fmt: str, what: str, path: Path) -> None:
         )
 
 
+def check_edge_values(data: np.ndarray, path: Path) -> None:
+    """GRB's graphs are unweighted: every stored entry is an edge. Entries of 1, or whole
+    counts of a repeated edge (polblogs stores 2), are edges; NaN, infinite, negative, zero
+    or fractional weights would silently become edges of weight 1, so they are refused."""
+    bad = ~np.isfinite(data) | (data <= 0) | (data != np.round(data))
+    if bad.any():
+        first = float(data[bad][0])
+        raise DatasetError(
+            f"{path}: the adjacency stores {int(bad.sum()):,} entries that are not edges of weight 1 (e.g. {first!r}); "
+            "GRB scores unweighted graphs: store 1 for every edge and drop the others"
+        )
+
+
 def edge_report(src: np.ndarray, dst: np.ndarray, n: int) -> dict[str, int]:
     """What making a stored (possibly directed) edge list canonical does, counted exactly:
 
@@ -167,6 +222,23 @@ def edge_report(src: np.ndarray, dst: np.ndarray, n: int) -> dict[str, int]:
     }
 
 
+def read_labels(labels: np.ndarray, path: Path) -> np.ndarray:
+    """Class ids as int64: integers, or floats that are whole numbers."""
+    labels = check_kind(np.asarray(labels).ravel(), "labels", path, "integer class ids")
+    if labels.dtype.kind == "f" and (not np.isfinite(labels).all() or not np.all(labels == np.round(labels))):
+        raise DatasetError(f"{path}: labels must be integer class ids, found fractional or NaN values")
+    return labels.astype(np.int64)
+
+
+def read_index(arr: np.ndarray, key: str, path: Path) -> np.ndarray:
+    """A split's node ids as int64: integers, or floats that are whole numbers (anything else
+    is refused as what it is, not as a node listed twice)."""
+    arr = check_kind(np.asarray(arr).ravel(), f"split {key!r}", path, "integer node ids")
+    if arr.dtype.kind == "f" and (not np.isfinite(arr).all() or not np.all(arr == np.round(arr))):
+        raise DatasetError(f"{path}: split {key!r} must hold integer node ids, found fractional or NaN values")
+    return arr.astype(np.int64)
+
+
 def load_npz_graph(path: str | Path, name: str | None = None) -> tuple[Graph, dict]:
     """Load a graph in either ``.npz`` convention.
 
@@ -186,16 +258,21 @@ def load_npz_graph(path: str | Path, name: str | None = None) -> tuple[Graph, di
                 f"{path}: no adjacency found; expected keys adj_data/... or adj_matrix.data/..."
             )
         adj_prefix, attr_prefix = ("adj", "attr") if sep == "_" else ("adj_matrix", "attr_matrix")
-        adj = read_sparse(npz, adj_prefix, sep, path)
+        adj = read_sparse(npz, adj_prefix, sep, path, adjacency=True)
+        n = adj.shape[0]
+        if adj.shape != (n, n):
+            raise DatasetError(f"{path}: adjacency must be square, got {adj.shape}")
         if f"{attr_prefix}{sep}data" in npz.files:
             # the N x D attribute matrix (models take dense features), never the N x N adjacency
-            features = read_sparse(npz, attr_prefix, sep, path).astype(np.float32).toarray()
+            attr = read_sparse(npz, attr_prefix, sep, path)
+            check_allocation(path, f"the dense {attr.shape[0]:,} x {attr.shape[1]:,} attribute matrix",
+                             attr.shape[0] * attr.shape[1] * 4)
+            features = attr.astype(np.float32).toarray()
         else:
+            check_allocation(path, f"identity features for {n:,} nodes without attributes ({n:,} x {n:,})",
+                             n * n * 4)
             features = None
-        labels = read_array(npz, "labels", path).astype(np.int64)
-    n = adj.shape[0]
-    if adj.shape != (n, n):
-        raise DatasetError(f"{path}: adjacency must be square, got {adj.shape}")
+        labels = read_labels(read_array(npz, "labels", path), path)
     if features is None:
         log.info("%s has no node attributes; using identity features", name)
         features = np.eye(n, dtype=np.float32)

@@ -29,8 +29,8 @@ PARTS = ("features", "edges", "labels", "split", "normalize")
 def _array_hash(h: "hashlib._Hash", a: np.ndarray, dtype: Any) -> None:
     a = np.ascontiguousarray(a, dtype=dtype)
     h.update(f"{a.dtype.str}{a.shape}".encode())
-    # memoryview: no copy of large arrays
-    h.update(memoryview(a).cast("B"))
+    if a.size:  # memoryview: no copy of large arrays (it cannot cast an empty one)
+        h.update(memoryview(a).cast("B"))
 
 
 def fingerprint_parts(graph: Graph, normalize: str) -> dict[str, str]:
