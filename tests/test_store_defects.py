@@ -212,11 +212,14 @@ def test_compact_command_merges_files_without_changing_rows(run):
     from grb_dist.store import RunLock
 
     # many small files: one per row, as a long sweep with frequent flushes leaves them
+    from grb_dist.store.scores import checksum_path, write_checksummed
+
     for f in list((run / "scores").rglob("*.parquet")):
         t = pq.read_table(f)
         for i in range(t.num_rows):
-            pq.write_table(t.slice(i, 1), f.parent / f"part-split{i}-{f.stem[5:]}.parquet")
+            write_checksummed(t.slice(i, 1), f.parent / f"part-split{i}-{f.stem[5:]}.parquet")
         f.unlink()
+        checksum_path(f).unlink()
     before = score_rows(run).sort_values("cell_id").reset_index(drop=True)
     assert len(list((run / "scores").rglob("*.parquet"))) == CELLS
     with RunLock(run):  # not while another process holds the run

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -55,18 +56,48 @@ def partition_path(base: Path, scenario: str, dataset: str, difficulty: str) -> 
 
 
 def visible_files(base: Path) -> list[Path]:
-    """``*.parquet`` files under ``base`` whose path has no hidden or ``_`` component (the
-    files that pyarrow.dataset, and so pandas, read)."""
-    out = []
-    if not base.is_dir():
-        return out
-    for p in base.rglob("*.parquet"):
-        rel = p.relative_to(base).parts
-        if any(part.startswith((".", "_")) for part in rel):
-            continue
-        if p.is_file():
-            out.append(p)
-    return sorted(out)
+    """The regular ``*.parquet`` files under ``base`` whose path has no hidden or ``_``
+    component (the files pyarrow.dataset, and so pandas, read), found without following
+    symlinks; everything else pandas would read is in :func:`foreign_entries`."""
+    return table_entries(base)[0]
+
+
+def foreign_entries(base: Path) -> list[tuple[Path, str]]:
+    """What pandas would read under ``base`` that is not a regular ``.parquet`` file:
+    symlinks (to files or directories: never followed), FIFOs and devices, other files;
+    with the reason of each."""
+    return table_entries(base)[1]
+
+
+def table_entries(base: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """``(parquet files, foreign entries)`` under ``base`` (see :func:`visible_files`)."""
+    files: list[Path] = []
+    foreign: list[tuple[Path, str]] = []
+    base = Path(base)
+    if base.is_symlink() or not base.is_dir():
+        return files, foreign
+    for directory, dirs, names in os.walk(base, followlinks=False):
+        here = Path(directory)
+        for d in list(dirs):
+            if d.startswith((".", "_")):
+                dirs.remove(d)
+            elif (here / d).is_symlink():
+                dirs.remove(d)
+                foreign.append((here / d, "a symlink to a directory (never followed)"))
+        for name in names:
+            if name.startswith((".", "_")):
+                continue
+            p = here / name
+            mode = os.lstat(p).st_mode
+            if stat.S_ISLNK(mode):
+                foreign.append((p, "a symlink (never followed)"))
+            elif not stat.S_ISREG(mode):
+                foreign.append((p, "not a regular file"))
+            elif not name.endswith(".parquet"):
+                foreign.append((p, "not a Parquet file"))
+            else:
+                files.append(p)
+    return sorted(files), sorted(foreign)
 
 
 def partition_of(base: Path, path: Path) -> dict[str, str]:
@@ -140,12 +171,19 @@ class Scan:
 
 
 def scan_partitioned(base: Path, file_schema: pa.Schema, full_schema: pa.Schema, key: str,
-                     columns: Sequence[str] | None = None) -> Scan:
-    """Read every visible file of a partitioned table, skipping (and reporting) bad files;
-    rows with a repeated ``key`` are kept once."""
+                     columns: Sequence[str] | None = None, verify: Callable[[Path], str | None] | None = None) -> Scan:
+    """Read every visible file of a partitioned table, skipping (and reporting) bad files
+    and those ``verify`` has a reason against (a checksum that no longer matches); rows
+    with a repeated ``key`` are kept once."""
     base = Path(base)
     tables, good, bad = [], [], []
-    for path in visible_files(base):
+    files, foreign = table_entries(base)
+    bad.extend(foreign)
+    for path in files:
+        reason = verify(path) if verify is not None else None
+        if reason:
+            bad.append((path, reason))
+            continue
         try:
             tables.append(read_partitioned_file(base, path, file_schema, full_schema, columns))
             good.append(path)
@@ -169,4 +207,5 @@ def first_of_each(table: pa.Table, key: str) -> tuple[pa.Table, int]:
 
 
 __all__ = ["Scan", "check_magic", "first_of_each", "partition_of", "partition_path", "read_dir",
-           "read_partitioned_file", "safe_label", "scan_partitioned", "visible_files", "write_table"]
+           "foreign_entries", "read_partitioned_file", "safe_label", "scan_partitioned", "table_entries", "visible_files",
+           "write_table"]

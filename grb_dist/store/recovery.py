@@ -16,8 +16,8 @@ from pathlib import Path
 from grb_dist.core.fileio import HOST_TAG, temporary_owner
 import grb_dist.store.schema as schema
 from grb_dist.store.lock import pid_alive
-from grb_dist.store.parquet import check_magic, partition_of, read_partitioned_file, visible_files
-from grb_dist.store.scores import recover_compaction
+from grb_dist.store.parquet import check_magic, partition_of, read_partitioned_file, table_entries
+from grb_dist.store.scores import Scores, checksum_path, recover_compaction
 
 log = logging.getLogger(__name__)
 
@@ -51,32 +51,58 @@ def remove_temporaries(root: str | Path) -> int:
 
 
 def quarantine_bad_files(root: str | Path) -> int:
-    """Move unreadable, torn or foreign files out of ``scores/`` and ``perturbations/``
-    into ``quarantine/`` (keeping their relative path); their cells are recomputed.
+    """Move what grb-dist cannot trust out of ``scores/`` and ``perturbations/`` (and what
+    is not a regular file out of ``models/`` and ``training/``) into ``quarantine/``,
+    keeping its relative path; the cells of those files are recomputed. Afterwards
+    ``pandas.read_parquet(RUN/"scores")`` reads exactly the rows grb-dist counts.
 
-    Score files (few, many rows each) are opened and their schema checked; perturbation
-    files (one per injected graph, possibly many thousands) get the cheap check only
-    (layout and Parquet magic at both ends, which a truncated file fails); one that is
-    damaged otherwise is reported when it is read and recomputed then.
+    Quarantined: symlinks (moved, never followed), FIFOs and other files pandas would read;
+    score files that are unreadable, not in the layout, not ours, changed since written
+    (checksum) or a copy of rows other files hold; perturbation files that fail the cheap
+    check (layout and Parquet magic at both ends; one damaged otherwise is reported when it
+    is read and recomputed then). Then the run's score files are checksummed if they were
+    not (:meth:`~grb_dist.store.scores.Scores.adopt`).
     """
     root = Path(root)
-    n = 0
+    scores = Scores(root)
+    bad: list[tuple[Path, str]] = []
     for sub in ("scores", "perturbations"):
         base = root / sub
-        for path in visible_files(base):
+        files, foreign = table_entries(base)
+        bad.extend(foreign)
+        seen: set[str] = set()
+        for path in files:
             try:
                 if sub == "scores":
-                    read_partitioned_file(base, path, schema.SCORE_FILE, schema.SCORES, columns=["cell_id"])
+                    reason = scores.verify(path)
+                    if reason:
+                        raise ValueError(reason)
+                    ids = read_partitioned_file(base, path, schema.SCORE_FILE, schema.SCORES,
+                                                columns=["cell_id"]).column("cell_id").to_pylist()
+                    if ids and seen.issuperset(ids):
+                        raise ValueError("every row is also in another file (a copy)")
+                    seen.update(ids)
                 else:
                     partition_of(base, path)
                     check_magic(path)
             except Exception as exc:  # noqa: BLE001
-                dest = root / QUARANTINE / sub / path.relative_to(base)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(path, dest)
-                log.warning("moved %s to %s: %s", path, dest, str(exc).splitlines()[0] if str(exc) else exc)
-                n += 1
-    return n
+                bad.append((path, str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+    for sub in ("models", "training"):
+        base = root / sub
+        if base.is_dir() and not base.is_symlink():
+            bad.extend((p, "not a regular file") for p in base.iterdir()
+                       if not p.name.startswith(".") and (p.is_symlink() or not p.is_file()))
+    for path, reason in bad:
+        dest = root / QUARANTINE / path.relative_to(root)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.exists() or dest.is_symlink():
+            dest = dest.with_name(f"{dest.name}.{os.getpid()}-{len(bad)}")
+        os.replace(path, dest)
+        if checksum_path(path).is_file():
+            os.replace(checksum_path(path), checksum_path(dest))
+        log.warning("moved %s to %s: %s", path.relative_to(root), dest.relative_to(root), reason)
+    scores.adopt()
+    return len(bad)
 
 
 __all__ = ["QUARANTINE", "quarantine_bad_files", "recover", "remove_temporaries"]

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
@@ -57,6 +59,31 @@ SUBDIRS = ("models", "training", "perturbations", "scores", "leaderboard")
 
 
 # --------------------------------------------------------------------------- manifest
+
+
+def check_tree(root: str | Path) -> None:
+    """The run's own entries are what they must be before anything is read or written:
+    ``manifest.json`` a regular file, ``scores/``, ``models/`` and the other directories
+    real directories. A symlink among them is refused, never followed (a link could make a
+    writer write, move or remove files outside the run), as is a file where a directory
+    must be (``scores`` as a file: not an intact run)."""
+    root = Path(root)
+    for name, directory in ((MANIFEST, False), *((d, True) for d in (*SUBDIRS, recovery.QUARANTINE))):
+        path = root / name
+        try:
+            mode = os.lstat(path).st_mode
+        except (FileNotFoundError, NotADirectoryError):  # no such entry (or no run at all: said elsewhere)
+            continue
+        except OSError as exc:
+            raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from None
+        kind = "directory" if directory else "file"
+        if stat.S_ISLNK(mode):
+            raise StoreError(f"{path} is a symlink; grb-dist never follows a link out of a run directory: replace it "
+                             f"with the real {kind}")
+        if not (stat.S_ISDIR(mode) if directory else stat.S_ISREG(mode)):
+            raise StoreError(f"{path} is not a {'directory' if directory else 'regular file'}, so {root} is not an intact "
+                             "run directory; move it away or choose another run")
+
 
 
 def _diff_keys(a: Any, b: Any) -> str:
@@ -129,14 +156,27 @@ class RunStore:
 
     @staticmethod
     def read_manifest(root: str | Path) -> dict[str, Any] | None:
-        """The manifest of ``root`` (None when there is none); StoreError when unreadable."""
+        """The manifest of ``root`` (None when there is none); StoreError when unreadable,
+        damaged (not the object grb-dist writes) or when the run's own entries are not what
+        they must be (:func:`check_tree`)."""
+        check_tree(root)
         manifest = Path(root) / MANIFEST
         if not manifest.is_file():
             return None
         try:
-            return json.loads(manifest.read_text())
-        except (OSError, ValueError):
+            data = json.loads(manifest.read_text())
+        except (OSError, ValueError, RecursionError):
             raise StoreError(f"{manifest} is unreadable; remove {root} or choose another --out") from None
+        # an older layout (no store_format) is named as such by compatibility_error
+        current = isinstance(data, dict) and data.get("store_format") == STORE_FORMAT
+        dataset = data.get("dataset") if current else None
+        if not isinstance(data, dict) or current and (
+                not isinstance(dataset, dict) or not isinstance(dataset.get("label"), str)
+                or not isinstance(data.get("components", {}), dict)):
+            what = f"a JSON {type(data).__name__}" if not isinstance(data, dict) else "no valid dataset entry"
+            raise StoreError(f"{manifest} is damaged ({what}, not a grb-dist manifest); restore it from a "
+                             f"backup, or remove {root} or choose another --out")
+        return data
 
     @classmethod
     def check(cls, root: str | Path, dataset: Mapping[str, Any],
@@ -197,7 +237,7 @@ class RunStore:
     @classmethod
     def existing(cls, root: str | Path) -> "RunStore":
         store = cls(root)
-        if not (store.root / MANIFEST).is_file():
+        if cls.read_manifest(root) is None:
             raise StoreError(f"{root} is not a grb-dist run directory (no {MANIFEST})")
         return store
 

@@ -5,10 +5,19 @@ new file per partition and batch. Whether a cell is done comes from the cell ids
 that could be read (:meth:`Scores.done_cells`); a torn or foreign file is skipped, so its
 cells are recomputed. :meth:`Scores.compact` merges small files under a journal
 (``scores/.compact-journal.json``) that :func:`recover_compaction` finishes after a crash.
+
+Every score file has its SHA-256 next to it (``.<name>.sha256``, hidden, so pandas does not
+read it), written before the file is renamed into place. A run that records checksums
+(``scores/.checksums``, made when a run is opened for writing) verifies each file as it is
+read: a file whose bytes changed, or one without a checksum (a copy, a file grb-dist did
+not write), is skipped with a warning and moved to ``quarantine/`` on the next write. The
+files of a run from before checksums are adopted (checksummed as they are) when it is next
+opened for writing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -30,13 +39,35 @@ from grb_dist.store.parquet import (
     read_partitioned_file,
     scan_partitioned,
     visible_files,
-    write_table,
 )
 
 log = logging.getLogger(__name__)
 
 SCORES = "scores"
 JOURNAL = ".compact-journal.json"
+#: In ``scores/``: present when every score file of the run carries its checksum.
+CHECKSUMS = ".checksums"
+
+
+def checksum_path(path: Path) -> Path:
+    """Where the SHA-256 of score file ``path`` is kept."""
+    return path.with_name(f".{path.name}.sha256")
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_checksummed(table: pa.Table, path: Path, **kwargs: Any) -> None:
+    """Write score ``table`` to ``path`` atomically, its checksum first (a crash in between
+    leaves a checksum without a file, which is harmless, never a file without one)."""
+    with atomic_path(path, sync_dir=True) as tmp:
+        pq.write_table(table, tmp, **kwargs)
+        write_bytes(file_sha256(tmp).encode(), checksum_path(path))
 
 
 class Scores:
@@ -46,11 +77,43 @@ class Scores:
         self.root = Path(root)
         self.base = self.root / SCORES
 
+    @property
+    def checksummed(self) -> bool:
+        """Whether every score file of this run must carry its checksum."""
+        return (self.base / CHECKSUMS).is_file()
+
+    def verify(self, path: Path) -> str | None:
+        """Why score file ``path`` cannot be trusted (None when it can): its bytes no longer
+        match its checksum, or it has none in a run that records them."""
+        recorded = checksum_path(path)
+        if recorded.is_symlink() or not recorded.is_file():
+            return "no checksum: not a file grb-dist wrote (a copy?)" if self.checksummed else None
+        try:
+            if recorded.read_text().strip() == file_sha256(path):
+                return None
+        except OSError as exc:
+            return f"unreadable: {exc.strerror or exc}"
+        return "its content changed after grb-dist wrote it (checksum mismatch)"
+
+    def adopt(self) -> int:
+        """Record the checksum of every readable score file that has none, then mark the run
+        as checksummed (a run from before checksums, opened for writing). Under the lock."""
+        if self.checksummed or not self.base.is_dir():
+            return 0
+        n = 0
+        for path in visible_files(self.base):
+            if not checksum_path(path).exists():
+                write_bytes(file_sha256(path).encode(), checksum_path(path))
+                n += 1
+        write_bytes(b"every score file has its sha256 in .<name>.sha256\n", self.base / CHECKSUMS)
+        return n
+
     def scan(self, columns: Sequence[str] | None = None) -> Scan:
-        """Every readable score row (each cell once) and the files that were skipped."""
+        """Every readable, verified score row (each cell once) and the files that were
+        skipped."""
         if columns is not None and "cell_id" not in columns:
             columns = ["cell_id", *columns]
-        return scan_partitioned(self.base, schema.SCORE_FILE, schema.SCORES, "cell_id", columns)
+        return scan_partitioned(self.base, schema.SCORE_FILE, schema.SCORES, "cell_id", columns, verify=self.verify)
 
     def done_cells(self) -> set[str]:
         """Ids of the score cells stored in readable files."""
@@ -76,7 +139,7 @@ class Scores:
             directory.mkdir(parents=True, exist_ok=True)
             table = pa.Table.from_pylist(group, schema=schema.SCORE_FILE)  # takes the file's columns only
             path = directory / f"part-{uuid.uuid4().hex}.parquet"
-            write_table(table, path, sync_dir=True)
+            write_checksummed(table, path)
             written.append(path)
         return written
 
@@ -102,6 +165,8 @@ class Scores:
             small, tables = [], []
             for p in files:
                 try:
+                    if self.verify(p):
+                        raise ValueError("not verified")
                     pf = pq.ParquetFile(p)
                     if pf.metadata.num_rows >= min_rows:
                         continue
@@ -121,11 +186,13 @@ class Scores:
             journal = self.base / JOURNAL
             with atomic_path(target) as tmp:
                 pq.write_table(merged, tmp, row_group_size=256 * 1024)
+                write_bytes(file_sha256(tmp).encode(), checksum_path(target))
                 write_bytes(json.dumps({"target": str(target.relative_to(self.root)),
                                         "sources": [str(p.relative_to(self.root)) for p in small]}).encode(), journal)
             fsync_dir(directory)
             for p in small:
                 p.unlink()
+                checksum_path(p).unlink(missing_ok=True)
             fsync_dir(directory)
             journal.unlink()
             stats["partitions"] += 1
@@ -164,6 +231,7 @@ def recover_compaction(root: str | Path) -> int:
     if target.is_file():  # the merged file is in place: finish removing its sources
         for s in sources:
             s.unlink(missing_ok=True)
+            checksum_path(s).unlink(missing_ok=True)
     journal.unlink(missing_ok=True)
     return 1
 
