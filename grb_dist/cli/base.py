@@ -77,9 +77,19 @@ class _Group(TyperGroup):
         except click_errors.ClickException as exc:
             err_console.print(f"[bold red]error:[/] {exc.format_message()}", highlight=False, soft_wrap=True)
             sys.exit(exc.exit_code)
+        except OSError as exc:  # the machine's, not grb-dist's: a full device, a closed pipe, a lost disk
+            where = f" ({exc.filename})" if exc.filename else ""
+            err_console.print(f"[bold red]error:[/] {exc.strerror or exc}{where}; check the disk, device or pipe",
+                              highlight=False, soft_wrap=True)
+            sys.exit(2)
         except typer.Abort:
             err_console.print("aborted", highlight=False)
             sys.exit(1)
+        try:  # what was printed reaches its file (a full device fails here, not silently at exit)
+            sys.stdout.flush()
+        except OSError as exc:
+            err_console.print(f"[bold red]error:[/] cannot write the output: {exc.strerror or exc}", highlight=False)
+            sys.exit(2)
         sys.exit(code if isinstance(code, int) else 0)
 
 
