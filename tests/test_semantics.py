@@ -355,12 +355,12 @@ def test_real_graph_unit_has_no_reference(npz_dir):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--k", "-1"], "K must be >= 0"),
+    (["--k", "-1"], "K must be in [0, 100]"),
     (["--budgets", "0"], "must be positive"),
     (["--budgets", "deg-1"], "deg, deg+N or inf"),
     (["--attacks", "grbcd", "--models", "lp"], "differentiable in edge weights"),
     (["--attacks", "nettak"], "attack"),
-    (["--nodes", "0"], "nodes must be >= 1"),
+    (["--nodes", "0"], "nodes must be in [1, 1,000,000]"),
     (["--job", "grb_dist/jobs/studies/over-robustness-cora-ml.yaml"], "needs a path"),
 ])
 def test_cli_errors_before_work(tmp_path, args, message):

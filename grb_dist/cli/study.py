@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 import grb_dist.cli.base as base
-from grb_dist.cli.base import app, handle_errors, path_value, split_csv
+from grb_dist.cli.base import AllowImport, app, handle_errors, path_value, split_csv
 
 
 @app.command()
@@ -35,6 +35,7 @@ def study(
     seed: Optional[int] = typer.Option(None, "--seed", help="Base seed of graphs, splits, nodes and models."),
     ray_on: bool = typer.Option(True, "--ray/--no-ray", help="Run the units as Ray tasks (default) or one after another in this process."),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write the PNG figures after the run."),
+    allow_import: bool = AllowImport,
 ) -> None:
     """Semantics-aware robustness study (seed 002): R, R_adv, R_over, F1-rob, Tables 1-2, figures.
 
@@ -49,7 +50,8 @@ def study(
     if num_cpus is not None and num_cpus < 1:
         raise ConfigError(f"--num-cpus must be >= 1, got {num_cpus}")
     spec = _study_spec(job, k, models, epochs, graphs=graphs, nodes=nodes, max_steps=max_steps, seed=seed,
-                       attacks=split_csv(attacks), budgets=split_csv(budgets), dataset=dataset)
+                       attacks=_listed(attacks, "--attacks"), budgets=_listed(budgets, "--budgets"), dataset=dataset,
+                       allow_import=allow_import)
     check_ray_address(address)
     check_writable_dir(out, "output directory", "--out")
     directory = run_study(spec, out, address=address, num_cpus=num_cpus, use_ray=ray_on,
@@ -64,8 +66,19 @@ def study(
         base.console.print(f"  {path}", highlight=False)
 
 
+def _listed(value: Optional[str], flag: str) -> Optional[list[str]]:
+    """A comma-separated option as a list; None when not given; given but empty is refused
+    (``--attacks ''`` would otherwise mean the job's attacks)."""
+    from grb_dist.core.errors import ConfigError
+
+    items = split_csv(value)
+    if value is not None and not items:
+        raise ConfigError(f"{flag} is empty; give comma-separated values, or leave it out for the job's")
+    return items
+
+
 def _study_spec(job: Path, k: Optional[str], models: Optional[str], epochs: Optional[int],
-                dataset: Optional[Path] = None, **overrides):
+                dataset: Optional[Path] = None, allow_import: bool = False, **overrides):
     """The checked study of ``job`` with the command line's overrides (``--k`` and
     ``--models`` narrow its per_K and search sections too)."""
     from grb_dist.core.errors import ConfigError
@@ -73,17 +86,17 @@ def _study_spec(job: Path, k: Optional[str], models: Optional[str], epochs: Opti
 
     if k is not None:
         try:
-            overrides["K"] = [float(v) for v in split_csv(k) or []]
+            overrides["K"] = [float(v) for v in _listed(k, "--k")]
         except ValueError:
             raise ConfigError(f"--k must be comma-separated numbers, got {k!r}") from None
-    spec = load_spec(job, check=False)
+    spec = load_spec(job, check=False, allow_import=allow_import)
     if models is not None:
-        overrides["models"] = {m: dict(spec.models.get(m, {}) or {}) for m in split_csv(models) or []}
+        overrides["models"] = {m: dict(spec.models.get(m, {}) or {}) for m in _listed(models, "--models")}
     if dataset is not None:
         overrides["graph"] = {**dict(spec.graph), "path": str(dataset)}
     if epochs is not None:
         overrides["train"] = {**dict(spec.train), "epochs": epochs}
-    return load_spec(job, **overrides)
+    return load_spec(job, allow_import=allow_import, **overrides)
 
 
 def _study_job(job: Optional[Path]) -> Path:
@@ -114,6 +127,7 @@ def study_tune(
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: a local Ray started here)."),
     num_cpus: Optional[int] = typer.Option(None, "--num-cpus", help="CPUs of the local Ray (default: all)."),
     ray_on: bool = typer.Option(True, "--ray/--no-ray", help="Train as Ray tasks (default) or one after another here."),
+    allow_import: bool = AllowImport,
 ) -> None:
     """Per-K hyper-parameter search (seed 002, appendix H): the best validation accuracy per K.
 
@@ -131,11 +145,11 @@ def study_tune(
         raise ConfigError(f"{output} is a directory; give the path of the YAML file to write")
     if not output.parent.is_dir():
         raise ConfigError(f"the directory of {output} does not exist; create it first")
-    data = load_job_document(job) or {}
-    spec = _study_spec(job, k, None, epochs)
+    data = load_job_document(job, allow_import=allow_import) or {}
+    spec = _study_spec(job, k, None, epochs, allow_import=allow_import)
     search = dict(spec.search)
     if models is not None:
-        names = split_csv(models) or []
+        names = _listed(models, "--models")
         unknown = [m for m in names if m not in search]
         if unknown:
             raise ConfigError(f"--models: {', '.join(unknown)} not in the job's search: ({', '.join(search)})")

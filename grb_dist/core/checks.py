@@ -150,12 +150,11 @@ def check_budgets(sections: Mapping[str, Mapping[str, Any]]) -> None:
                 check_int(value, f"{label}.{key}", 0, bound, hint="memory and time grow with it")
 
 
-def check_plan_size(n_cells: int) -> None:
+def check_plan_size(n_cells: int, hint: str = "narrow --attacks, --defenses, --difficulties or --repeats") -> None:
+    """At most :data:`MAX_CELLS` units of work (cells of a sweep, units of a study)."""
     if n_cells > MAX_CELLS:
-        raise ConfigError(
-            f"the job has {n_cells:,} cells, more than {MAX_CELLS:,}; narrow --attacks, --defenses, "
-            "--difficulties or --repeats (or split the study into several runs)"
-        )
+        raise ConfigError(f"the job has {n_cells:,} units of work, more than {MAX_CELLS:,}; {hint} (or split it "
+                          "into several runs)")
 
 
 def check_model_bounds(name: str, config: Any) -> None:

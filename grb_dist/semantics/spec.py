@@ -16,6 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from grb_dist.core.checks import (
+    MAX_HIDDEN, MAX_STEPS, TaskMemory, check_int, check_memory, check_plan_size, check_seed, machine_memory,
+)
 from grb_dist.core.errors import ConfigError
 from grb_dist.semantics.search import check_search
 
@@ -150,10 +153,11 @@ def _name_ok(name: str) -> bool:
     return bool(name) and all(ch.isalnum() or ch in "-_." for ch in name) and not name.startswith(".")
 
 
-def load_spec(path: str | Path | None = None, *, check: bool = True, **overrides: Any) -> StudySpec:
-    """The study of a YAML job file (read like the sweep's; default: the CSBM study) with
-    ``overrides`` (values that are ``None`` are ignored), checked (:func:`check_spec`)
-    unless ``check`` is false."""
+def load_spec(path: str | Path | None = None, *, check: bool = True, allow_import: bool = False,
+              **overrides: Any) -> StudySpec:
+    """The study of a YAML job file (read like the sweep's, ``module:Class`` specs in it only
+    with ``allow_import``; default: the CSBM study) with ``overrides`` (values that are
+    ``None`` are ignored), checked (:func:`check_spec`) unless ``check`` is false."""
     from grb_dist.core.checks import load_job_document
 
     data: dict[str, Any] = {}
@@ -161,7 +165,7 @@ def load_spec(path: str | Path | None = None, *, check: bool = True, **overrides
         p = Path(path)
         if not p.exists():
             raise ConfigError(f"job file {p} does not exist")
-        data = load_job_document(p) or {}  # the sweep's guards: size, aliases, duplicate keys
+        data = load_job_document(p, allow_import=allow_import) or {}  # the sweep's guards
         if not isinstance(data, Mapping):
             raise ConfigError(f"job file {p}: expected a mapping at the top level")
     known = set(StudySpec.__dataclass_fields__)
@@ -238,6 +242,17 @@ def check_budget(b: str) -> None:
         raise ConfigError(f"budget {b!r} is not a positive integer, deg, deg+N or inf") from None
 
 
+#: Bounds of a study: as the sweep's (:mod:`grb_dist.core.checks`) where both have the number.
+MAX_GRAPHS = 10_000
+MAX_STUDY_NODES = 1_000_000
+MAX_STUDY_GRAPH = 10_000_000
+MAX_STUDY_FEATURES = 100_000
+MAX_STUDY_CLASSES = 1_000
+MAX_STUDY_K = 100.0
+#: Seeds derived from the study's seed: graph seeds (seed + graph) and offsets below this.
+SEED_SPAN = 2**32
+
+
 def check_spec(spec: StudySpec) -> None:
     """Every check that can fail before work starts; raises :class:`ConfigError`."""
     from grb_dist.defenses.build import resolve_params
@@ -252,10 +267,10 @@ def check_spec(spec: StudySpec) -> None:
         raise ConfigError(f"reference {spec.reference!r} is not one of {', '.join(REFERENCES)}")
     if spec.reference == "bayes" and not spec.synthetic:
         raise ConfigError("a reference classifier (bayes) needs a CSBM or CBA; a real graph has none: set reference: none")
-    if spec.graphs < 1 or spec.nodes < 1:
-        raise ConfigError(f"graphs and nodes must be >= 1, got {spec.graphs} and {spec.nodes}")
-    if spec.max_steps < 1:
-        raise ConfigError(f"max_steps must be >= 1, got {spec.max_steps}")
+    check_int(spec.graphs, "graphs", 1, MAX_GRAPHS, hint="each is a graph trained on and attacked")
+    check_int(spec.nodes, "nodes", 1, MAX_STUDY_NODES, hint="each attacked node is one attack run")
+    check_int(spec.max_steps, "max_steps", 1, MAX_STEPS)
+    check_seed(spec.seed, "seed", span=spec.graphs + SEED_SPAN)
     if not 0 < spec.train_fraction < 1 or not 0 < spec.test_fraction < 1:
         raise ConfigError("train_fraction and test_fraction must be in (0, 1)")
     if not spec.budgets:
@@ -268,9 +283,11 @@ def check_spec(spec: StudySpec) -> None:
         if not spec.K:
             raise ConfigError("at least one K is needed")
         for k in spec.K:
-            if not math.isfinite(k) or k < 0:
-                raise ConfigError(f"K must be >= 0, got {k}")
+            if not math.isfinite(k) or not 0 <= k <= MAX_STUDY_K:
+                raise ConfigError(f"K must be in [0, {MAX_STUDY_K:g}] (the distance of the class means in standard "
+                                  f"deviations; the paper's range is 0.1 to 5), got {k:g}")
         graph_config(spec, spec.K[0])  # n too small for the classes, p/q or m out of range
+        check_graph_size(spec)
     else:
         unknown = set(spec.graph) - {"kind", "path", "features"}
         if unknown:
@@ -280,8 +297,12 @@ def check_spec(spec: StudySpec) -> None:
         path = spec.graph.get("path")
         if not path:
             raise ConfigError("graph kind npz needs a path to the .npz file (graph.path, or --dataset)")
-        if not Path(str(path)).is_file():
+        if not Path(str(path)).exists():
             raise ConfigError(f"dataset file {path} does not exist")
+        from grb_dist.datasets.npz import open_npz
+
+        with open_npz(Path(str(path))):  # a FIFO, a pickle or a page saved as .npz: refused before any work
+            pass
     for k, entries in spec.per_K.items():
         try:
             known_k = spec.synthetic and any(math.isclose(float(k), float(x)) for x in spec.K)
@@ -309,6 +330,32 @@ def check_spec(spec: StudySpec) -> None:
     unknown = set(spec.train) - {"epochs", "patience", "lr", "weight_decay"}
     if unknown:
         raise ConfigError(f"train: unknown key(s) {', '.join(sorted(unknown))}")
+    from grb_dist.core.config import TrainSection
+
+    TrainSection(**dict(spec.train))  # epochs, patience, lr and weight decay in range
+    n_units = len(spec.K if spec.synthetic else (0,)) * spec.graphs * len(spec.models) * len(spec.attacks)
+    check_plan_size(n_units, hint="narrow --k, --graphs, --models or --attacks")
+
+
+def check_graph_size(spec: StudySpec) -> None:
+    """A synthetic graph's sizes within the sweep's bounds, and its dense features and the
+    model's widest layer within this machine's memory, before a graph is generated."""
+    g = dict(spec.graph)
+    for key, bound in (("num_nodes", MAX_STUDY_GRAPH), ("num_features", MAX_STUDY_FEATURES),
+                       ("num_classes", MAX_STUDY_CLASSES)):
+        if key in g:
+            check_int(g[key], f"graph.{key}", 1, bound)
+    n, d = int(g.get("num_nodes", 1000)) + spec.nodes, int(g.get("num_features", 21))
+    widest = 64
+    for name in spec.models:
+        for k in spec.K:
+            hidden = dict(spec.models_at(k).get(name) or {}).get("hidden_sizes", ())
+            for h in hidden if isinstance(hidden, (list, tuple)) else ():
+                widest = max(widest, check_int(h, f"models.{name}.hidden_sizes", 1, MAX_HIDDEN))
+    need = n * (d + 4 * widest) * 4 * 4  # features and activations, float32, a few copies
+    check_memory([TaskMemory(need, f"a study graph ({n:,} nodes x {d:,} features, widest layer {widest:,})",
+                             "graph.num_nodes / num_features / nodes or the hidden sizes")],
+                 machine_memory(), "this machine")
 
 
 # ---------------------------------------------------------------------------------------
