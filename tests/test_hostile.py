@@ -375,3 +375,157 @@ def test_a_graph_without_edges_is_fingerprinted():
     edgeless = dataclasses.replace(g, edge_index=np.zeros((2, 0), np.int64))
     parts = fingerprint_parts(edgeless, "none")
     assert parts["edges"] != fingerprint_parts(g, "none")["edges"]
+
+
+# ---------------------------------------------------------------- run directories
+
+
+@pytest.fixture
+def run(tmp_path):
+    """A run written through the store (synthetic scores, no Ray), beside a folder outside it."""
+    from test_leaderboard import make_run, synthetic_scores
+
+    make_run(tmp_path / "run", synthetic_scores(scenarios=("injection",), difficulties=("easy", "full")))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("keep")
+    return tmp_path / "run"
+
+
+def _outside(run: Path) -> list[str]:
+    return sorted(p.name for p in (run.parent / "outside").iterdir())
+
+
+@pytest.mark.parametrize("entry", ["quarantine", "scores", "leaderboard", "manifest.json"])
+def test_symlinks_in_a_run_are_refused_and_nothing_outside_changes(run, entry):
+    import shutil
+
+    target = run.parent / "outside" / entry
+    if (run / entry).exists():
+        shutil.move(str(run / entry), target)
+    else:
+        target.mkdir()
+    (run / entry).symlink_to(target)
+    before = sorted(str(p) for p in target.rglob("*")) if target.is_dir() else [target.read_text()]
+    for args in (["compact", str(run)], ["leaderboard", str(run)], ["report", str(run), "--output",
+                                                                        str(run.parent / "rep")]):
+        error_line(runner.invoke(app, args), "is a symlink", "never follows a link")
+    after = sorted(str(p) for p in target.rglob("*")) if target.is_dir() else [target.read_text()]
+    assert before == after and "keep.txt" in _outside(run) and not (run.parent / "rep").exists()
+
+
+@pytest.mark.parametrize("content, words", [("[1, 2]", "a JSON list"), ('"x"', "a JSON str"),
+                                            (None, "no valid dataset entry")])
+def test_a_damaged_manifest_is_one_line(run, content, words):
+    import json
+
+    manifest = run / "manifest.json"
+    if content is None:
+        data = json.loads(manifest.read_text())
+        data["dataset"] = "x"
+        content = json.dumps(data)
+    manifest.write_text(content)
+    for args in (["report", str(run), "--output", str(run.parent / "rep")], ["compact", str(run)]):
+        error_line(runner.invoke(app, args), "is damaged", words)
+
+
+def test_compact_refuses_what_is_not_an_intact_run(run, tmp_path):
+    import shutil
+
+    shutil.rmtree(run / "scores")
+    (run / "scores").write_text("not a directory")
+    error_line(runner.invoke(app, ["compact", str(run)]), "scores is not a directory", "not an intact run")
+    (tmp_path / "plain").mkdir()
+    error_line(runner.invoke(app, ["compact", str(tmp_path / "plain")]), "not a grb-dist run directory")
+
+
+def test_tampered_copied_and_foreign_score_files_are_not_counted_and_quarantined_on_write(run):
+    import shutil
+
+    import pandas as pd
+
+    clean = runner.invoke(app, ["leaderboard", str(run), "--format", "csv"])
+    assert clean.exit_code == 0 and "warning" not in clean.output
+    files = sorted((run / "scores").rglob("part-*.parquet"))
+    tampered, copied = files[0], files[-1]
+    shutil.copy(copied, copied.with_name("part-copy.parquet"))  # a copy: pandas would count its rows twice
+    (run / "scores" / "notes.txt").write_text("pandas reads every file it finds")
+    (run / "scores" / "linked.parquet").symlink_to(files[-1])
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(tampered)
+    pq.write_table(t.set_column(t.schema.get_field_index("accuracy"), "accuracy",
+                                pa_zeros(t.num_rows)), tampered)  # values edited in place
+    read = runner.invoke(app, ["leaderboard", str(run), "--format", "csv"])
+    assert read.exit_code == 0 and "checksum mismatch" in read.output and "no checksum" in read.output
+    r = runner.invoke(app, ["compact", str(run)])
+    assert r.exit_code == 0, r.output
+    quarantined = sorted(p.name for p in (run / "quarantine").rglob("*") if not p.name.startswith("."))
+    assert {"part-copy.parquet", "notes.txt", "linked.parquet", tampered.name} <= set(quarantined)
+    stored = pd.read_parquet(run / "scores")
+    assert stored["cell_id"].is_unique  # pandas now sees what grb-dist sees
+    assert runner.invoke(app, ["leaderboard", str(run)]).output.count("warning") == 0
+
+
+def pa_zeros(n: int):
+    import pyarrow as pa
+
+    return pa.array([0.0] * n, type=pa.float64())
+
+
+def test_outputs_that_are_devices_and_full_devices_are_one_line(run):
+    import os
+
+    error_line(runner.invoke(app, ["leaderboard", str(run), "--output", "/dev/null"]), "not a regular file")
+    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")  # never replaced
+    if os.path.exists("/dev/full"):
+        import subprocess
+        import sys
+
+        with open("/dev/full", "w") as full:
+            p = subprocess.run([sys.executable, "-m", "grb_dist.cli", "leaderboard", str(run)], stdout=full,
+                               stderr=subprocess.PIPE, text=True, timeout=120)
+        assert p.returncode == 2 and p.stderr.strip().startswith("error: No space left on device"), p.stderr
+
+
+# ---------------------------------------------------------------- the study
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--epochs", "0"], "train.epochs"),
+    (["--seed", "-1"], "seed must be in"),
+    (["--seed", str(2**64)], "seed must be in"),
+    (["--graphs", "1000000000"], "graphs must be in"),
+    (["--nodes", "1000000000"], "nodes must be in"),
+    (["--k", "1e308"], "K must be in [0, 100]"),
+    (["--attacks", ""], "--attacks is empty"),
+    (["--budgets", ","], "--budgets is empty"),
+    (["--models", "os:system"], "not a class"),
+])
+def test_the_study_validates_before_it_writes(tmp_path, args, words):
+    error_line(runner.invoke(app, ["study", "--out", str(tmp_path / "out"), "--no-ray", *args]), words)
+    assert not (tmp_path / "out").exists()
+
+
+def test_study_job_files_get_the_sweep_rules(tmp_path):
+    import importlib.resources
+
+    job = yaml.safe_load((importlib.resources.files("grb_dist") / "jobs" / "studies" /
+                          "over-robustness-csbm.yaml").read_text())
+    cases = {"nodes": {"graph": {**job["graph"], "num_nodes": 10**9}},
+             "hidden": {"models": {**job["models"], "gcn": {"hidden_sizes": [10**6]}}},
+             "spec": {"models": {"mypkg:Net": {}}}}
+    words = {"nodes": "graph.num_nodes", "hidden": "hidden_sizes", "spec": "--allow-import"}
+    for name, change in cases.items():
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump({**job, **change}))
+        error_line(runner.invoke(app, ["study", "--job", str(tmp_path / f"{name}.yaml"), "--out",
+                                       str(tmp_path / "out"), "--no-ray"]), words[name])
+    (tmp_path / "bin.yaml").write_bytes(b"\x00\x01\xff binary")
+    error_line(runner.invoke(app, ["study", "--job", str(tmp_path / "bin.yaml"), "--out", str(tmp_path / "out")]),
+               "not UTF-8")
+    (tmp_path / "bomb.yaml").write_text("a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n"
+                                        "c: &c [*b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c]\n"
+                                        "e: &e [*d, *d, *d, *d, *d, *d, *d, *d]\nbudgets: [*e, *e, *e, *e, *e, *e]\n")
+    error_line(runner.invoke(app, ["study", "--job", str(tmp_path / "bomb.yaml"), "--out", str(tmp_path / "out")]),
+               "aliases")
+    assert not (tmp_path / "out").exists()
