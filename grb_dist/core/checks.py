@@ -150,11 +150,12 @@ def check_budgets(sections: Mapping[str, Mapping[str, Any]]) -> None:
                 check_int(value, f"{label}.{key}", 0, bound, hint="memory and time grow with it")
 
 
-def check_plan_size(n_cells: int, hint: str = "narrow --attacks, --defenses, --difficulties or --repeats") -> None:
+def check_plan_size(n_cells: int, hint: str = "narrow --attacks, --defenses, --difficulties or --repeats",
+                    what: str = "cells") -> None:
     """At most :data:`MAX_CELLS` units of work (cells of a sweep, units of a study)."""
     if n_cells > MAX_CELLS:
-        raise ConfigError(f"the job has {n_cells:,} units of work, more than {MAX_CELLS:,}; {hint} (or split it "
-                          "into several runs)")
+        raise ConfigError(f"the job has {n_cells:,} {what}, more than {MAX_CELLS:,}; {hint} (or split it into "
+                          "several runs)")
 
 
 def check_model_bounds(name: str, config: Any) -> None:

@@ -334,7 +334,7 @@ def check_spec(spec: StudySpec) -> None:
 
     TrainSection(**dict(spec.train))  # epochs, patience, lr and weight decay in range
     n_units = len(spec.K if spec.synthetic else (0,)) * spec.graphs * len(spec.models) * len(spec.attacks)
-    check_plan_size(n_units, hint="narrow --k, --graphs, --models or --attacks")
+    check_plan_size(n_units, hint="narrow --k, --graphs, --models or --attacks", what="units")
 
 
 def check_graph_size(spec: StudySpec) -> None:
