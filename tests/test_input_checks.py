@@ -16,7 +16,8 @@ import scipy.sparse as sp
 from grb_dist.core.checks import MAX_JOB_BYTES, check_memory, check_output_file, check_ray_address, format_bytes
 from grb_dist.sweep.preflight import GraphShape, estimate_memory
 from grb_dist.datasets import CATALOG, load_dataset, load_grb_dir, load_npz_graph
-from grb_dist.datasets.grb import GRB_FILES, download_grb, file_sha256, verify_dataset_dir
+from grb_dist.core.fileio import file_sha256
+from grb_dist.datasets.grb import GRB_FILES, download_grb, verify_dataset_dir
 from grb_dist.datasets.split import grb_split
 from grb_dist.core.errors import ConfigError, DatasetError, GrbDistError
 from grb_dist.core.graph import Graph, canonical_edges

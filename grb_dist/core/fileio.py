@@ -95,10 +95,19 @@ def atomic_path(path: Path, *, sync_dir: bool = False) -> Iterator[Path]:
             tmp.unlink()
 
 
+def file_sha256(path: Path) -> str:
+    """SHA-256 (hex) of a file, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def write_bytes(data: bytes, path: Path) -> None:
     """Write ``data`` to ``path`` atomically."""
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)
 
 
-__all__ = ["HOST_TAG", "atomic_path", "fsync_dir", "temporary_owner", "temporary_path", "write_bytes"]
+__all__ = ["HOST_TAG", "atomic_path", "file_sha256", "fsync_dir", "temporary_owner", "temporary_path", "write_bytes"]

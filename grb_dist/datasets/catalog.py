@@ -51,7 +51,7 @@ class DatasetInfo:
 # Checksums of the official GRB files. None of the five official downloads is reachable from
 # the machines this code was written on, so no size or SHA-256 is recorded for them: their
 # verification falls back to the parse checks and the published sizes (nodes, features,
-# classes) until someone records them from the official files (``grb_dist.datasets.grb.
+# classes) until someone records them from the official files (``grb_dist.core.fileio.
 # file_sha256`` and the file size of each of adj.npz, features.npz, labels.npz, index.npz).
 # The early GRB release of Cora that the test-suite reads (2,708 nodes, 1,433 features) is not
 # the official grb-cora download (2,680 nodes, 302 features): its checksums would reject the

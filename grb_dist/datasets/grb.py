@@ -18,7 +18,6 @@ name, and a download that fetched nothing leaves no (empty) cache directory behi
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -31,6 +30,7 @@ import numpy as np
 
 from grb_dist.datasets.npz import check_kind, check_regular_file, open_npz, read_array, read_index, read_labels, read_sparse
 from grb_dist.core.errors import DatasetError
+from grb_dist.core.fileio import file_sha256
 
 if TYPE_CHECKING:
     from grb_dist.core.graph import Graph
@@ -102,15 +102,6 @@ def load_grb_dir(path: str | Path, name: str | None = None) -> Graph:
         name=name,
     )
     return graph.validate()
-
-
-def file_sha256(path: Path) -> str:
-    """SHA-256 (hex) of a file, read in 1 MiB chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def check_checksum(path: Path, expected: tuple[int, str] | None, label: str) -> None:

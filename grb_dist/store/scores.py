@@ -17,7 +17,6 @@ opened for writing.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -30,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from grb_dist.core.errors import StoreError
-from grb_dist.core.fileio import atomic_path, fsync_dir, inside, write_bytes
+from grb_dist.core.fileio import atomic_path, file_sha256, fsync_dir, inside, write_bytes
 import grb_dist.store.schema as schema
 from grb_dist.store.parquet import (
     Scan,
@@ -52,14 +51,6 @@ CHECKSUMS = ".checksums"
 def checksum_path(path: Path) -> Path:
     """Where the SHA-256 of score file ``path`` is kept."""
     return path.with_name(f".{path.name}.sha256")
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def write_checksummed(table: pa.Table, path: Path, **kwargs: Any) -> None:
