@@ -22,12 +22,12 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
-from grb_dist.core.errors import GrbDistError
-
 try:  # newer typer carries its own copy of click; its exceptions are those raised
     from typer._click import exceptions as click_errors
 except ImportError:  # pragma: no cover - typer that uses the click package
     from click import exceptions as click_errors
+
+from grb_dist.core.errors import GrbDistError
 from grb_dist.core.version import __version__
 
 VERBOSE_FLAGS = ("-v", "--verbose")
@@ -78,19 +78,23 @@ class _Group(TyperGroup):
             err_console.print(f"[bold red]error:[/] {exc.format_message()}", highlight=False, soft_wrap=True)
             sys.exit(exc.exit_code)
         except OSError as exc:  # the machine's, not grb-dist's: a full device, a closed pipe, a lost disk
-            where = f" ({exc.filename})" if exc.filename else ""
-            err_console.print(f"[bold red]error:[/] {exc.strerror or exc}{where}; check the disk, device or pipe",
-                              highlight=False, soft_wrap=True)
-            sys.exit(2)
+            _machine_error(exc)
         except typer.Abort:
             err_console.print("aborted", highlight=False)
             sys.exit(1)
         try:  # what was printed reaches its file (a full device fails here, not silently at exit)
             sys.stdout.flush()
         except OSError as exc:
-            err_console.print(f"[bold red]error:[/] cannot write the output: {exc.strerror or exc}", highlight=False)
-            sys.exit(2)
+            _machine_error(exc)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _machine_error(exc: OSError) -> None:
+    """An error of the machine while a command reads or writes, as one line; exit code 2."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    err_console.print(f"[bold red]error:[/] {exc.strerror or exc}{where}; check the disk, device or pipe",
+                      highlight=False, soft_wrap=True)
+    sys.exit(2)
 
 
 def _value_options(command) -> set[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from pathlib import Path
 
 from grb_dist.core.fileio import HOST_TAG, temporary_owner
@@ -96,7 +97,7 @@ def quarantine_bad_files(root: str | Path) -> int:
         dest = root / QUARANTINE / path.relative_to(root)
         dest.parent.mkdir(parents=True, exist_ok=True)
         if dest.exists() or dest.is_symlink():
-            dest = dest.with_name(f"{dest.name}.{os.getpid()}-{len(bad)}")
+            dest = dest.with_name(f"{dest.name}.{uuid.uuid4().hex[:8]}")  # an earlier quarantine's: kept
         os.replace(path, dest)
         if checksum_path(path).is_file():
             os.replace(checksum_path(path), checksum_path(dest))
