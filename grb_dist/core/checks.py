@@ -174,6 +174,16 @@ def check_model_bounds(name: str, config: Any) -> None:
 # --------------------------------------------------------------------------- job documents
 
 
+def special_file_kind(mode: int) -> str | None:
+    """``None`` for the ``stat`` mode of a regular file, else what it is in words (``a
+    directory``, ``a FIFO``, ``a device or socket``): a FIFO would block its reader forever
+    and a device (``/dev/urandom``) never end, so input files are refused before they are
+    opened when this is not ``None``."""
+    if stat.S_ISREG(mode):
+        return None
+    return "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+
+
 def read_job_text(path: Path) -> str:
     """The text of a job file, at most :data:`MAX_JOB_BYTES`; a FIFO or a device is refused
     before it is opened (reading one could block forever or never end)."""
@@ -181,8 +191,9 @@ def read_job_text(path: Path) -> str:
         mode = os.stat(path).st_mode
     except OSError as exc:
         raise ConfigError(f"cannot read job file {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(mode):
-        raise ConfigError(f"job file {path} is not a regular file (a directory, FIFO or device); give a YAML file")
+    kind = special_file_kind(mode)
+    if kind:
+        raise ConfigError(f"job file {path} is {kind}, not a regular file; give a YAML file")
     try:
         with open(path, "rb") as fh:
             data = fh.read(MAX_JOB_BYTES + 1)
@@ -427,4 +438,5 @@ __all__ = [
     "check_dataset_ref", "check_int", "check_memory", "check_model_bounds", "check_name", "check_output_file",
     "check_plan_size", "check_positive_number", "check_ray_address", "check_seed", "check_writable_dir",
     "document_size", "format_bytes", "load_job_document", "named_specs", "refuse_specs", "looks_like_path", "machine_memory", "read_job_text", "run_is_writable",
+    "special_file_kind",
 ]

@@ -21,6 +21,8 @@ import numpy as np
 from grb_dist.core.errors import DatasetError
 from grb_dist.core.names import SPLIT_NAMES, difficulty_key
 
+#: Most nodes a graph may have: edges are keyed ``u * N + v`` in int64.
+MAX_NODES = 3_037_000_499  # math.isqrt(2**63 - 1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,6 +109,9 @@ def validate_arrays(features: np.ndarray, edge_index: np.ndarray, labels: np.nda
     if features.ndim != 2:
         raise DatasetError(f"{name}: features must be a 2-D N x D array, got shape {features.shape}")
     n = features.shape[0]
+    if features.shape[1] == 0:
+        raise DatasetError(f"{name}: features have no columns (shape {features.shape}); every node needs at least "
+                           "one feature")
     if features.dtype != np.float32:
         raise DatasetError(f"{name}: features must be float32, got {features.dtype}")
     if not np.isfinite(features).all():
@@ -219,6 +224,9 @@ def canonical_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[n
     Returns ``(edge_index, counts)`` where ``edge_index`` is 2 x E int64 holding both
     directions sorted by (src, dst), and ``counts`` reports what was removed.
     """
+    if num_nodes > MAX_NODES:
+        raise DatasetError(f"a graph of {num_nodes:,} nodes: edges are keyed u * N + v in 64 bits, which holds at most "
+                           f"{MAX_NODES:,} nodes")
     src = np.asarray(src, dtype=np.int64).ravel()
     dst = np.asarray(dst, dtype=np.int64).ravel()
     if src.shape != dst.shape:

@@ -9,6 +9,7 @@ re-exported lazily.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ from grb_dist.datasets.catalog import CATALOG, DatasetInfo
 from grb_dist.datasets.csbm import CBAConfig, CSBMConfig, bayes_predict, sample_cba, sample_csbm, sample_inductive_nodes
 from grb_dist.datasets.grb import default_cache_dir, download_grb, is_grb_dir, load_grb_dir, verify_dataset_dir
 from grb_dist.datasets.normalize import NORMALIZATIONS, normalize_features
-from grb_dist.datasets.npz import load_npz_graph
+from grb_dist.datasets.npz import DeclaredGraph, check_regular_file, declared_graph, load_npz_graph
 from grb_dist.datasets.split import grb_split
 from grb_dist.core.errors import DatasetError
 
@@ -26,8 +27,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "CATALOG", "DatasetInfo", "CSBMConfig", "CBAConfig", "NORMALIZATIONS", "Graph",
-    "bayes_predict", "default_cache_dir", "download_grb", "grb_split", "is_grb_dir",
+    "CATALOG", "DatasetInfo", "CSBMConfig", "CBAConfig", "DeclaredGraph", "NORMALIZATIONS", "Graph",
+    "bayes_predict", "declared_graph", "default_cache_dir", "download_grb", "grb_split", "is_grb_dir",
     "load_dataset", "load_grb_dir", "load_npz_graph", "normalize_features", "sample_cba",
     "sample_csbm", "sample_inductive_nodes", "is_available",
 ]
@@ -107,10 +108,11 @@ def load_dataset(
                 check_published_sizes(graph, info, target)
     elif path.is_dir():
         graph = load_grb_dir(path)
-    elif path.is_file() and path.suffix == ".npz":
+    elif os.path.lexists(path) and path.suffix == ".npz":  # a FIFO, a device or a link loop: refused as such
         graph, report = load_npz_graph(path)
         log.info("loaded %s: %s", path, report)
-    elif path.exists():
+    elif os.path.lexists(path):
+        check_regular_file(path)
         raise DatasetError(f"{path} is neither a GRB dataset directory nor an .npz file")
     elif path.suffix == ".npz" or len(path.parts) > 1:
         raise DatasetError(f"no dataset at {path}: the path does not exist; check it, or use a catalogue name")

@@ -28,7 +28,10 @@ from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
-from grb_dist.datasets.npz import check_kind, check_regular_file, open_npz, read_array, read_index, read_labels, read_sparse
+from grb_dist.datasets.npz import (
+    check_declared, check_features, check_regular_file, declared_graph, open_npz, read_array, read_index, read_labels,
+    read_sparse,
+)
 from grb_dist.core.errors import DatasetError
 from grb_dist.core.fileio import file_sha256
 
@@ -78,17 +81,17 @@ def load_grb_dir(path: str | Path, name: str | None = None) -> Graph:
         )
     for f in GRB_FILES:  # a FIFO or a device is refused before anything is read
         check_regular_file(path / f)
+    check_declared(path, declared_graph(path))  # from the headers, before any array is unpacked
     with open_npz(path / "adj.npz") as npz:
         adj = read_sparse(npz, "", "", path / "adj.npz", adjacency=True)
     with open_npz(path / "features.npz") as npz:
-        features = check_kind(read_array(npz, "data", path / "features.npz"), "features", path / "features.npz")
+        features = read_array(npz, "data", path / "features.npz")
+    check_features(features, features.shape, path / "features.npz")
     with open_npz(path / "labels.npz") as npz:
         labels = read_labels(read_array(npz, "data", path / "labels.npz"), path / "labels.npz")
     with open_npz(path / "index.npz") as npz:
         split = {k: read_index(read_array(npz, v, path / "index.npz"), v, path / "index.npz")
                  for k, v in INDEX_KEYS.items()}
-    if features.ndim != 2:
-        raise DatasetError(f"{path / 'features.npz'}: expected an N x D matrix, got shape {features.shape}")
     n = features.shape[0]
     if adj.shape != (n, n):
         raise DatasetError(f"{path / 'adj.npz'}: adjacency is {adj.shape} but features have {n} rows; the files do not belong together")

@@ -8,15 +8,19 @@ Two conventions of the graph-robustness field are supported:
   ``labels``), as in the randomised-smoothing release (cora_ml).
 
 Object arrays in these files (node and class names) are never read: every load uses
-``allow_pickle=False`` and touches numeric keys only.
+``allow_pickle=False`` and touches numeric keys only. Before any array is unpacked, the sizes
+the files declare (``.npy`` headers and the tiny ``shape`` arrays, :func:`declared_graph`)
+are checked against this machine's memory; the GRB layout (:mod:`grb_dist.datasets.grb`) is
+read through the same functions.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
-import stat
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +37,8 @@ log = logging.getLogger(__name__)
 
 #: The first bytes of every ``.npz`` (a zip archive).
 ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+#: The largest magnitude a float32 holds (features are float32 in models).
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def open_npz(path: Path) -> "np.lib.npyio.NpzFile":
@@ -49,8 +55,10 @@ def open_npz(path: Path) -> "np.lib.npyio.NpzFile":
     except OSError as exc:
         raise DatasetError(f"cannot read {path}: {exc.strerror or exc}") from None
     if head not in ZIP_MAGIC:
-        what = "empty" if not head else "an HTML page" if head.lstrip()[:1] == b"<" else "not an .npz (zip) archive"
-        raise DatasetError(f"{path} is {what}; it is not a dataset file: delete it and fetch it again")
+        what = ("empty" if not head else "an HTML page" if head.lstrip()[:1] == b"<"
+                else "a Python pickle (never loaded)" if head[:1] == b"\x80"
+                else "a single .npy array" if head == b"\x93NUM" else "not an .npz (zip) archive")
+        raise DatasetError(f"{path} is {what}, not a valid .npz; it is not a dataset file: delete it and fetch it again")
     try:
         return np.load(path, allow_pickle=False)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
@@ -61,14 +69,16 @@ def open_npz(path: Path) -> "np.lib.npyio.NpzFile":
 def check_regular_file(path: Path) -> None:
     """``path`` exists and is a regular file (a symlink to one is fine): a FIFO would block
     the reader forever, a device (``/dev/urandom``) never end, a directory not be a file."""
+    from grb_dist.core.checks import special_file_kind
+
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
         raise DatasetError(f"missing file {path}; check the path or download the dataset again") from None
-    except OSError as exc:
-        raise DatasetError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(mode):
-        kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+    except OSError as exc:  # a symlink loop, a name too long, no permission
+        raise DatasetError(f"cannot read {path}: {exc.strerror or exc}; a dataset file must be an .npz file") from None
+    kind = special_file_kind(mode)
+    if kind:
         raise DatasetError(f"{path} is {kind}, not a regular file; a dataset file must be an .npz file")
 
 
@@ -106,13 +116,14 @@ def read_array(npz, key: str, path: Path) -> np.ndarray:
         raise DatasetError(f"{path}: array {key!r} is truncated ({exc}); fetch the file again") from None
 
 
-def check_member(npz, key: str, path: Path) -> None:
-    """Read the ``.npy`` header of one member before its data: object arrays are refused and
-    the shape it declares must fit in the bytes the member holds (a damaged or forged header
-    would otherwise make numpy allocate whatever it declares)."""
+def member_header(npz, key: str, path: Path) -> tuple[tuple[int, ...], np.dtype, int] | None:
+    """``(shape, dtype, unpacked bytes)`` that the ``.npy`` member ``key`` declares, read from
+    its headers alone (nothing is unpacked); ``None`` for a header version numpy checks itself."""
     archive = getattr(npz, "zip", None)
     if archive is None:
-        return
+        return None
+    if key not in npz.files:
+        raise DatasetError(f"{path}: missing array {key!r} (found {', '.join(sorted(npz.files))})")
     name = f"{key}.npy" if f"{key}.npy" in archive.namelist() else key
     try:
         info = archive.getinfo(name)
@@ -123,15 +134,26 @@ def check_member(npz, key: str, path: Path) -> None:
             elif version == (2, 0):
                 shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
             else:
-                return  # numpy checks other versions itself
+                return None
     except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
         raise DatasetError(f"{path}: array {key!r} has a damaged header ({type(exc).__name__}); fetch the file again") from None
+    return tuple(int(s) for s in shape), dtype, int(info.file_size)
+
+
+def check_member(npz, key: str, path: Path) -> None:
+    """Read the ``.npy`` header of one member before its data: object arrays are refused and
+    the shape it declares must fit in the bytes the member holds (a damaged or forged header
+    would otherwise make numpy allocate whatever it declares)."""
+    header = member_header(npz, key, path)
+    if header is None:
+        return
+    shape, dtype, file_size = header
     if dtype.hasobject:
         raise DatasetError(f"{path}: array {key!r} is an object array; datasets must hold numeric arrays")
-    declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
-    if declared > info.file_size:
+    declared = math.prod(shape) * dtype.itemsize
+    if declared > file_size:
         raise DatasetError(
-            f"{path}: array {key!r} declares shape {tuple(shape)} ({declared:,} bytes) but holds {info.file_size:,}; "
+            f"{path}: array {key!r} declares shape {tuple(shape)} ({declared:,} bytes) but holds {file_size:,}; "
             "the file is damaged: fetch it again"
         )
     # a compressed member holds what it declares but may unpack to far more than its file
@@ -222,21 +244,155 @@ def edge_report(src: np.ndarray, dst: np.ndarray, n: int) -> dict[str, int]:
     }
 
 
+def read_ids(arr: np.ndarray, what: str, path: Path, need: str) -> np.ndarray:
+    """Integer ids as int64 from a vector (N, N x 1 or 1 x N): integers, or floats that are
+    whole numbers. Fractions, NaN and values beyond 64-bit integers are refused as what they
+    are (a cast would turn 1e30 into a negative id and blame the id)."""
+    arr = check_kind(np.asarray(arr), what, path, need)
+    if arr.ndim == 2 and 1 in arr.shape:
+        arr = arr.ravel()
+    if arr.ndim != 1:
+        raise DatasetError(f"{path}: {what} must be a vector of {need}, got shape {arr.shape}"
+                           + ("; one-hot rows? store labels.argmax(1)" if what == "labels" and arr.ndim == 2 else ""))
+    if arr.dtype.kind == "f" and (not np.isfinite(arr).all() or not np.all(arr == np.round(arr))):
+        raise DatasetError(f"{path}: {what} must hold {need}, found fractional or NaN values")
+    if arr.size and arr.dtype.kind in "fu" and float(np.abs(arr).max()) >= 2**63:
+        raise DatasetError(f"{path}: {what} must hold {need}, found {float(np.abs(arr).max()):.3g} (beyond 64-bit "
+                           "integers)")
+    return arr.astype(np.int64)
+
+
 def read_labels(labels: np.ndarray, path: Path) -> np.ndarray:
-    """Class ids as int64: integers, or floats that are whole numbers."""
-    labels = check_kind(np.asarray(labels).ravel(), "labels", path, "integer class ids")
-    if labels.dtype.kind == "f" and (not np.isfinite(labels).all() or not np.all(labels == np.round(labels))):
-        raise DatasetError(f"{path}: labels must be integer class ids, found fractional or NaN values")
-    return labels.astype(np.int64)
+    """Class ids as int64 (:func:`read_ids`; booleans are the classes 0 and 1)."""
+    return read_ids(labels, "labels", path, "integer class ids")
 
 
 def read_index(arr: np.ndarray, key: str, path: Path) -> np.ndarray:
-    """A split's node ids as int64: integers, or floats that are whole numbers (anything else
-    is refused as what it is, not as a node listed twice)."""
-    arr = check_kind(np.asarray(arr).ravel(), f"split {key!r}", path, "integer node ids")
-    if arr.dtype.kind == "f" and (not np.isfinite(arr).all() or not np.all(arr == np.round(arr))):
-        raise DatasetError(f"{path}: split {key!r} must hold integer node ids, found fractional or NaN values")
-    return arr.astype(np.int64)
+    """A split's node ids as int64 (:func:`read_ids`); a boolean mask is refused as a mask
+    (cast to ids it would list nodes 0 and 1 many times)."""
+    if np.asarray(arr).dtype.kind == "b":
+        raise DatasetError(f"{path}: split {key!r} is a boolean mask, not node ids; store the ids of its nodes "
+                           "(numpy.flatnonzero(mask))")
+    return read_ids(arr, f"split {key!r}", path, "integer node ids")
+
+
+def check_features(values: np.ndarray, shape: tuple[int, ...], path: Path, what: str = "features") -> None:
+    """Node features are an N x D matrix (D >= 1) of finite real numbers within float32's
+    range (models compute in float32: 1e300 would become inf). ``values``: the dense matrix,
+    or the stored values of a sparse one."""
+    check_kind(values, what, path)
+    if len(shape) != 2:
+        raise DatasetError(f"{path}: {what} must be an N x D matrix, got shape {tuple(shape)}")
+    if shape[1] == 0:
+        raise DatasetError(f"{path}: {what} have no columns (shape {tuple(shape)}); every node needs at least one "
+                           "feature (leave the attributes out of an .npz for identity features)")
+    if values.dtype.kind != "f" or not values.size:
+        return
+    bad = int(values.size - np.count_nonzero(np.isfinite(values)))
+    if bad:
+        raise DatasetError(f"{path}: {what} hold {bad:,} NaN or infinite values; clean or impute them first")
+    top = float(np.abs(values).max())
+    if top > FLOAT32_MAX:
+        raise DatasetError(f"{path}: {what} hold values up to {top:.3g}, beyond float32's range ({FLOAT32_MAX:.3g}) "
+                           "that models compute in; rescale them")
+
+
+# --------------------------------------------------------------------------- declared sizes
+
+
+@dataclass(frozen=True)
+class DeclaredGraph:
+    """The sizes a dataset's files declare, read without unpacking any array.
+
+    Attributes:
+        nodes: N, the adjacency's rows.
+        features: D, feature columns (N for a graph without attributes: identity features).
+        entries: stored adjacency entries (one or both directions of each edge).
+        identity: the graph has no attributes and gets N x N identity features.
+    """
+
+    nodes: int
+    features: int
+    entries: int
+    identity: bool = False
+
+    @property
+    def nbytes(self) -> int:
+        """A lower bound of the memory of the loaded graph: float32 features, int64
+        ``edge_index`` (2 x at least the stored entries) and int64 labels."""
+        return 4 * self.nodes * self.features + 16 * self.entries + 8 * self.nodes
+
+    def describe(self) -> str:
+        edges = f"{self.entries:,} adjacency entries"
+        if self.identity:
+            return (f"identity features for {self.nodes:,} nodes without attributes ({self.nodes:,} x "
+                    f"{self.nodes:,}) and {edges}")
+        return f"{self.nodes:,} nodes with a dense {self.nodes:,} x {self.features:,} attribute matrix and {edges}"
+
+
+def _shape_array(npz, key: str, path: Path) -> tuple[int, int]:
+    """A sparse matrix's stored ``shape``: two non-negative integers (its header is read first)."""
+    header = member_header(npz, key, path)
+    if header is not None and math.prod(header[0]) != 2:
+        raise DatasetError(f"{path}: {key!r} must hold the two numbers of a matrix shape, got an array of shape "
+                           f"{header[0]}; the file is damaged")
+    shape = np.asarray(read_array(npz, key, path)).ravel()
+    if shape.size != 2 or not np.issubdtype(shape.dtype, np.integer) or (shape < 0).any():
+        raise DatasetError(f"{path}: {key!r} holds an invalid matrix shape {shape.tolist()}")
+    return int(shape[0]), int(shape[1])
+
+
+def _entries(npz, key: str, path: Path) -> int:
+    header = member_header(npz, key, path)
+    return int(header[0][0]) if header is not None and len(header[0]) == 1 else 0
+
+
+def npz_convention(npz, path: Path) -> tuple[str, str, str]:
+    """``(separator, adjacency prefix, attribute prefix)`` of a single-file ``.npz``."""
+    if "adj_data" in npz.files:
+        return "_", "adj", "attr"
+    if "adj_matrix.data" in npz.files:
+        return ".", "adj_matrix", "attr_matrix"
+    raise DatasetError(f"{path}: no adjacency found; expected keys adj_data/... or adj_matrix.data/...")
+
+
+def declared_graph(path: str | Path) -> DeclaredGraph:
+    """The sizes a dataset declares (a directory in the GRB layout or a single ``.npz``),
+    from its ``.npy`` headers and the two-number ``shape`` arrays only: nothing large is read,
+    so this is safe on a file that would not fit in memory. Files are checked to be regular
+    ``.npz`` archives; the loaders check the arrays' consistency."""
+    path = Path(path)
+    if path.is_dir():
+        files = {f: path / f for f in ("adj.npz", "features.npz")}
+        for f in files.values():
+            check_regular_file(f)
+        with open_npz(files["adj.npz"]) as npz:
+            nodes = _shape_array(npz, "shape", files["adj.npz"])[0]
+            entries = _entries(npz, "indices", files["adj.npz"])
+        with open_npz(files["features.npz"]) as npz:
+            header = member_header(npz, "data", files["features.npz"])
+        shape = header[0] if header is not None else ()
+        rows, columns = (shape[0], math.prod(shape[1:])) if len(shape) > 1 else (nodes, 1)
+        return DeclaredGraph(max(nodes, rows), columns, entries)
+    with open_npz(path) as npz:
+        sep, adj, attr = npz_convention(npz, path)
+        nodes = _shape_array(npz, f"{adj}{sep}shape", path)[0]
+        entries = _entries(npz, f"{adj}{sep}indices", path)
+        if f"{attr}{sep}data" not in npz.files:
+            return DeclaredGraph(nodes, nodes, entries, identity=True)
+        return DeclaredGraph(nodes, _shape_array(npz, f"{attr}{sep}shape", path)[1], entries)
+
+
+def check_declared(path: Path, size: DeclaredGraph) -> None:
+    """The graph a dataset declares can be loaded here: node ids fit the int64 edge keys,
+    and its arrays (:attr:`DeclaredGraph.nbytes`) half of this machine's memory. Runs before
+    any array of the graph is unpacked."""
+    from grb_dist.core.graph import MAX_NODES
+
+    if size.nodes > MAX_NODES:
+        raise DatasetError(f"{path} declares {size.nodes:,} nodes, more than the {MAX_NODES:,} whose edges fit 64-bit "
+                           "keys (u * N + v); the file is damaged or the graph too large for grb-dist")
+    check_allocation(path, size.describe(), size.nbytes)
 
 
 def load_npz_graph(path: str | Path, name: str | None = None) -> tuple[Graph, dict]:
@@ -250,14 +406,11 @@ def load_npz_graph(path: str | Path, name: str | None = None) -> tuple[Graph, di
 
     path = Path(path)
     name = name or path.stem
+    check_regular_file(path)
+    check_declared(path, declared_graph(path))
     npz = open_npz(path)
     with npz:
-        sep = "_" if "adj_data" in npz.files else "." if "adj_matrix.data" in npz.files else None
-        if sep is None:
-            raise DatasetError(
-                f"{path}: no adjacency found; expected keys adj_data/... or adj_matrix.data/..."
-            )
-        adj_prefix, attr_prefix = ("adj", "attr") if sep == "_" else ("adj_matrix", "attr_matrix")
+        sep, adj_prefix, attr_prefix = npz_convention(npz, path)
         adj = read_sparse(npz, adj_prefix, sep, path, adjacency=True)
         n = adj.shape[0]
         if adj.shape != (n, n):
@@ -265,12 +418,12 @@ def load_npz_graph(path: str | Path, name: str | None = None) -> tuple[Graph, di
         if f"{attr_prefix}{sep}data" in npz.files:
             # the N x D attribute matrix (models take dense features), never the N x N adjacency
             attr = read_sparse(npz, attr_prefix, sep, path)
-            check_allocation(path, f"the dense {attr.shape[0]:,} x {attr.shape[1]:,} attribute matrix",
-                             attr.shape[0] * attr.shape[1] * 4)
+            if attr.shape[0] != n:
+                raise DatasetError(f"{path}: the attribute matrix has {attr.shape[0]:,} rows but the adjacency "
+                                   f"{n:,} nodes; one row of attributes per node")
+            check_features(attr.data, attr.shape, path, "attributes")
             features = attr.astype(np.float32).toarray()
         else:
-            check_allocation(path, f"identity features for {n:,} nodes without attributes ({n:,} x {n:,})",
-                             n * n * 4)
             features = None
         labels = read_labels(read_array(npz, "labels", path), path)
     if features is None:
