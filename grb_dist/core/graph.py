@@ -225,8 +225,8 @@ def canonical_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[n
     directions sorted by (src, dst), and ``counts`` reports what was removed.
     """
     if num_nodes > MAX_NODES:
-        raise DatasetError(f"a graph of {num_nodes:,} nodes: edges are keyed u * N + v in 64 bits, which holds at most "
-                           f"{MAX_NODES:,} nodes")
+        raise DatasetError(f"a graph of {num_nodes:,} nodes, more than the {MAX_NODES:,} whose edges fit 64-bit keys "
+                           "(u * N + v)")
     src = np.asarray(src, dtype=np.int64).ravel()
     dst = np.asarray(dst, dtype=np.int64).ravel()
     if src.shape != dst.shape:
