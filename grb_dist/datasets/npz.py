@@ -285,7 +285,7 @@ def check_features(values: np.ndarray, shape: tuple[int, ...], path: Path, what:
         raise DatasetError(f"{path}: {what} must be an N x D matrix, got shape {tuple(shape)}")
     if shape[1] == 0:
         raise DatasetError(f"{path}: {what} have no columns (shape {tuple(shape)}); every node needs at least one "
-                           "feature (leave the attributes out of an .npz for identity features)")
+                           "feature" + (" (leave the attributes out for identity features)" if what == "attributes" else ""))
     if values.dtype.kind != "f" or not values.size:
         return
     bad = int(values.size - np.count_nonzero(np.isfinite(values)))
