@@ -43,12 +43,10 @@ def study(
     atomically to OUT/<study>/nodes/<unit id>.parquet and a re-run only does missing units.
     """
     from grb_dist.core.checks import check_ray_address, check_writable_dir
-    from grb_dist.core.errors import ConfigError
     from grb_dist.semantics.run import run_study
 
     job = _study_job(job)
-    if num_cpus is not None and num_cpus < 1:
-        raise ConfigError(f"--num-cpus must be >= 1, got {num_cpus}")
+    _check_num_cpus(num_cpus)
     spec = _study_spec(job, k, models, epochs, graphs=graphs, nodes=nodes, max_steps=max_steps, seed=seed,
                        attacks=_listed(attacks, "--attacks"), budgets=_listed(budgets, "--budgets"), dataset=dataset,
                        allow_import=allow_import)
@@ -74,7 +72,17 @@ def _listed(value: Optional[str], flag: str) -> Optional[list[str]]:
     items = split_csv(value)
     if value is not None and not items:
         raise ConfigError(f"{flag} is empty; give comma-separated values, or leave it out for the job's")
+    twice = sorted({v for i, v in enumerate(items or ()) if v.lower() in {w.lower() for w in items[:i]}})
+    if twice:
+        raise ConfigError(f"{flag} lists {', '.join(twice)} twice; give each once")
     return items
+
+
+def _check_num_cpus(num_cpus: Optional[int]) -> None:
+    from grb_dist.core.errors import ConfigError
+
+    if num_cpus is not None and num_cpus < 1:
+        raise ConfigError(f"--num-cpus must be >= 1, got {num_cpus}")
 
 
 def _study_spec(job: Path, k: Optional[str], models: Optional[str], epochs: Optional[int],
@@ -93,6 +101,9 @@ def _study_spec(job: Path, k: Optional[str], models: Optional[str], epochs: Opti
     if models is not None:
         overrides["models"] = {m: dict(spec.models.get(m, {}) or {}) for m in _listed(models, "--models")}
     if dataset is not None:
+        if spec.synthetic:
+            raise ConfigError(f"--dataset is for a study of a real graph (graph kind npz); study {spec.study!r} samples "
+                              f"its graphs ({spec.kind}): leave --dataset out, or give a job with graph kind npz")
         overrides["graph"] = {**dict(spec.graph), "path": str(dataset)}
     if epochs is not None:
         overrides["train"] = {**dict(spec.train), "epochs": epochs}
@@ -135,16 +146,14 @@ def study_tune(
     each K; the best per (K, model), and for <model>_lp the best of the model and of lp, go
     into per_K of a copy of the job written to OUTPUT (run it with grb-dist study --job OUTPUT).
     """
-    from grb_dist.core.checks import check_ray_address, load_job_document
+    from grb_dist.core.checks import check_output_file, check_ray_address, load_job_document
     from grb_dist.core.errors import ConfigError
-    from grb_dist.semantics.tune import tune, tuned_job
+    from grb_dist.semantics.tune import check_tune, tune, tuned_job
     from grb_dist.core.fileio import write_bytes
 
     job = _study_job(job)
-    if output.exists() and output.is_dir():
-        raise ConfigError(f"{output} is a directory; give the path of the YAML file to write")
-    if not output.parent.is_dir():
-        raise ConfigError(f"the directory of {output} does not exist; create it first")
+    check_output_file(output, "OUTPUT")
+    _check_num_cpus(num_cpus)
     data = load_job_document(job, allow_import=allow_import) or {}
     spec = _study_spec(job, k, None, epochs, allow_import=allow_import)
     search = dict(spec.search)
@@ -154,6 +163,7 @@ def study_tune(
         if unknown:
             raise ConfigError(f"--models: {', '.join(unknown)} not in the job's search: ({', '.join(search)})")
         search = {m: search[m] for m in names}
+    check_tune(spec, search, graphs)
     check_ray_address(address)
     table = tune(spec, search, graphs=graphs, address=address, num_cpus=num_cpus, use_ray=ray_on,
                  progress=lambda msg: base.err_console.print(msg, highlight=False))

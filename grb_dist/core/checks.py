@@ -345,7 +345,7 @@ def check_output_file(path: str | Path, flag: str = "--output") -> Path:
     if path.is_symlink() or path.exists() and not path.is_file():
         # written atomically (a new file renamed over it): a device, FIFO or link would be replaced
         raise ConfigError(f"{flag} {path} is {'a symlink' if path.is_symlink() else 'a device or FIFO'}, not a "
-                          "regular file; give a file path (or leave out --output to print)")
+                          "regular file; give a file path" + (" (or leave out --output to print)" if flag == "--output" else ""))
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise ConfigError(f"{flag} {path}: the directory {parent} does not exist; create it first")

@@ -12,12 +12,15 @@ put under the model entry's ``train:``). :func:`check_search` is part of a job's
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any, Mapping, Sequence
 
 from grb_dist.core.errors import ConfigError
 
 #: Search keys that are training settings (put under the model entry's ``train:``).
 TRAIN_KEYS = ("lr", "weight_decay")
+#: The most settings one model's grid may hold (the paper's grids hold a few dozen).
+MAX_SETTINGS = 10_000
 
 
 def grid(options: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
@@ -43,8 +46,9 @@ def model_entry(base: Mapping[str, Any], setting: Mapping[str, Any]) -> dict[str
 def check_search(spec, search: Mapping[str, Any]) -> None:
     """Errors before any work: a model not in the study (``spec``, a
     :class:`~grb_dist.semantics.spec.StudySpec`), an ``_lp`` variant (they take their
-    parts' settings), empty or non-list options, settings the model rejects."""
-    from grb_dist.defenses.build import resolve_params
+    parts' settings), empty or non-list options, more than :data:`MAX_SETTINGS` settings,
+    settings the model rejects or that pass the sweep's model bounds."""
+    from grb_dist.semantics.spec import check_model
 
     if not spec.synthetic:
         raise ConfigError("study-tune searches per K: it needs a CSBM or CBA study")
@@ -58,8 +62,12 @@ def check_search(spec, search: Mapping[str, Any]) -> None:
         if not isinstance(options, Mapping) or not options or not all(
                 isinstance(v, (list, tuple)) and len(v) > 0 for v in options.values()):
             raise ConfigError(f"search.{name}: expected parameter -> non-empty list of values")
+        settings = math.prod(len(v) for v in options.values())
+        if settings > MAX_SETTINGS:  # counted before the grid is made
+            raise ConfigError(f"search.{name} has {settings:,} settings (the product of its lists' lengths), more than "
+                              f"{MAX_SETTINGS:,}; search fewer values per parameter")
         for setting in grid(options):
-            resolve_params(str(name), {str(name): model_entry(spec.models_at(spec.K[0]).get(str(name), {}), setting)})
+            check_model(str(name), {str(name): model_entry(spec.models_at(spec.K[0]).get(str(name), {}), setting)})
 
 
-__all__ = ["TRAIN_KEYS", "check_search", "grid", "model_entry"]
+__all__ = ["MAX_SETTINGS", "TRAIN_KEYS", "check_search", "grid", "model_entry"]

@@ -14,10 +14,13 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
+
+import numpy as np
 
 from grb_dist.core.checks import (
-    MAX_HIDDEN, MAX_STEPS, TaskMemory, check_int, check_memory, check_plan_size, check_seed, machine_memory,
+    MAX_HIDDEN, MAX_STEPS, TaskMemory, check_int, check_memory, check_model_bounds, check_plan_size,
+    check_positive_number, check_seed, machine_memory,
 )
 from grb_dist.core.errors import ConfigError
 from grb_dist.semantics.search import check_search
@@ -251,15 +254,22 @@ MAX_STUDY_CLASSES = 1_000
 MAX_STUDY_K = 100.0
 #: Seeds derived from the study's seed: graph seeds (seed + graph) and offsets below this.
 SEED_SPAN = 2**32
+#: Integer keys of a synthetic graph section and their bounds (``m``: CBA edges per node).
+GRAPH_INTS = {"num_nodes": (1, MAX_STUDY_GRAPH), "num_features": (1, MAX_STUDY_FEATURES),
+              "num_classes": (2, MAX_STUDY_CLASSES), "m": (1, MAX_STUDY_GRAPH)}
+#: Real-number keys of a synthetic graph section: probabilities, and positive or non-negative numbers.
+GRAPH_PROBABILITIES = ("p", "q")
+GRAPH_NUMBERS = ("sigma", "affinity_same", "affinity_diff")
 
 
 def check_spec(spec: StudySpec) -> None:
-    """Every check that can fail before work starts; raises :class:`ConfigError`."""
-    from grb_dist.defenses.build import resolve_params
+    """Every check that can fail before work starts; raises :class:`ConfigError` (a real
+    graph's file: :class:`~grb_dist.core.errors.DatasetError`). The study's output is
+    made only after it passed, so nothing is written for a study it refuses."""
     from grb_dist.models.registry import check_name
     from grb_dist.semantics.attacks import check_attack
 
-    if not _name_ok(spec.study):
+    if not isinstance(spec.study, str) or not _name_ok(spec.study):
         raise ConfigError(f"study name {spec.study!r} must be letters, digits, '-', '_' or '.'")
     if spec.kind not in GRAPH_KINDS:
         raise ConfigError(f"graph kind {spec.kind!r} is not one of {', '.join(GRAPH_KINDS)}")
@@ -271,38 +281,23 @@ def check_spec(spec: StudySpec) -> None:
     check_int(spec.nodes, "nodes", 1, MAX_STUDY_NODES, hint="each attacked node is one attack run")
     check_int(spec.max_steps, "max_steps", 1, MAX_STEPS)
     check_seed(spec.seed, "seed", span=spec.graphs + SEED_SPAN)
-    if not 0 < spec.train_fraction < 1 or not 0 < spec.test_fraction < 1:
-        raise ConfigError("train_fraction and test_fraction must be in (0, 1)")
-    if not spec.budgets:
-        raise ConfigError("at least one budget is needed")
+    for key in ("train_fraction", "test_fraction"):
+        value = getattr(spec, key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+            raise ConfigError(f"{key} must be a number in (0, 1), got {value!r}")
+    check_lists(spec)
     for b in spec.budgets:
         check_budget(b)
-    if not spec.attacks or not spec.models:
-        raise ConfigError("at least one attack and one model are needed")
+    graph = None
     if spec.synthetic:
-        if not spec.K:
-            raise ConfigError("at least one K is needed")
         for k in spec.K:
             if not math.isfinite(k) or not 0 <= k <= MAX_STUDY_K:
                 raise ConfigError(f"K must be in [0, {MAX_STUDY_K:g}] (the distance of the class means in standard "
                                   f"deviations; the paper's range is 0.1 to 5), got {k:g}")
+        check_graph_numbers(spec)
         graph_config(spec, spec.K[0])  # n too small for the classes, p/q or m out of range
-        check_graph_size(spec)
     else:
-        unknown = set(spec.graph) - {"kind", "path", "features"}
-        if unknown:
-            raise ConfigError(f"graph: unknown key(s) {', '.join(sorted(unknown))} for a real graph (kind, path, features)")
-        if spec.graph.get("features", "raw") not in ("raw", "row"):
-            raise ConfigError(f"graph.features must be raw or row (row-normalised), got {spec.graph.get('features')!r}")
-        path = spec.graph.get("path")
-        if not path:
-            raise ConfigError("graph kind npz needs a path to the .npz file (graph.path, or --dataset)")
-        if not Path(str(path)).exists():
-            raise ConfigError(f"dataset file {path} does not exist")
-        from grb_dist.datasets.npz import open_npz
-
-        with open_npz(Path(str(path))):  # a FIFO, a pickle or a page saved as .npz: refused before any work
-            pass
+        graph = real_graph(spec)
     for k, entries in spec.per_K.items():
         try:
             known_k = spec.synthetic and any(math.isclose(float(k), float(x)) for x in spec.K)
@@ -318,7 +313,7 @@ def check_spec(spec: StudySpec) -> None:
     for name in spec.models:
         check_name(str(name))
         for k in spec.K if spec.synthetic else (float("nan"),):
-            resolve_params(str(name), spec.models_at(k))
+            check_model(str(name), spec.models_at(k))
         for attack in spec.attacks:
             check_attack(attack, str(name).lower())
     for attack in spec.attacks:
@@ -335,27 +330,160 @@ def check_spec(spec: StudySpec) -> None:
     TrainSection(**dict(spec.train))  # epochs, patience, lr and weight decay in range
     n_units = len(spec.K if spec.synthetic else (0,)) * spec.graphs * len(spec.models) * len(spec.attacks)
     check_plan_size(n_units, hint="narrow --k, --graphs, --models or --attacks", what="units")
+    check_study_memory(study_memory(spec, graph))
 
 
-def check_graph_size(spec: StudySpec) -> None:
-    """A synthetic graph's sizes within the sweep's bounds, and its dense features and the
-    model's widest layer within this machine's memory, before a graph is generated."""
+def check_study_memory(tasks: list[TaskMemory]) -> None:
+    """:func:`study_memory`'s tasks within this machine's memory; the graph alone first (every
+    task holds it, so when it does not fit, its sizes are what to lower)."""
+    available = machine_memory()
+    check_memory([t for t in tasks if t.task.startswith("the graph")], available, "this machine")
+    check_memory(tasks, available, "this machine")
+
+
+def check_lists(spec: StudySpec) -> None:
+    """At least one model, attack, budget (and K of a synthetic graph), none given twice
+    (a unit or a table row would be counted twice); at most the sweep's number of budgets."""
+    from grb_dist.sweep.overrides import MAX_BUDGETS
+
+    if not spec.models:
+        raise ConfigError("at least one model is needed (models:, or --models)")
+    if not spec.attacks:
+        raise ConfigError("at least one attack is needed (attacks:, or --attacks)")
+    if not spec.budgets:
+        raise ConfigError("at least one budget is needed (budgets:, or --budgets)")
+    if spec.synthetic and not spec.K:
+        raise ConfigError("at least one K is needed (K:, or --k)")
+    if len(spec.budgets) > MAX_BUDGETS:
+        raise ConfigError(f"at most {MAX_BUDGETS} budgets (as a sweep's budget lists), got {len(spec.budgets)}")
+    for what, values in (("K", [f"{k:g}" for k in spec.K] if spec.synthetic else []), ("attacks", spec.attacks),
+                         ("budgets", [b.strip().lower().replace(" ", "") for b in spec.budgets])):
+        twice = sorted({v for i, v in enumerate(values) if v in values[:i]})
+        if twice:
+            raise ConfigError(f"{what} lists {', '.join(twice)} twice; give each once")
+    names = [str(m).lower() for m in spec.models]
+    twice = sorted({v for i, v in enumerate(names) if v in names[:i]})
+    if twice:
+        raise ConfigError(f"models: {', '.join(twice)} given twice (model names ignore case); give each once")
+
+
+def check_graph_numbers(spec: StudySpec) -> None:
+    """A synthetic graph's numbers are numbers of the right kind within the sweep's bounds
+    (before :func:`graph_config` converts them): :data:`GRAPH_INTS` integers,
+    ``p`` and ``q`` probabilities, ``sigma`` above 0, the CBA affinities at least 0."""
     g = dict(spec.graph)
-    for key, bound in (("num_nodes", MAX_STUDY_GRAPH), ("num_features", MAX_STUDY_FEATURES),
-                       ("num_classes", MAX_STUDY_CLASSES)):
+    for key, (low, high) in GRAPH_INTS.items():
         if key in g:
-            check_int(g[key], f"graph.{key}", 1, bound)
-    n, d = int(g.get("num_nodes", 1000)) + spec.nodes, int(g.get("num_features", 21))
-    widest = 64
-    for name in spec.models:
-        for k in spec.K:
-            hidden = dict(spec.models_at(k).get(name) or {}).get("hidden_sizes", ())
-            for h in hidden if isinstance(hidden, (list, tuple)) else ():
-                widest = max(widest, check_int(h, f"models.{name}.hidden_sizes", 1, MAX_HIDDEN))
-    need = n * (d + 4 * widest) * 4 * 4  # features and activations, float32, a few copies
-    check_memory([TaskMemory(need, f"a study graph ({n:,} nodes x {d:,} features, widest layer {widest:,})",
-                             "graph.num_nodes / num_features / nodes or the hidden sizes")],
-                 machine_memory(), "this machine")
+            check_int(g[key], f"graph.{key}", low, high)
+    for key in GRAPH_PROBABILITIES:
+        if key in g:
+            check_positive_number(g[key], f"graph.{key}", allow_zero=True, maximum=1.0)
+    for key in GRAPH_NUMBERS:
+        if key in g:
+            check_positive_number(g[key], f"graph.{key}", allow_zero=key != "sigma")
+
+
+def check_model(name: str, models: Mapping[str, Any]) -> dict[str, Any]:
+    """Model ``name``'s parameters in ``models`` (a ``models:`` section), checked as the
+    sweep checks a job's models: every key known (:func:`resolve_params`), hidden widths,
+    layers, heads and hops within the sweep's bounds; returns the parameters."""
+    from grb_dist.defenses.build import resolve_params
+    from grb_dist.models.registry import check_name, model_config
+
+    params, _ = resolve_params(name, models)
+    hidden = params.get("hidden_sizes", ())
+    for h in hidden if isinstance(hidden, (list, tuple)) else ():
+        check_int(h, f"models.{name}.hidden_sizes", 1, MAX_HIDDEN, hint="weights are allocated when the model is built")
+    if not check_name(name).uses_train_labels:
+        check_model_bounds(name, model_config(name, {k: v for k, v in params.items() if k != "lp"}))
+    return params
+
+
+def real_graph(spec: StudySpec):
+    """The real graph of an ``npz`` study, read and checked as a dataset file (a FIFO, a
+    pickle, a page saved as .npz, missing or malformed arrays: one error) before any
+    work; its graph section's keys checked first."""
+    from grb_dist.datasets.npz import load_npz_graph
+
+    unknown = set(spec.graph) - {"kind", "path", "features"}
+    if unknown:
+        raise ConfigError(f"graph: unknown key(s) {', '.join(sorted(unknown))} for a real graph (kind, path, features)")
+    if spec.graph.get("features", "raw") not in ("raw", "row"):
+        raise ConfigError(f"graph.features must be raw or row (row-normalised), got {spec.graph.get('features')!r}")
+    path = spec.graph.get("path")
+    if not path or not isinstance(path, (str, Path)):
+        raise ConfigError("graph kind npz needs a path to the .npz file (graph.path, or --dataset)")
+    if not Path(str(path)).exists():
+        raise ConfigError(f"dataset file {path} does not exist")
+    graph, _ = load_npz_graph(Path(str(path)))
+    if graph.num_nodes < 3:
+        raise ConfigError(f"dataset {path} has {graph.num_nodes} node(s); a study needs known nodes to train on "
+                          "and held-out nodes to attack")
+    return graph
+
+
+def _steps(spec: StudySpec) -> int:
+    """At least the length of every node's attack order: ``max_steps`` with an ``inf``
+    budget, else the largest integer budget (``deg+N``: N) below it."""
+    from grb_dist.semantics.metrics import budget_values
+
+    most = max(float(budget_values(b, np.zeros(1))[0]) for b in spec.budgets)
+    return int(min(most, spec.max_steps))
+
+
+def study_memory(spec: StudySpec, graph: Any = None,
+                 models: Iterable[tuple[str, Mapping[str, Any]]] | None = None) -> list[TaskMemory]:
+    """Lower bounds of the memory of the study's tasks, largest first: the graph with its new
+    nodes alone (a synthetic graph's expected edges from ``p``/``q`` or ``m``, a real
+    ``graph`` as loaded), training and scoring each model (``models``: ``(name,
+    parameters)``; default: every model at every K) as the sweep estimates them
+    (:func:`grb_dist.sweep.preflight.estimate_memory`), a unit's attack orders and reference
+    flips (new nodes x steps x classes), the Bayes reference's terms (new nodes x classes x
+    features), and the reduction of every unit's rows into the tables."""
+    from grb_dist.sweep.preflight import GraphShape, estimate_memory, model_size
+
+    if spec.synthetic:
+        g = dict(spec.graph)
+        n, c, d = int(g.get("num_nodes", 1000)), int(g.get("num_classes", 2)), int(g.get("num_features", 21))
+        t, total = spec.nodes, int(g.get("num_nodes", 1000)) + spec.nodes
+        if spec.kind == "cba":
+            edges = float(g.get("m", 2)) * total
+        else:  # expected same- and different-class pairs joined with probability p / q
+            size = total / c
+            edges = float(g.get("p", 0.0063)) * c * size * (size - 1) / 2 + float(g.get("q", 0.0015)) * total * (total - size) / 2
+        n_train = max(1, round(spec.train_fraction * n))
+        shape = GraphShape(total, int(edges), d, c, n_train, n - n_train, {})
+    else:
+        n, c, d = graph.num_nodes, int(graph.num_classes), graph.num_features
+        t = min(spec.nodes, max(1, round(spec.test_fraction * n)))
+        known = n - max(1, round(spec.test_fraction * n))
+        n_train = max(1, round(spec.train_fraction * known))
+        shape = GraphShape(n, graph.num_edges, d, c, n_train, known - n_train, {})
+    if models is None:
+        models = [(str(m), spec.models_at(k).get(str(m), {})) for k in (spec.K if spec.synthetic else (math.nan,))
+                  for m in spec.models]
+    sizes = {}
+    for name, params in {json.dumps([n, p], sort_keys=True, default=str): (n, p) for n, p in models}.values():
+        size = model_size(name, check_model(name, {name: params}), c)
+        sizes[json.dumps([name, asdict(size)], sort_keys=True)] = (name, size, None)
+    graph_bytes = shape.num_nodes * (d * 4 + 8) + 4 * shape.num_edges * 8  # as the sweep counts a graph
+    tasks = [TaskMemory(graph_bytes, f"the graph ({shape.num_nodes:,} nodes with the new ones, about "
+                        f"{shape.num_edges:,} edges, {d:,} features)",
+                        "graph.num_nodes, num_features, p and q (CBA: m) or nodes" if spec.synthetic else "the dataset")]
+    tasks += estimate_memory(shape, list(sizes.values()), [])
+    s = _steps(spec)
+    reference = spec.synthetic and spec.reference == "bayes"
+    flips = t * s * 8 + (3 * t * s * c * 8 + shape.num_nodes * c * 8 if reference else 0)
+    tasks.append(TaskMemory(graph_bytes + flips, f"attacking {t:,} new nodes with up to {s:,} edges each"
+                            + (f" ({c:,} classes)" if reference else ""), "nodes, max_steps or num_classes"))
+    if reference:
+        tasks.append(TaskMemory(graph_bytes + 2 * t * c * d * 8, f"the Bayes reference of {t:,} new nodes ({c:,} classes "
+                                f"x {d:,} features)", "nodes, num_classes or num_features"))
+    per_unit = sum(t * (c - 1 if a == "l2-weak-class" else 1) for a in spec.attacks)
+    rows = len(spec.K if spec.synthetic else (0,)) * spec.graphs * len(spec.models) * per_unit
+    tasks.append(TaskMemory(rows * len(ROW_COLUMNS) * 8, f"reducing the study's {rows:,} node rows into its tables",
+                            "graphs, nodes, K, models or attacks"))
+    return sorted(tasks, key=lambda m: -m.bytes)
 
 
 # ---------------------------------------------------------------------------------------
@@ -370,6 +498,10 @@ def csbm_config(spec: StudySpec, K: float):
     from grb_dist.datasets.csbm import CSBMConfig
 
     g = dict(spec.graph)
+    unknown = set(g) - {"kind", "num_nodes", "num_classes", "num_features", "sigma", "p", "q"}
+    if unknown:
+        raise ConfigError(f"graph: unknown key(s) {', '.join(sorted(unknown))} for a CSBM "
+                          "(num_nodes, num_classes, num_features, sigma, p, q)")
     n = int(g.get("num_nodes", 1000))
     c = int(g.get("num_classes", 2))
     if n < 2 * c or c < 2:
@@ -377,9 +509,6 @@ def csbm_config(spec: StudySpec, K: float):
     p, q = float(g.get("p", 0.0063)), float(g.get("q", 0.0015))
     if not (0 <= p <= 1 and 0 <= q <= 1):
         raise ConfigError(f"CSBM p and q must be probabilities, got p={p}, q={q}")
-    unknown = set(g) - {"kind", "num_nodes", "num_classes", "num_features", "sigma", "p", "q"}
-    if unknown:
-        raise ConfigError(f"graph: unknown key(s) {', '.join(sorted(unknown))}")
     return CSBMConfig(
         num_nodes=n, num_classes=c, num_features=int(g.get("num_features", 21)), K=float(K),
         sigma=float(g.get("sigma", 1.0)), deg_same=p * (n / c - 1), deg_diff=q * (n - n / c),
@@ -410,5 +539,6 @@ def graph_config(spec: StudySpec, K: float):
 
 __all__ = [
     "DEFAULT_BUDGETS", "GRAPH_KINDS", "REFERENCES", "ROW_COLUMNS", "SYNTHETIC", "StudySpec", "Unit", "cba_config",
-    "check_budget", "check_spec", "csbm_config", "graph_config", "load_spec", "units",
+    "check_budget", "check_graph_numbers", "check_lists", "check_model", "check_spec", "check_study_memory",
+    "csbm_config", "graph_config", "load_spec", "real_graph", "study_memory", "units",
 ]

@@ -25,7 +25,6 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from grb_dist.core.errors import ConfigError
 from grb_dist.semantics.cache import UnitCache, worker_cache
 from grb_dist.semantics.data import prepare
 from grb_dist.semantics.kernel import train_study_model
@@ -36,6 +35,22 @@ from grb_dist.semantics.spec import StudySpec
 def candidates(spec: StudySpec, search: Mapping[str, Any]) -> list[tuple[float, str, dict[str, Any]]]:
     """Every (K, model, setting) to score."""
     return [(float(k), str(m), s) for k in spec.K for m, options in search.items() for s in grid(options)]
+
+
+def check_tune(spec: StudySpec, search: Mapping[str, Any], graphs: int) -> None:
+    """Errors before any work: the ``search`` grids (:func:`check_search`), ``graphs`` in
+    the study's range, the number of trainings bounded like a sweep's cells, and the largest
+    setting's training within this machine's memory."""
+    from grb_dist.core.checks import check_int, check_plan_size
+    from grb_dist.semantics.spec import MAX_GRAPHS, check_study_memory, study_memory
+
+    check_search(spec, search)
+    check_int(graphs, "graphs", 1, MAX_GRAPHS, hint="each setting is trained once per graph")
+    settings = sum(math.prod(len(v) for v in options.values()) for options in search.values())
+    check_plan_size(len(spec.K) * settings * graphs, hint="search fewer values, fewer K or fewer graphs",
+                    what="trainings")
+    models = [(str(m), model_entry(spec.models_at(k).get(str(m), {}), s)) for k, m, s in candidates(spec, search)]
+    check_study_memory([t for t in study_memory(spec, models=models) if t.task.startswith(("the graph", "training"))])
 
 
 def score(spec_dict: dict, K: float, model: str, setting: dict, graphs: int,
@@ -65,9 +80,7 @@ def tune(spec: StudySpec, search: Mapping[str, Any], *, graphs: int, address: st
          progress: Callable[[str], None] | None = None) -> pd.DataFrame:
     """Score every candidate; returns one row per (K, model, setting) with ``val_accuracy``
     and ``best`` (the best setting of each (K, model))."""
-    check_search(spec, search)
-    if graphs < 1:
-        raise ConfigError(f"graphs must be >= 1, got {graphs}")
+    check_tune(spec, search, graphs)
     todo = candidates(spec, search)
     say = progress or (lambda _msg: None)
     say(f"study-tune {spec.study}: {len(todo)} settings x {graphs} graph(s)")
@@ -150,4 +163,4 @@ def tuned_job(data: Mapping[str, Any], spec, table: pd.DataFrame, graphs: int) -
     return header + yaml.dump(tuned, Dumper=NoAliases, sort_keys=False)
 
 
-__all__ = ["candidates", "per_k_section", "score", "tune", "tuned_job"]
+__all__ = ["candidates", "check_tune", "per_k_section", "score", "tune", "tuned_job"]
