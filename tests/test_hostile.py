@@ -20,7 +20,7 @@ from grb_dist.core.checks import load_job_document, named_specs
 from grb_dist.core.errors import ConfigError
 from grb_dist.models.tensors import check_device, check_logits
 from grb_dist.sweep.job import jobs_dir
-from grb_dist.sweep.preflight import GraphShape, ModelSize, estimate_memory, model_size
+from grb_dist.models.memory import GraphShape, ModelSize, estimate_memory, model_size
 
 from helpers import tiny_csbm
 

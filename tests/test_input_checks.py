@@ -14,7 +14,7 @@ import pytest
 import scipy.sparse as sp
 
 from grb_dist.core.checks import MAX_JOB_BYTES, check_memory, check_output_file, check_ray_address, format_bytes
-from grb_dist.sweep.preflight import GraphShape, estimate_memory
+from grb_dist.models.memory import GraphShape, estimate_memory
 from grb_dist.datasets import CATALOG, load_dataset, load_grb_dir, load_npz_graph
 from grb_dist.core.fileio import file_sha256
 from grb_dist.datasets.grb import GRB_FILES, download_grb, verify_dataset_dir

@@ -51,6 +51,8 @@ MAX_HIDDEN = 16_384
 MAX_LAYERS = 64
 MAX_HEADS = 64
 MAX_K = 10_000
+#: The most budgets one budget list (``--n-inject``, ``--ratio-edge-mod``, a study's ``--budgets``) may hold.
+MAX_BUDGETS = 32
 #: Largest job file read, in bytes.
 MAX_JOB_BYTES = 1 << 20
 #: Largest job after YAML alias expansion, in characters of its JSON form.
@@ -435,7 +437,7 @@ def check_memory(tasks: list[TaskMemory], available: int, where: str) -> None:
 
 __all__ = [
     "BUDGET_BOUNDS", "MAX_CELLS", "MAX_JOB_BYTES", "MAX_JOB_SIZE", "SEED_LIMIT", "TaskMemory", "check_budgets",
-    "check_dataset_ref", "check_int", "check_memory", "check_model_bounds", "check_name", "check_output_file",
+    "MAX_BUDGETS", "check_dataset_ref", "check_int", "check_memory", "check_model_bounds", "check_name", "check_output_file",
     "check_plan_size", "check_positive_number", "check_ray_address", "check_seed", "check_writable_dir",
     "document_size", "format_bytes", "load_job_document", "named_specs", "refuse_specs", "looks_like_path", "machine_memory", "read_job_text", "run_is_writable",
     "special_file_kind",

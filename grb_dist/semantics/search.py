@@ -15,6 +15,7 @@ import itertools
 import math
 from typing import Any, Mapping, Sequence
 
+from grb_dist.core.checks import MAX_HIDDEN, check_int, check_model_bounds
 from grb_dist.core.errors import ConfigError
 
 #: Search keys that are training settings (put under the model entry's ``train:``).
@@ -43,13 +44,27 @@ def model_entry(base: Mapping[str, Any], setting: Mapping[str, Any]) -> dict[str
     return entry
 
 
+def check_model(name: str, models: Mapping[str, Any]) -> dict[str, Any]:
+    """Model ``name``'s parameters in ``models`` (a ``models:`` section), checked as the
+    sweep checks a job's models: every key known (:func:`resolve_params`), hidden widths,
+    layers, heads and hops within the sweep's bounds; returns the parameters."""
+    from grb_dist.defenses.build import resolve_params
+    from grb_dist.models.registry import check_name, model_config
+
+    params, _ = resolve_params(name, models)
+    hidden = params.get("hidden_sizes", ())
+    for h in hidden if isinstance(hidden, (list, tuple)) else ():
+        check_int(h, f"models.{name}.hidden_sizes", 1, MAX_HIDDEN, hint="weights are allocated when the model is built")
+    if not check_name(name).uses_train_labels:
+        check_model_bounds(name, model_config(name, {k: v for k, v in params.items() if k != "lp"}))
+    return params
+
+
 def check_search(spec, search: Mapping[str, Any]) -> None:
     """Errors before any work: a model not in the study (``spec``, a
     :class:`~grb_dist.semantics.spec.StudySpec`), an ``_lp`` variant (they take their
     parts' settings), empty or non-list options, more than :data:`MAX_SETTINGS` settings,
     settings the model rejects or that pass the sweep's model bounds."""
-    from grb_dist.semantics.spec import check_model
-
     if not spec.synthetic:
         raise ConfigError("study-tune searches per K: it needs a CSBM or CBA study")
     if not search:
@@ -70,4 +85,4 @@ def check_search(spec, search: Mapping[str, Any]) -> None:
             check_model(str(name), {str(name): model_entry(spec.models_at(spec.K[0]).get(str(name), {}), setting)})
 
 
-__all__ = ["MAX_SETTINGS", "TRAIN_KEYS", "check_search", "grid", "model_entry"]
+__all__ = ["MAX_SETTINGS", "TRAIN_KEYS", "check_model", "check_search", "grid", "model_entry"]

@@ -19,11 +19,11 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from grb_dist.core.checks import (
-    MAX_HIDDEN, MAX_STEPS, TaskMemory, check_int, check_memory, check_model_bounds, check_plan_size,
+    MAX_BUDGETS, MAX_STEPS, TaskMemory, check_int, check_memory, check_plan_size,
     check_positive_number, check_seed, machine_memory,
 )
 from grb_dist.core.errors import ConfigError
-from grb_dist.semantics.search import check_search
+from grb_dist.semantics.search import check_model, check_search
 
 #: Columns of a unit's rows (the Parquet schema of ``nodes/``).
 ROW_COLUMNS = (
@@ -344,8 +344,6 @@ def check_study_memory(tasks: list[TaskMemory]) -> None:
 def check_lists(spec: StudySpec) -> None:
     """At least one model, attack, budget (and K of a synthetic graph), none given twice
     (a unit or a table row would be counted twice); at most the sweep's number of budgets."""
-    from grb_dist.sweep.overrides import MAX_BUDGETS
-
     if not spec.models:
         raise ConfigError("at least one model is needed (models:, or --models)")
     if not spec.attacks:
@@ -381,22 +379,6 @@ def check_graph_numbers(spec: StudySpec) -> None:
     for key in GRAPH_NUMBERS:
         if key in g:
             check_positive_number(g[key], f"graph.{key}", allow_zero=key != "sigma")
-
-
-def check_model(name: str, models: Mapping[str, Any]) -> dict[str, Any]:
-    """Model ``name``'s parameters in ``models`` (a ``models:`` section), checked as the
-    sweep checks a job's models: every key known (:func:`resolve_params`), hidden widths,
-    layers, heads and hops within the sweep's bounds; returns the parameters."""
-    from grb_dist.defenses.build import resolve_params
-    from grb_dist.models.registry import check_name, model_config
-
-    params, _ = resolve_params(name, models)
-    hidden = params.get("hidden_sizes", ())
-    for h in hidden if isinstance(hidden, (list, tuple)) else ():
-        check_int(h, f"models.{name}.hidden_sizes", 1, MAX_HIDDEN, hint="weights are allocated when the model is built")
-    if not check_name(name).uses_train_labels:
-        check_model_bounds(name, model_config(name, {k: v for k, v in params.items() if k != "lp"}))
-    return params
 
 
 def real_graph(spec: StudySpec):
@@ -437,10 +419,10 @@ def study_memory(spec: StudySpec, graph: Any = None,
     nodes alone (a synthetic graph's expected edges from ``p``/``q`` or ``m``, a real
     ``graph`` as loaded), training and scoring each model (``models``: ``(name,
     parameters)``; default: every model at every K) as the sweep estimates them
-    (:func:`grb_dist.sweep.preflight.estimate_memory`), a unit's attack orders and reference
+    (:func:`grb_dist.models.memory.estimate_memory`), a unit's attack orders and reference
     flips (new nodes x steps x classes), the Bayes reference's terms (new nodes x classes x
     features), and the reduction of every unit's rows into the tables."""
-    from grb_dist.sweep.preflight import GraphShape, estimate_memory, model_size
+    from grb_dist.models.memory import GraphShape, estimate_memory, model_size
 
     if spec.synthetic:
         g = dict(spec.graph)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from grb_dist.attacks.registry import BUDGET_SEP, attack_class, attack_registry, base_attack_name
+from grb_dist.core.checks import MAX_BUDGETS
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.names import SCENARIOS, normalize_name
 from grb_dist.sweep.job import JobSpec, parse_job
@@ -20,8 +21,6 @@ def _split(value: str | None) -> tuple[str, ...] | None:
     return items
 
 
-#: The most budgets one ``--n-inject`` / ``--ratio-edge-mod`` list may hold.
-MAX_BUDGETS = 32
 #: The command-line flag of each budget override (for error messages).
 _BUDGET_FLAGS = {"n_inject": "--n-inject", "ratio_edge_mod": "--ratio-edge-mod"}
 
