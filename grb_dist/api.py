@@ -2,9 +2,10 @@
 
 Three ways, from the quickest to the most permanent (``docs/extending.md``):
 
-1. :func:`benchmark` takes a ``torch.nn.Module`` class (or a factory, or a registered name),
-   runs the standard attacks of a dataset's job against it on the sweep's Ray machinery and
-   returns its leaderboard rows as a DataFrame.
+1. :func:`benchmark` takes a ``torch.nn.Module`` class (or a factory, or a registered name,
+   trained by the job's protocol) or a trained module instance (scored as given), runs the
+   standard attacks of a dataset's job (or of a PyG ``Data``) against it on the sweep's Ray
+   machinery and returns its leaderboard rows as a DataFrame.
 2. :func:`register_model`, :func:`register_defense`, :func:`register_attack` add a class to
    the tables of :mod:`grb_dist.models.registry` and :mod:`grb_dist.attacks.registry` in
    this process; every command and function that takes a name (``build_defense``,
@@ -29,6 +30,7 @@ Each function imports what it needs when called, so ``import grb_dist`` stays li
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
@@ -89,7 +91,7 @@ _OVERRIDE_KEYS = ("seed", "surrogates", "n_inject", "edges_per_node", "ratio_edg
 
 def benchmark(
     model: Any,
-    dataset: str = "csbm",
+    dataset: Any = "csbm",
     scenario: str = "injection",
     attacks: str | Iterable[str] | None = None,
     difficulties: str | Iterable[str] | None = None,
@@ -105,6 +107,7 @@ def benchmark(
     data_dir: str | Path | None = None,
     download: bool = True,
     on_progress: Callable[[Any], None] | None = None,
+    progress: bool = True,
     **job_overrides: Any,
 ) -> pd.DataFrame:
     """Benchmark one model against the standard attacks of ``dataset``'s job.
@@ -112,8 +115,15 @@ def benchmark(
     Args:
         model: a ``torch.nn.Module`` subclass (a GraphModel is registered as a model, any
             other module as a defense), a factory ``(in_features, num_classes) -> module``,
-            or a registered name (built-in, registered, entry point or ``module:Class``).
-        dataset: a catalogue name (its shipped job) or a dataset path (the default job).
+            or a registered name (built-in, registered, entry point or ``module:Class``):
+            built and trained by the job's protocol, one per seed. Or a trained module
+            instance whose ``forward(x, edge_index)`` returns logits (a PyG model trained
+            the usual way): scored as given, never trained (a copy of it is taken when
+            the call starts); its rows say ``weights = given``.
+        dataset: a catalogue name (its shipped job), a dataset path (the default job), or a
+            PyG ``Data`` / one-graph ``InMemoryDataset`` (the default job;
+            :func:`grb_dist.datasets.pyg.from_pyg` reads it: its masks, else a GRB split,
+            and its features as they are, ``normalize="none"`` unless given).
         scenario: ``injection``, ``modification`` or ``all``.
         attacks / difficulties: narrow the job's (lists or comma-separated strings).
         repeats: repeats of every attack. steps: attack optimisation steps (all attacks).
@@ -126,6 +136,10 @@ def benchmark(
         job: a job file instead of the dataset's shipped job.
         address: a Ray cluster to join (default: ``$RAY_ADDRESS``, else a Ray this process
             already joined, else an embedded local Ray, stopped afterwards).
+        on_progress: called with each ``SweepProgress`` (see
+            :func:`grb_dist.sweep.runner.run_sweep`) instead of the progress display.
+        progress: show progress on stderr (live bars on a terminal or in a notebook,
+            timestamped lines otherwise) when no ``on_progress`` is given.
         job_overrides: ``seed``, ``surrogates``, ``n_inject``, ``edges_per_node``,
             ``ratio_edge_mod`` as in ``grb-dist sweep``; any other job key (``train``,
             ``models``, ``attack`` ...) replaces the job's, a mapping merged into the job's
@@ -138,35 +152,113 @@ def benchmark(
         difficulty, the defense board row of each scored defense (``row`` = ``defense``,
         attack and surrogate ``all``): ``accuracy_mean``/``accuracy_std`` are the board's
         Average over attacks and clean, with ``avg_3_min_mean``, ``weighted_mean``, ``rank``
-        and ``clean_accuracy``.
+        and ``clean_accuracy``. ``weights`` is ``given`` for a module instance scored as
+        passed, ``trained`` for a model trained by the job's protocol.
 
     Raises:
         GrbDistError: invalid input (before anything runs), or cells that failed.
     """
+    from grb_dist.sweep.preflight import check_sweep
     from grb_dist.sweep.session import execute, lock_run, prepare
+    from grb_dist.sweep.settings import RaySettings
 
     overrides: dict[str, Any] = {k: job_overrides.pop(k) for k in _OVERRIDE_KEYS if k in job_overrides}
     overrides.update(scenario=scenario, attacks=_listed(attacks), difficulties=_listed(difficulties),
                      repeats=repeats, steps=steps)
-    spec = _benchmark_spec(_benchmark_name(model, name), dataset, job, overrides, job_overrides, compare)
+    pyg = not isinstance(dataset, (str, Path))
+    if pyg:
+        job_overrides.setdefault("normalize", "none")
+    given = _module_instance(model)
+    if given:
+        from grb_dist.models.registry import GivenModule
 
-    from grb_dist.sweep.preflight import check_sweep
-    from grb_dist.sweep.settings import RaySettings
+    key = _benchmark_name(GivenModule(model) if given else model, name)
+    spec = _benchmark_spec(key, _pyg_label(dataset) if pyg else dataset, job, overrides, job_overrides, compare)
+    graph = None
+    if pyg:
+        from grb_dist.datasets.pyg import from_pyg
+
+        graph = from_pyg(dataset, name=spec.dataset, seed=spec.seed)
 
     settings = RaySettings(address=address, num_cpus=num_cpus)
     with tempfile.TemporaryDirectory(prefix="grb-dist-benchmark-") as tmp:
         run_dir = Path(out) if out is not None else Path(tmp) / "run"
-        prepared = prepare(spec, out=run_dir, data_dir=data_dir, download=download)
+        prepared = prepare(spec, out=run_dir, data_dir=data_dir, download=download, graph=graph)
+        if given:
+            _check_given(model, prepared.graph)
         check_sweep(prepared, local=settings.resolved_address() is None)
         lock, prepared = lock_run(prepared)
+        display = on_progress if on_progress is not None or not progress else _progress_display(prepared)
         try:
-            outcome = execute(prepared, settings, lock, on_progress=on_progress)
+            if display is not None and hasattr(display, "__enter__"):
+                with display:
+                    outcome = execute(prepared, settings, lock, on_progress=display)
+            else:
+                outcome = execute(prepared, settings, lock, on_progress=display)
         finally:
             lock.release()
         if outcome.summary is not None and outcome.summary.failures:
             first = outcome.summary.errors[0] if outcome.summary.errors else "see the log"
             raise GrbDistError(f"{outcome.summary.failures} of {outcome.summary.total} cells failed; first: {first}")
-        return benchmark_rows(outcome.store.read_scores(), outcome.boards, list(spec.defenses))
+        return benchmark_rows(outcome.store.read_scores(), outcome.boards, list(spec.defenses),
+                              given={key} if given else set())
+
+
+def _module_instance(model: Any) -> bool:
+    """``model`` is a ``torch.nn.Module`` instance (not a class, factory or name)."""
+    if isinstance(model, (str, type)):
+        return False
+    from torch import nn
+
+    return isinstance(model, nn.Module)
+
+
+def _pyg_label(data: Any) -> str:
+    """The dataset name a PyG graph is recorded under: ``pyg-<its name>`` (a dataset's
+    ``name``, e.g. Planetoid's ``Cora``), else ``pyg``."""
+    raw = normalize_name(str(getattr(data, "name", "") or "")).replace("_", "-")
+    return f"pyg-{raw}" if raw and is_plain_name(raw) else "pyg"
+
+
+def _check_given(module: Any, graph: Any) -> None:
+    """A given module maps the graph's ``(x, edge_index)`` to ``N x C`` finite logits (its
+    own widths must fit the graph): checked once on the clean graph, before Ray starts."""
+    import copy
+
+    import torch
+
+    from grb_dist.models.tensors import check_logits, graph_tensors
+
+    probe = copy.deepcopy(module).cpu().eval()
+    t = graph_tensors(graph)
+    try:
+        with torch.no_grad():
+            out = probe(t.x, t.edge_index)
+    except (RuntimeError, TypeError, ValueError, IndexError) as exc:
+        raise ConfigError(f"the given module fails on the graph ({graph.num_nodes:,} nodes x "
+                          f"{graph.num_features:,} features): {type(exc).__name__}: {str(exc).splitlines()[0]}; it "
+                          "must take forward(x, edge_index) on this graph's features") from None
+    check_logits(out, graph.num_nodes, int(graph.num_classes), "the given module")
+
+
+def _progress_display(prepared: Any) -> Any:
+    """The sweep's progress display on stderr: live bars on a terminal or in a notebook,
+    timestamped lines otherwise (``None`` when nothing is left to compute)."""
+    from rich.console import Console
+
+    from grb_dist.sweep.progress import PlainProgress, RichProgress
+    from grb_dist.sweep.session import missing_cells, stage_totals
+
+    if not missing_cells(prepared):
+        return None
+    console = Console(stderr=True)
+    p = prepared.plan
+    console.print(f"benchmark: {', '.join(prepared.spec.defenses)} on {prepared.spec.dataset} "
+                  f"({prepared.graph.num_nodes:,} nodes): {len(missing_cells(prepared)):,} of {len(p.scores):,} "
+                  f"cells to compute", highlight=False, soft_wrap=True)
+    if console.is_terminal or console.is_jupyter:
+        return RichProgress(console, stage_totals(prepared))
+    return PlainProgress(lambda line: print(line, file=sys.stderr, flush=True))
 
 
 def _benchmark_spec(key: str, dataset: str, job: str | Path | None, overrides: Mapping[str, Any],
@@ -186,8 +278,10 @@ def _benchmark_spec(key: str, dataset: str, job: str | Path | None, overrides: M
     return with_spec(spec, **changes)
 
 
-def benchmark_rows(scores: pd.DataFrame, boards: Mapping[str, pd.DataFrame], defenses: list[str]) -> pd.DataFrame:
-    """The rows :func:`benchmark` returns, from a run's scores and leaderboards."""
+def benchmark_rows(scores: pd.DataFrame, boards: Mapping[str, pd.DataFrame], defenses: list[str],
+                   given: set[str] = frozenset()) -> pd.DataFrame:
+    """The rows :func:`benchmark` returns, from a run's scores and leaderboards; ``weights``
+    says ``given`` for the ``given`` defenses (scored as passed), ``trained`` for the rest."""
     import numpy as np
     import pandas as pd
 
@@ -210,8 +304,9 @@ def benchmark_rows(scores: pd.DataFrame, boards: Mapping[str, pd.DataFrame], def
                 "rank": int(b["rank"]), "clean_accuracy": b["clean_accuracy"],
             })
     out = pd.concat([rows, pd.DataFrame(board_rows)], ignore_index=True)
-    columns = ["row", *keys, "accuracy_mean", "accuracy_std", "n_repeats", "avg_3_min_mean", "weighted_mean",
-               "rank", "clean_accuracy"]
+    out["weights"] = np.where(out["defense"].isin(list(given)), "given", "trained")
+    columns = ["row", *keys, "weights", "accuracy_mean", "accuracy_std", "n_repeats", "avg_3_min_mean",
+               "weighted_mean", "rank", "clean_accuracy"]
     for c in columns:
         if c not in out.columns:
             out[c] = np.nan

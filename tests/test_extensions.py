@@ -324,9 +324,10 @@ def test_benchmark_a_module_defined_here(tmp_path, ray_local):
         )
     finally:
         api.unregister("twohop")
-    assert list(rows.columns) == ["row", "scenario", "difficulty", "defense", "attack", "surrogate", "accuracy_mean",
-                                  "accuracy_std", "n_repeats", "avg_3_min_mean", "weighted_mean", "rank",
-                                  "clean_accuracy"]
+    assert list(rows.columns) == ["row", "scenario", "difficulty", "defense", "attack", "surrogate", "weights",
+                                  "accuracy_mean", "accuracy_std", "n_repeats", "avg_3_min_mean", "weighted_mean",
+                                  "rank", "clean_accuracy"]
+    assert (rows["weights"] == "trained").all()  # a class: trained by the job's protocol
     assert set(rows["defense"]) == {"twohop"}
     attacked = rows[rows["row"] == "attack"]
     for difficulty in ("easy", "full"):

@@ -191,3 +191,41 @@ def test_rich_progress_three_rows_on_a_terminal():
     assert "3/3 models" in text and "done in 0:08" in text
     assert "2/4 perturbations" in text and "0.4/s, eta 0:05" in text
     assert "5/20 cells" in text and "1.2/s, eta 0:12" in text
+
+
+def test_rich_rows_show_known_totals_before_the_first_report():
+    """While Ray starts, the rows show the stages' totals (never ``0/0``)."""
+    import io
+
+    from rich.console import Console
+
+    from grb_dist.sweep.progress import RichProgress
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120, color_system=None)
+    with RichProgress(console, {"train": 3, "attack": 4, "score": 20}):
+        pass
+    text = " ".join(out.getvalue().split())
+    assert "0/3 models" in text and "0/4 perturbations" in text and "0/20 cells" in text
+    assert "0/0" not in text and "starting" in text
+
+
+def test_needed_work_counts_only_what_a_resumed_run_lacks(tmp_path):
+    """The totals read before Ray starts are the runner's: a plan's models, perturbations and
+    cells for a new run; for a run holding some cells, only what the missing ones need."""
+    from grb_dist.sweep.plan import needed_work, plan
+    from grb_dist.sweep.job import parse_job
+
+    spec = parse_job({"dataset": "csbm", "attacks": {"rnd": {}, "fgsm": {}}, "defenses": ["gcn", "mlp"],
+                      "difficulties": ["easy", "full"], "repeats": 1})
+    p = plan(spec, "f" * 16)
+    new = needed_work(p, set(), lambda _: False)
+    assert new.totals() == {"train": len(p.models), "attack": len(p.attacks)}
+    # every cell of mlp stored: mlp is not trained again, the attacks still run for gcn
+    done = {c.cell_id for c in p.scores if c.defense == "mlp"}
+    grown = needed_work(p, done, lambda _: False)
+    assert {m.name for m in grown.models if m.role == "target"} == {"gcn"}
+    assert len(grown.attacks_needed) == len(p.attacks) and len(grown.todo) == len(p.scores) - len(done)
+    # every perturbation stored: no surrogate is needed
+    stored = needed_work(p, done, lambda _: True)
+    assert not stored.attacks_to_run and all(m.role == "target" for m in stored.models)

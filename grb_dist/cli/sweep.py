@@ -81,7 +81,7 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
 
     from grb_dist.leaderboard import render
     from grb_dist.sweep.progress import PlainProgress, RichProgress
-    from grb_dist.sweep.session import execute, missing_cells
+    from grb_dist.sweep.session import execute, missing_cells, stage_totals
 
     spec, p = prepared.spec, prepared.plan
     show = [d for d in ("full",) if d in spec.difficulties] or list(spec.difficulties[-1:])
@@ -109,7 +109,7 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
     if not missing:
         display = None
     elif base.console.is_terminal:
-        display = RichProgress(base.console)
+        display = RichProgress(base.console, stage_totals(prepared))
     else:
         display = PlainProgress(lambda line: base.console.print(line, highlight=False, markup=False, soft_wrap=True))
     start = time.perf_counter()

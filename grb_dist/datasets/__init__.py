@@ -64,7 +64,7 @@ def is_available(info: DatasetInfo, data_dir: str | Path | None = None) -> bool:
 
 
 def load_dataset(
-    name: str | Path,
+    name: "str | Path | Graph",
     *,
     data_dir: str | Path | None = None,
     normalize: str = "arctan",
@@ -76,7 +76,9 @@ def load_dataset(
 
     Args:
         name: a catalogue name (``csbm``, ``grb-cora``, ``csbm-grb-aminer`` ...), a directory
-            in the GRB layout, or an ``.npz`` file in the field's sparse convention.
+            in the GRB layout, an ``.npz`` file in the field's sparse convention, or a
+            :class:`Graph` already in memory (e.g. :func:`grb_dist.datasets.pyg.from_pyg`'s),
+            split (when it has no split) and normalised like a loaded one.
         data_dir: cache directory of downloaded datasets (default ``$GRB_DIST_DATA`` or
             ``~/.cache/grb-dist``).
         normalize: feature normalisation (``arctan``, ``tanh``, ``standardize``, ``none``).
@@ -88,9 +90,12 @@ def load_dataset(
     """
     if normalize not in NORMALIZATIONS:
         normalize_features(None, normalize)  # raises the standard error
-    path = Path(name)
-    key = str(name)
-    if key in CATALOG:
+    from grb_dist.core.graph import Graph
+
+    if isinstance(name, Graph):
+        graph = name
+    elif str(name) in CATALOG:
+        key = str(name)
         info = CATALOG.get(key)
         if info.source == "csbm":
             graph, _ = sample_csbm(info.csbm, seed=seed, name=info.name)
@@ -106,7 +111,7 @@ def load_dataset(
             graph = load_grb_dir(target, info.name)
             if verify:
                 check_published_sizes(graph, info, target)
-    elif path.is_dir():
+    elif (path := Path(name)).is_dir():
         graph = load_grb_dir(path)
     elif os.path.lexists(path) and path.suffix == ".npz":  # a FIFO, a device or a link loop: refused as such
         graph, report = load_npz_graph(path)
@@ -117,7 +122,7 @@ def load_dataset(
     elif path.suffix == ".npz" or len(path.parts) > 1:
         raise DatasetError(f"no dataset at {path}: the path does not exist; check it, or use a catalogue name")
     else:
-        CATALOG.get(key)  # raises UnknownNameError listing the catalogue
+        CATALOG.get(str(name))  # raises UnknownNameError listing the catalogue
         raise AssertionError("unreachable")
     if not graph.split:
         graph = graph.with_split(grb_split(graph.degrees(), seed=seed))

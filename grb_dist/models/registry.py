@@ -83,7 +83,7 @@ class ModelEntry:
 
     @property
     def trainable(self) -> bool:
-        return bool(getattr(self.cls, "trainable", True))
+        return bool(getattr(self.cls, "trainable", True)) and bool(getattr(self.factory, "trainable", True))
 
     @property
     def uses_train_labels(self) -> bool:
@@ -230,7 +230,8 @@ def defense_entry(obj: Any, config_cls: type | None, where: str) -> ModelEntry:
         cls = obj
     elif isinstance(obj, nn.Module):
         raise ExtensionTypeError(f"{where}: got a module instance; register its class or a factory "
-                                 "(grb-dist builds and trains a fresh module per seed)")
+                                 "(grb-dist builds and trains a fresh module per seed), or wrap a trained module "
+                                 "in GivenModule to score it as given")
     elif not callable(obj):
         raise ExtensionTypeError(f"{where}: expected a torch.nn.Module subclass or a factory "
                                  f"(in_features, num_classes) -> module, got {type(obj).__name__}")
@@ -239,6 +240,33 @@ def defense_entry(obj: Any, config_cls: type | None, where: str) -> ModelEntry:
     if config_cls is not None and not (inspect.isclass(config_cls) and dataclasses.is_dataclass(config_cls)):
         raise ExtensionTypeError(f"{where}: config_cls must be a dataclass, got {config_cls!r}")
     return ModelEntry(cls, obj, config_cls)
+
+
+class GivenModule:
+    """A factory of copies of one trained module: a defense scored with the weights it was
+    given, never trained (``grb_dist.benchmark(trained_module, ...)``).
+
+    The module is copied once, on the CPU and in eval mode, when this is made (later changes
+    to the caller's module do not reach the run); every call returns a fresh copy marked
+    ``trainable = False``, which the training step takes as "nothing to train" (0 epochs,
+    its validation figures recorded as given). ``in_features`` and ``num_classes`` are not
+    used: the module has its own widths, checked against the graph before a run starts.
+    """
+
+    trainable = False
+
+    def __init__(self, module: nn.Module):
+        import copy
+
+        self.module = copy.deepcopy(module).cpu().eval()
+        self.__name__ = type(module).__name__
+
+    def __call__(self, in_features: int, num_classes: int) -> nn.Module:
+        import copy
+
+        module = copy.deepcopy(self.module)
+        module.trainable = False
+        return module
 
 
 def _variants(bases: Iterable[str]) -> list[str]:
@@ -408,6 +436,6 @@ def build_model(name: str, in_features: int, num_classes: int, params: Mapping[s
     return spec.build(in_features, num_classes, model_config(name, params))
 
 
-__all__ = ["ARCHITECTURES", "GROUPS", "MODELS", "ModelEntry", "ModelSpec", "NoParams", "ROBUST_MODELS", "SUFFIXES",
+__all__ = ["ARCHITECTURES", "GROUPS", "GivenModule", "MODELS", "ModelEntry", "ModelSpec", "NoParams", "ROBUST_MODELS", "SUFFIXES",
            "build_model", "check_name", "defense_entry", "is_model_name", "model_config", "model_entry",
            "model_names", "register_defense", "register_model", "split_suffixes"]

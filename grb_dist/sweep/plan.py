@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from grb_dist.core.config import to_dict
 from grb_dist.core.errors import ConfigError
@@ -147,6 +147,43 @@ def plan(job: JobSpec | ResolvedJob, fingerprint: str) -> Plan:
     return Plan(spec, spec.config_hash, targets, surrogates, tuple(attacks), tuple(scores))
 
 
+@dataclass(frozen=True)
+class Work:
+    """What one sweep invocation computes of a plan, given what the run already holds.
+
+    Attributes:
+        todo: the score cells not stored.
+        attacks_needed: perturbations the missing cells score (stored ones included).
+        attacks_to_run: the needed perturbations not stored.
+        models: models to train (or load): the surrogates of the attacks to run, first, so
+            attacks can start while the defenses train; then the defenses of missing cells.
+    """
+
+    todo: tuple[ScoreCell, ...]
+    attacks_needed: tuple[AttackCell, ...]
+    attacks_to_run: tuple[AttackCell, ...]
+    models: tuple[ModelTask, ...]
+
+    def totals(self) -> dict[str, int]:
+        """The progress stages' totals: ``train`` models, ``attack`` perturbations,
+        ``score`` cells (of the whole plan; stored cells count as done)."""
+        return {"train": len(self.models), "attack": len(self.attacks_needed)}
+
+
+def needed_work(p: Plan, done_cells: set[str], has_perturbation: Callable[[str], bool]) -> Work:
+    """The :class:`Work` of plan ``p`` for a run holding the score cells ``done_cells`` and
+    the perturbations for which ``has_perturbation`` is true (reads nothing itself)."""
+    todo = tuple(c for c in p.scores if c.cell_id not in done_cells)
+    wanted = {c.perturbation_id for c in todo}
+    needed = tuple(a for a in p.attacks if a.perturbation_id in wanted)
+    to_run = tuple(a for a in needed if not has_perturbation(a.perturbation_id))
+    surrogate_stems = {a.surrogate_model for a in to_run}
+    targets = {c.defense for c in todo}
+    models = tuple(s for s in p.surrogates if s.file_stem in surrogate_stems) + tuple(
+        t for t in p.targets if t.name in targets)
+    return Work(todo, needed, to_run, models)
+
+
 def run_components(p: Plan) -> dict[str, dict[str, Any]]:
     """What each name of a plan means, for the run manifest: a run directory grows with new
     names (attacks, defenses, surrogates, difficulties, repeats) but a name it already knows
@@ -169,4 +206,4 @@ def run_components(p: Plan) -> dict[str, dict[str, Any]]:
     return json.loads(canonical_json({"job": {"seed": {"seed": spec.seed}}, "models": models, "attacks": attacks}))
 
 
-__all__ = ["AttackCell", "ModelTask", "Plan", "ScoreCell", "plan", "run_components"]
+__all__ = ["AttackCell", "ModelTask", "Plan", "ScoreCell", "Work", "needed_work", "plan", "run_components"]

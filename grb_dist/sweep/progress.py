@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 #: The stages in the order a sweep runs them: attribute of ``SweepProgress``, label, unit.
 STAGES: tuple[tuple[str, str, str], ...] = (
@@ -180,15 +180,19 @@ class PlainProgress:
 
 class RichProgress:
     """Three live rows (train, attack, score) on a terminal, each with its bar, counts,
-    rate and ETA; a context manager around :class:`rich.progress.Progress`."""
+    rate and ETA; a context manager around :class:`rich.progress.Progress`. ``totals``
+    (stage -> items, e.g. :func:`grb_dist.sweep.session.stage_totals`) are shown from the
+    first frame, while Ray starts; without them a stage shows ``?`` until its first report."""
 
-    def __init__(self, console: Any):
+    def __init__(self, console: Any, totals: Mapping[str, int] | None = None):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         columns = [TextColumn("{task.description:<6}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("{task.fields[unit]:<13} {task.fields[detail]}")]
         self.bar = Progress(*columns, console=console, transient=False)
-        self.tasks = {attr: self.bar.add_task(label, total=0, start=False, unit=unit, detail="waiting")
+        totals = totals or {}
+        self.tasks = {attr: self.bar.add_task(label, total=totals.get(attr), start=False, unit=unit,
+                                              detail="starting" if attr in totals else "waiting")
                       for attr, label, unit in STAGES}
 
     def __enter__(self) -> "RichProgress":

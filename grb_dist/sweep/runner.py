@@ -47,7 +47,7 @@ from grb_dist.models.io import state_dict_from_bytes, state_dict_to_bytes
 from grb_dist.store import RunStore, ScoreWriter, schema
 from grb_dist.sweep import ray_edge as edge
 from grb_dist.sweep import worker
-from grb_dist.sweep.plan import AttackCell, Plan, ScoreCell
+from grb_dist.sweep.plan import AttackCell, Plan, ScoreCell, needed_work
 from grb_dist.sweep.progress import Stage
 from grb_dist.sweep.ray_edge import ActorLost, TaskFailed
 from grb_dist.sweep.settings import RaySettings
@@ -181,12 +181,13 @@ class _Sweep:
         self.writer = store.score_writer(flush_rows, flush_seconds)
         identity = store.manifest()["dataset"]
         self.label, self.fingerprint = identity["label"], identity["fingerprint"]
-        done_ids = store.done_cells()
-        self.todo = [c for c in plan.scores if c.cell_id not in done_ids]
+        work = needed_work(plan, store.done_cells(), store.has_perturbation)
+        self.todo = list(work.todo)
         self.total = len(plan.scores)
         self.skipped = self.total - len(self.todo)
         # progress of the three stages; scored cells are the summary's counts
-        self.trained, self.attacked = Stage(), Stage()
+        totals = work.totals()
+        self.trained, self.attacked = Stage(total=totals["train"]), Stage(total=totals["attack"])
         self.scored = Stage(self.skipped, self.total, 0, self.skipped)
         self.stages = {"train": self.trained, "attack": self.attacked, "score": self.scored}
         self.computed = 0
@@ -198,15 +199,9 @@ class _Sweep:
         self.todo_by_pert: dict[str | None, dict[str, list[ScoreCell]]] = {}
         for c in self.todo:
             self.todo_by_pert.setdefault(c.perturbation_id, {}).setdefault(c.difficulty, []).append(c)
-        self.attacks_needed = [a for a in plan.attacks if a.perturbation_id in self.todo_by_pert]
-        self.attacks_to_run = [a for a in self.attacks_needed if not store.has_perturbation(a.perturbation_id)]
+        self.attacks_needed, self.attacks_to_run = list(work.attacks_needed), list(work.attacks_to_run)
         self.target_names = sorted({c.defense for c in self.todo})
-        surrogate_stems = {a.surrogate_model for a in self.attacks_to_run}
-        # surrogates first: attacks can start while the defenses still train
-        self.tasks = [s for s in plan.surrogates if s.file_stem in surrogate_stems] + [
-            t for t in plan.targets if t.name in self.target_names
-        ]
-        self.trained.total, self.attacked.total = len(self.tasks), len(self.attacks_needed)
+        self.tasks = list(work.models)
         self.params_of = {t.file_stem: dict(t.params) for t in plan.models}
         self.name_of = {t.file_stem: t.name for t in plan.models}
         self.seed_of = {t.name: t.seed for t in plan.targets}

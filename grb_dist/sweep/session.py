@@ -75,14 +75,17 @@ def dataset_identity(spec: JobSpec, graph: Graph) -> dict[str, Any]:
 
 
 def prepare(spec: JobSpec, *, out: str | Path | None = None, data_dir: str | Path | None = None,
-            download: bool = True, verify: bool = True) -> Prepared:
+            download: bool = True, verify: bool = True, graph: Graph | None = None) -> Prepared:
     """Resolve the job (once: every later step reuses it), load the dataset, check the
-    budgets and the models against it, plan the cells and check the run directory."""
+    budgets and the models against it, plan the cells and check the run directory.
+    ``graph``: a graph already in memory (a PyG ``Data`` read by
+    :func:`grb_dist.datasets.pyg.from_pyg`) used instead of loading ``spec.dataset``, which
+    then only names it; the run records its content fingerprint as for any dataset."""
     from grb_dist.datasets import load_dataset
     from grb_dist.defenses import check_fit
 
     resolved = resolve(spec)
-    graph = load_dataset(spec.dataset, data_dir=data_dir, normalize=spec.normalize, seed=spec.seed, download=download,
+    graph = load_dataset(spec.dataset if graph is None else graph, data_dir=data_dir, normalize=spec.normalize, seed=spec.seed, download=download,
                          verify=verify)
     for d in spec.difficulties:
         graph.targets(d)
@@ -122,6 +125,21 @@ def missing_cells(prepared: Prepared) -> list[ScoreCell]:
         return list(prepared.plan.scores)
     done = RunStore.existing(prepared.run_dir).done_cells()
     return [c for c in prepared.plan.scores if c.cell_id not in done]
+
+
+def stage_totals(prepared: Prepared) -> dict[str, int]:
+    """The totals of the progress stages (``train`` models, ``attack`` perturbations,
+    ``score`` cells) of a locked run, read before Ray starts so that a display shows them
+    from its first frame (the runner computes the same with :func:`needed_work`)."""
+    from grb_dist.sweep.plan import needed_work
+
+    done = set(c.cell_id for c in prepared.plan.scores) - {c.cell_id for c in missing_cells(prepared)}
+    if prepared.resume:
+        stored = RunStore.existing(prepared.run_dir)
+        work = needed_work(prepared.plan, done, stored.has_perturbation)
+    else:
+        work = needed_work(prepared.plan, done, lambda _: False)
+    return {**work.totals(), "score": len(prepared.plan.scores)}
 
 
 def open_store(prepared: Prepared, lock: RunLock) -> RunStore:
@@ -172,5 +190,5 @@ def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None
 
 
 __all__ = ["Outcome", "Prepared", "RESULTS_DIR", "dataset_identity", "default_run_dir", "execute", "lock_run",
-           "missing_cells", "open_store",
+           "missing_cells", "open_store", "stage_totals",
            "prepare", "resolve_job"]
