@@ -87,8 +87,26 @@ def test_sweep_then_leaderboard(ray_local, workdir):
     assert "8/8 cells (8 computed" in r.output
     store = RunStore.existing(workdir / "run")
     assert len(store.read_scores()) == 8
+    # not a terminal: the boards in Markdown, each with its legend naming the ranking metric
+    assert "| Rank | Defense |" in r.output and "*Ranked by Weighted, highest first." in r.output
     r = runner.invoke(app, args)  # resume: nothing left to do
     assert r.exit_code == 0 and "nothing to do: all 8 cells" in r.output, r.output
+    # on a terminal the same boards are rich tables, as `grb-dist leaderboard` prints them
+    import io
+
+    from rich.console import Console
+
+    import grb_dist.cli.base as base
+
+    screen = io.StringIO()
+    terminal = Console(file=screen, force_terminal=True, width=150, color_system=None)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(base, "console", terminal)
+        r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    text = screen.getvalue()
+    assert "|---|" not in text and "###" not in text and "┃ Rank" in text
+    assert "Defenses over attacks (full" in text and "Ranked by Weighted, highest first." in text
     r = runner.invoke(app, ["leaderboard", "run", "--difficulty", "easy"])
     assert r.exit_code == 0 and "(easy;" in r.output and "(full;" not in r.output
     for fmt in ("csv", "html", "md"):

@@ -180,6 +180,19 @@ def _main(
 
 
 
+def print_boards(boards) -> None:
+    """Leaderboards on stdout: rich tables on a terminal, Markdown otherwise (a pipe, a
+    file, CI), each with its legend."""
+    from grb_dist.leaderboard.render import render, rich_tables
+
+    if console.is_terminal:
+        for table in rich_tables(boards):
+            console.print(table)
+            console.print()
+    else:
+        typer.echo(render(boards, "md"), nl=False)
+
+
 def warn(message: str) -> None:
     """A warning of the library (e.g. a skipped unreadable file), one line on stderr."""
     err_console.print(f"warning: {message}", highlight=False, soft_wrap=True)

@@ -54,14 +54,11 @@ def leaderboard(
     boards = reduce_run(store, ds, save=save, on_warning=warn, scenarios=[scenario] if scenario else None)
     if not save:
         base.err_console.print(f"note: {run_dir} is read-only; its leaderboard/ files are not refreshed", highlight=False)
-    if output is None and fmt in (None, "md") and base.console.is_terminal:
-        from grb_dist.leaderboard.render import rich_tables
-
-        for table in rich_tables(boards):
-            base.console.print(table)
+    if output is None and fmt in (None, "md"):
+        base.print_boards(boards)
         return
     if output is None:
-        typer.echo(render(boards, fmt or "md"), nl=False)
+        typer.echo(render(boards, fmt), nl=False)
         return
     try:
         write_boards(boards, output, fmt or "md")

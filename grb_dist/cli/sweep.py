@@ -79,7 +79,6 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
     :func:`~grb_dist.sweep.session.execute` with the CLI's output around it."""
     import time
 
-    from grb_dist.leaderboard import render
     from grb_dist.sweep.progress import PlainProgress, RichProgress
     from grb_dist.sweep.session import execute, missing_cells, stage_totals
 
@@ -128,7 +127,7 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
         raise typer.Exit(130) from None
     elapsed = time.perf_counter() - start
     boards = {k: v for k, v in outcome.boards.items() if k.split("-", 1)[1] in show}
-    base.console.print(render(boards, "md"), highlight=False, markup=False)
+    base.print_boards(boards)
     summary = outcome.summary
     if summary is None:
         base.console.print(f"nothing to do: all {len(p.scores)} cells of this job are already in {prepared.run_dir}",

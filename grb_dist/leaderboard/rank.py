@@ -117,11 +117,11 @@ def defense_board(scores: pd.DataFrame, difficulty: str, scenario: str | None = 
         per_repeat, n_attacks = [], 0
         for r in repeats:
             accs = list(mine.loc[mine["repeat"] == r, "accuracy"])
+            n_attacks = max(n_attacks, len(accs))  # the clean row is not an attack
             if defense in clean.index:
                 accs.append(float(clean[defense]))
             if accs:
                 per_repeat.append(defense_scores(accs))
-                n_attacks = max(n_attacks, len(accs))
         row = {"scenario": scenario, "difficulty": difficulty, "defense": defense}
         for key in ("average", "avg_3_min", "weighted"):
             row[f"{key}_mean"], row[f"{key}_std"] = _mean_std([s[key] for s in per_repeat])

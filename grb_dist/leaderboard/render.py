@@ -41,6 +41,24 @@ def title(name: str) -> str:
     return f"Defenses over attacks ({difficulty}; {scenario}; accuracy, higher = more robust)"
 
 
+#: What the columns of each kind of board are: the legend under every view of a board.
+LEGENDS = {
+    "attacks": ("Ranked by Weighted, lowest first. Each value: the defenses' accuracy under the attack, mean ± std "
+                "over Repeats. Average: mean over the Defenses; Avg 3-Max: mean of the 3 highest (the most robust "
+                "defenses); Weighted: accuracies sorted highest first, weighted 1/i² (GRB's weighted score); "
+                "Defenses: defenses scored."),
+    "defenses": ("Ranked by Weighted, highest first. Clean: accuracy without attack. Each other value: the "
+                 "defense's accuracy over the Attacks and Clean, mean ± std over Repeats. Average: their mean; "
+                 "Avg 3-Min: mean of the 3 lowest (the strongest attacks); Weighted: accuracies sorted lowest first, "
+                 "weighted 1/i² (GRB's weighted score); Attacks: attacks scored (Clean not counted)."),
+}
+
+
+def legend(name: str) -> str:
+    """The legend of board ``name``: which metric ranks, what each column is."""
+    return LEGENDS[parse_name(name)[1]]
+
+
 def file_stem(name: str) -> str:
     """A flat file name for a board (``injection-attacks-full``), for one file per board."""
     scenario, kind, difficulty = parse_name(name)
@@ -76,6 +94,7 @@ def to_markdown(board: pd.DataFrame, name: str) -> str:
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     if not rows:
         lines.append("| " + " | ".join("" for _ in header) + " |")
+    lines += ["", f"*{legend(name)}*"]
     return "\n".join(lines) + "\n"
 
 
@@ -141,13 +160,15 @@ def html_table(name: str, head: str, rows: Sequence[Sequence[str]]) -> str:
             f"<tbody>{body}</tbody>\n</table>\n")
 
 
-def to_html(board: pd.DataFrame, name: str, heading: str = "h3") -> str:
+def to_html(board: pd.DataFrame, name: str, heading: str = "h3", with_legend: bool = True) -> str:
     """A board as a heading and a sortable ``<table class="board">`` (numeric cells carry
-    their value in ``data-value``)."""
+    their value in ``data-value``), with its :func:`legend` unless ``with_legend`` is false
+    (a page that explains the boards once)."""
     cols = _columns(name)
     head = "".join(f'<th class="{"text" if k in _TEXT_KEYS else "num"}">{html.escape(h)}</th>' for h, k in cols)
     rows = [[html_cell(*_cell(r, key, board.columns, " ± ")) for _, key in cols] for _, r in board.iterrows()]
-    return f"<{heading}>{html.escape(title(name))}</{heading}>\n" + html_table(name, head, rows)
+    note = f'<p class="muted legend">{html.escape(legend(name))}</p>\n' if with_legend else ""
+    return f"<{heading}>{html.escape(title(name))}</{heading}>\n" + html_table(name, head, rows) + note
 
 
 def html_page(boards: Mapping[str, pd.DataFrame]) -> str:
@@ -224,7 +245,8 @@ def rich_tables(boards: Mapping[str, pd.DataFrame]) -> list["Table"]:
     for name, board in boards.items():
         cols = _columns(name)
         header, rows = cells(board, name)
-        t = Table(title=title(name), title_justify="left", header_style="bold")
+        t = Table(title=title(name), title_justify="left", header_style="bold", caption=legend(name),
+                  caption_justify="left", caption_style="dim")
         for h, (_, key) in zip(header, cols):
             t.add_column(h, justify="left" if key in _TEXT_KEYS else "right", no_wrap=True)
         for r in rows:

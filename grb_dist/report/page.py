@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from grb_dist.leaderboard.rank import parse_name
-from grb_dist.leaderboard.render import SORT_SCRIPT, STYLE, html_cell, html_table, to_html
+from grb_dist.leaderboard.render import LEGENDS, SORT_SCRIPT, STYLE, html_cell, html_table, to_html
 from grb_dist.report.figures import Figure
 from grb_dist.report.tables import RunInfo
 
@@ -42,11 +42,8 @@ window.addEventListener("load", function () {
 });
 """
 
-_READING = ("Attacks over defenses: for each (attack, surrogate) and repeat, the accuracies of every defense give "
-            "Average, Avg 3-Max (mean of the 3 highest) and Weighted (sorted descending, weights 1/i&sup2;); lower "
-            "is a stronger attack. Defenses over attacks: the accuracies under every attack plus the clean one give "
-            "Average, Avg 3-Min and Weighted (sorted ascending); higher is more robust. Values are mean &plusmn; "
-            "standard deviation over repeats. Click a column header to sort.")
+_READING = (f"<b>Attacks over defenses</b>: {html.escape(LEGENDS['attacks'])} <b>Defenses over attacks</b>: "
+            f"{html.escape(LEGENDS['defenses'])} Click a column header to sort.")
 
 
 def _meta_table(info: RunInfo) -> str:
@@ -69,7 +66,7 @@ def _leaderboards(boards: Mapping[str, pd.DataFrame]) -> str:
             boxes = []
             for name in group:
                 empty = '<p class="note">No attacked cells on this difficulty yet.</p>' if boards[name].empty else ""
-                boxes.append(f'<div class="box">{to_html(boards[name], name, heading="h4")}{empty}</div>')
+                boxes.append(f'<div class="box">{to_html(boards[name], name, heading="h4", with_legend=False)}{empty}</div>')
             tables.append('<div class="pair">' + "".join(boxes) + "</div>")
         sid = html.escape(f"leaderboards-{scenario}")
         parts.append(f'<section class="scenario" id="{sid}" data-scenario="{html.escape(scenario)}">\n'
