@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -113,3 +117,39 @@ def test_sweep_then_leaderboard(ray_local, workdir):
         r = runner.invoke(app, ["leaderboard", "run", "--format", fmt, "--output", f"board.{fmt}"])
         assert r.exit_code == 0, r.output
         assert ATTACK in (workdir / f"board.{fmt}").read_text()
+
+
+def test_keep_ray_leaves_the_dashboard_up_after_the_sweep(tmp_path):
+    """--keep-ray: the sweep's own head node and dashboard answer after the command ended;
+    the printed URL is this sweep's (a port of its own). The head node lives in a temporary
+    directory of its own and is ended here by its processes (never `ray stop`, which would
+    end every Ray of this user)."""
+    import re
+    import signal
+    import tempfile
+    import urllib.request
+
+    import psutil
+
+    ray_tmp = tempfile.mkdtemp(prefix="rk", dir="/tmp")  # short: Ray's socket paths have a length limit
+    env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled"}
+    env.pop("RAY_ADDRESS", None)
+    args = ["--attacks", "rnd", "--defenses", "gcn", "--difficulties", "full", "--repeats", "1", "--steps", "2",
+            "--n-inject", "3", "--edges-per-node", "2", "--num-cpus", "1", "--out", str(tmp_path / "run")]
+    try:
+        proc = subprocess.run([sys.executable, "-m", "grb_dist.cli", "sweep", *args, "--keep-ray", "--dashboard"],
+                              capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        kept = re.search(r"Ray stays up \(--keep-ray\) at (\S+): dashboard (http://\S+) ", proc.stdout)
+        assert kept, proc.stdout[-2000:]
+        with urllib.request.urlopen(f"{kept.group(2)}/api/jobs/", timeout=30) as page:  # the sweep has ended
+            jobs = page.read().decode()
+        assert "--keep-ray" in jobs and "SUCCEEDED" in jobs  # this sweep's own Ray, its job finished
+    finally:
+        for p in psutil.process_iter(["cmdline"]):
+            try:
+                if any(ray_tmp in part for part in p.info["cmdline"] or ()):
+                    p.send_signal(signal.SIGKILL)
+            except psutil.Error:
+                pass
+        shutil.rmtree(ray_tmp, ignore_errors=True)

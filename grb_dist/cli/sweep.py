@@ -36,6 +36,7 @@ def sweep(
     num_cpus: Optional[int] = typer.Option(None, "--num-cpus", help="CPUs of the local Ray (default: all)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch intra-op threads of each training, attack and scoring task (1..1024; default: Ray's, one per reserved CPU)."),
     dashboard: Optional[bool] = typer.Option(None, "--dashboard/--no-dashboard", help="Start the Ray dashboard of a local Ray (default: Ray's choice)."),
+    keep_ray: bool = typer.Option(False, "--keep-ray", help="Leave the local Ray and its dashboard running after the sweep, to look at its timeline and logs (stop it with `ray stop`)."),
     wait: bool = typer.Option(False, "--wait", help="When another sweep holds the run directory, wait for it instead of failing."),
     flush_rows: int = typer.Option(4096, "--flush-rows", help="Write buffered score rows every N rows ..."),
     flush_seconds: float = typer.Option(10.0, "--flush-seconds", help="... or every T seconds, whichever comes first."),
@@ -65,7 +66,12 @@ def sweep(
 
     from grb_dist.sweep.settings import RaySettings
 
-    settings = RaySettings(address=address, num_cpus=num_cpus, include_dashboard=dashboard, threads=threads)
+    if keep_ray and address:
+        from grb_dist.core.errors import ConfigError
+
+        raise ConfigError("--keep-ray keeps a local Ray; a joined cluster (--address) stays up anyway: leave one out")
+    settings = RaySettings(address=address, num_cpus=num_cpus, include_dashboard=dashboard, threads=threads,
+                           keep=keep_ray)
     lock, prepared = lock_run(prepared, wait=wait, on_wait=lambda who: base.err_console.print(
         f"waiting for {who} to finish with {prepared.run_dir}", highlight=False))
     try:
@@ -86,7 +92,10 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
     show = [d for d in ("full",) if d in spec.difficulties] or list(spec.difficulties[-1:])
     missing = missing_cells(prepared)
 
+    joined = []  # the Ray context, once connected
+
     def on_connect(ctx, store) -> None:
+        joined.append(ctx)
         if settings.resolved_address():  # a joined cluster: its memory is known only now
             _check_cluster_memory(prepared)
         base.console.print(
@@ -139,6 +148,11 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
     )
     for e in summary.errors[:10]:
         base.err_console.print(f"failed: {e}", highlight=False, soft_wrap=True)
+    if joined and joined[0].kept:
+        ctx = joined[0]
+        base.console.print(f"Ray stays up (--keep-ray) at {ctx.kept}: dashboard {ctx.dashboard_url or 'not running'} "
+                           f"(Jobs, Actors, Metrics and the timeline of this sweep); the next sweep can join it with "
+                           f"--address {ctx.kept}; stop it with `ray stop`", highlight=False, soft_wrap=True)
     if summary.failures:
         raise typer.Exit(1)
 

@@ -65,6 +65,7 @@ class RayContext:
     gpus: float
     reaper: Any = None  # grb_dist.sweep.reaper.Reaper of a local Ray started here
     dashboard_token: str | None = None
+    kept: str | None = None  # the address of a local Ray left running after the sweep (keep)
 
 
 #: Ray's switch of token authentication (``token`` or ``disabled``), read by ``ray.init``.
@@ -94,6 +95,10 @@ def connect(settings: RaySettings, job_name: str | None = None) -> RayContext:
         kwargs["job_config"] = JobConfig(metadata={"job_name": job_name})
     if address:
         kwargs["address"] = address
+    elif settings.keep:  # a head node of its own, left running: joined like a cluster
+        _explicit_token_auth()
+        kwargs["address"] = _start_head(settings)
+        kwargs["namespace"] = NAMESPACE
     else:
         kwargs["address"] = "local"
         kwargs["namespace"] = NAMESPACE
@@ -102,15 +107,51 @@ def connect(settings: RaySettings, job_name: str | None = None) -> RayContext:
             kwargs["num_cpus"] = settings.num_cpus
         if settings.include_dashboard is not None:
             kwargs["include_dashboard"] = settings.include_dashboard
+        if settings.include_dashboard is not False:  # a free port: the printed URL is this sweep's own
+            kwargs["dashboard_port"] = free_port()
     try:
         ctx = ray.init(**kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"cannot reach Ray at {address or 'a new local instance'}: {msg}") from None
+    if settings.keep and not address:
+        return RayContext(False, _dashboard_url(ctx), *cluster_size(), dashboard_token=_token_hint(),
+                          kept=kwargs["address"])
     reaper = None
     if not address:  # a local Ray of ours: ended with this process, even after a SIGKILL
         reaper = reaper_mod.start()
     return RayContext(True, _dashboard_url(ctx), *cluster_size(), reaper=reaper, dashboard_token=_token_hint())
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on now (the OS picks it)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_head(settings: RaySettings) -> str:
+    """Start a local Ray head node that outlives this process (``ray start --head`` on free
+    ports, its dashboard on 127.0.0.1); its address."""
+    import subprocess
+    import sys
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", f"--port={port}",
+           "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
+    if settings.num_cpus is not None:
+        cmd.append(f"--num-cpus={settings.num_cpus}")
+    if settings.include_dashboard is not False:
+        cmd += ["--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={free_port()}"]
+    else:
+        cmd.append("--include-dashboard=false")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
+        raise ConfigError(f"cannot start a Ray head node to keep (--keep-ray): {last}")
+    return f"127.0.0.1:{port}"
 
 
 def _explicit_token_auth() -> None:

@@ -19,6 +19,9 @@ class RaySettings:
             uses ``$RAY_ADDRESS`` or starts a local Ray.
         num_cpus: CPUs of a local Ray (``None`` = all); ignored when joining a cluster.
         include_dashboard: start the dashboard of a local Ray (``None`` = Ray's default).
+        keep: leave a local Ray (and its dashboard) running after the sweep, to look at the
+            run's timeline and logs afterwards: it is started as its own head node
+            (``ray start --head``) instead of inside this process; ``ray stop`` ends it.
         max_in_flight: bound on submitted-but-unfinished attack tasks and scoring calls
             (``0`` = twice the cluster's CPUs).
         train_num_cpus / attack_num_cpus: CPUs reserved per training / attack task.
@@ -40,6 +43,7 @@ class RaySettings:
     address: str | None = None
     num_cpus: int | None = None
     include_dashboard: bool | None = None
+    keep: bool = False
     max_in_flight: int = 0
     train_num_cpus: float = 1.0
     attack_num_cpus: float = 1.0
