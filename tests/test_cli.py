@@ -145,3 +145,30 @@ def test_train_seed_is_the_model_seed_and_progress_is_shown(monkeypatch):
     assert "epoch 10/12" in r.output and "epoch 2/12" not in r.output
     r = runner.invoke(app, ["train", "--split-seed", "-1"])
     assert r.exit_code == 2 and "--split-seed" in r.output
+
+
+COMMANDS = ("datasets", "train", "sweep", "leaderboard", "report", "compact", "study", "study-tune", "study-plot")
+
+
+def test_flags_are_shown_without_a_value():
+    """A flag (--wait, --allow-import, --ray/--no-ray, --help) shows no value in any help:
+    typer's rich help printed ``--wait <bool>``, and ``--wait true`` then failed."""
+    for args in ([], *([c] for c in COMMANDS)):
+        r = runner.invoke(app, [*args, "--help"], env={"COLUMNS": "160"})
+        assert r.exit_code == 0, (args, r.output)
+        assert "<bool>" not in r.output, (args, r.output)
+    r = runner.invoke(app, ["sweep", "--help"], env={"COLUMNS": "160"})
+    assert "--no-wait" in r.output and "--allow-import" in r.output
+    assert "<int>" in r.output and "<Path>" in r.output  # options that take a value still say which
+
+
+def test_wait_is_a_flag_with_an_off_form():
+    import typer
+
+    group = typer.main.get_command(app)
+    for name in ("sweep", "compact"):
+        command = group.commands[name]
+        args = ["run"] if name == "compact" else []
+        for flag, value in ((["--wait"], True), (["--no-wait"], False), ([], False)):
+            ctx = command.make_context(name, [*args, *flag])
+            assert ctx.params["wait"] is value, (name, flag)

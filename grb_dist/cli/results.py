@@ -115,7 +115,7 @@ def report(
 def compact(
     run_dir: Path = typer.Argument(..., parser=path_value, help="Run directory to compact."),
     min_rows: int = typer.Option(100_000, "--min-rows", min=2, help="Files with fewer rows than this are merged."),
-    wait: bool = typer.Option(False, "--wait", help="Wait for a sweep that holds the run directory."),
+    wait: bool = typer.Option(False, "--wait/--no-wait", help="Wait for a sweep that holds the run directory."),
 ) -> None:
     """Merge the small score files of each partition into one file, without changing any row.
 

@@ -36,7 +36,7 @@ def sweep(
     num_cpus: Optional[int] = typer.Option(None, "--num-cpus", help="CPUs of the local Ray (default: all)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch intra-op threads of each training, attack and scoring task (1..1024; default: Ray's, one per reserved CPU)."),
     dashboard: Optional[bool] = typer.Option(None, "--dashboard/--no-dashboard", help="Start the Ray dashboard of a local Ray (default: Ray's choice)."),
-    wait: bool = typer.Option(False, "--wait", help="When another sweep holds the run directory, wait for it instead of failing."),
+    wait: bool = typer.Option(False, "--wait/--no-wait", help="When another sweep holds the run directory, wait for it instead of failing."),
     flush_rows: int = typer.Option(4096, "--flush-rows", help="Write buffered score rows every N rows ..."),
     flush_seconds: float = typer.Option(10.0, "--flush-seconds", help="... or every T seconds, whichever comes first."),
     data_dir: Optional[Path] = DataDir,
