@@ -141,7 +141,59 @@ def test_train_seed_is_the_model_seed_and_progress_is_shown(monkeypatch):
         r = runner.invoke(app, ["train", "--epochs", "12", "--hidden", "8", *args])
         assert r.exit_code == 0, r.output
         assert seen == expected, (args, seen)
-    assert "training gcn on csbm: epoch 1/12, val acc" in r.output
+    assert "training gcn on csbm: epoch 1/12, val loss" in r.output
+    assert "; best val loss " in r.output and " at epoch " in r.output
     assert "epoch 10/12" in r.output and "epoch 2/12" not in r.output
     r = runner.invoke(app, ["train", "--split-seed", "-1"])
     assert r.exit_code == 2 and "--split-seed" in r.output
+
+
+COMMANDS = ("datasets", "train", "sweep", "leaderboard", "report", "compact", "study", "study-tune", "study-plot")
+
+
+def test_flags_are_shown_without_a_value():
+    """A flag (--wait, --allow-import, --ray/--no-ray, --help) shows no value in any help:
+    typer's rich help printed ``--wait <bool>``, and ``--wait true`` then failed."""
+    for args in ([], *([c] for c in COMMANDS)):
+        r = runner.invoke(app, [*args, "--help"], env={"COLUMNS": "160"})
+        assert r.exit_code == 0, (args, r.output)
+        assert "<bool>" not in r.output, (args, r.output)
+    r = runner.invoke(app, ["sweep", "--help"], env={"COLUMNS": "160"})
+    assert "--no-wait" in r.output and "--allow-import" in r.output
+    assert "<int>" in r.output and "<Path>" in r.output  # options that take a value still say which
+
+
+def test_wait_is_a_flag_with_an_off_form():
+    import typer
+
+    group = typer.main.get_command(app)
+    for name in ("sweep", "compact"):
+        command = group.commands[name]
+        args = ["run"] if name == "compact" else []
+        for flag, value in ((["--wait"], True), (["--no-wait"], False), ([], False)):
+            ctx = command.make_context(name, [*args, *flag])
+            assert ctx.params["wait"] is value, (name, flag)
+
+
+def test_train_says_what_it_selects_on_and_why_it_stopped(tmp_path):
+    """``train`` names the metric of its best epoch (the lowest validation loss) with that
+    epoch's accuracy, and says whether early stopping ended training (and why) or it ran
+    every epoch."""
+    import re
+
+    r = runner.invoke(app, ["train", "--epochs", "12", "--hidden", "8"])
+    assert r.exit_code == 0, r.output
+    assert re.search(r"^best val loss \d\.\d{4} at epoch \d+ \(val acc \d\.\d{4}\); ran all 12 epochs; ", r.output,
+                     re.M), r.output
+    assert "(best 0." not in r.output  # the old line called an accuracy 'best' at the epoch of the lowest loss
+    job = tmp_path / "job.yaml"
+    from grb_dist.sweep.job import default_job_path
+
+    shipped = default_job_path("csbm").read_text()
+    assert "  epochs: 200\n  patience: 50\n" in shipped
+    job.write_text(shipped.replace("  epochs: 200\n  patience: 50\n", "  epochs: 300\n  patience: 3\n"))
+    r = runner.invoke(app, ["train", "--hidden", "8", "--job", str(job)])
+    assert r.exit_code == 0, r.output
+    found = re.search(r"^best val loss \d\.\d{4} at epoch (\d+) \(val acc \d\.\d{4}\); stopped early at epoch (\d+) "
+                      r"of 300: val loss did not improve for 3 epochs \(patience\); ", r.output, re.M)
+    assert found and int(found[2]) == int(found[1]) + 3, r.output

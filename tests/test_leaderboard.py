@@ -227,7 +227,7 @@ def test_long_csv_is_one_table_pandas_reads():
     one = back.query("scenario == 'modification' and board == 'defenses' and difficulty == 'hard'")
     board = boards["modification/defenses-hard"]
     assert list(one["defense"]) == list(board["defense"])
-    np.testing.assert_allclose(one["weighted_mean"], board["weighted_mean"])
+    np.testing.assert_allclose(one["weighted_mean"], board["weighted_mean"], rtol=5e-6)  # CSV: 6 significant digits
     assert one["attack"].isna().all() and one["n_defenses"].isna().all()
     assert list(long_table({}).columns) == LONG_COLUMNS  # nothing to show: still a well-formed table
 

@@ -61,6 +61,9 @@ def test_training_is_inductive(tiny):
 def test_early_stopping_keeps_best_state(tiny):
     r = train("gcn", tiny, SMALL, TrainConfig(epochs=300, patience=5, seed=0))
     assert r.epochs_run <= r.best_epoch + 6
+    assert r.stopped_early and r.epochs_run == r.best_epoch + 6 < 300  # 5 epochs without a lower val loss
+    full = train("gcn", tiny, SMALL, TrainConfig(epochs=4, patience=5, seed=0))
+    assert not full.stopped_early and full.epochs_run == 4
     best = min(h["val_loss"] for h in r.history)
     assert r.best_val_loss == pytest.approx(best)
 

@@ -631,3 +631,54 @@ def test_a_study_directory_holds_one_setting_and_shows_the_last_run(tmp_path):
     stored["models"] = {"gcn": {"hidden_sizes": [16]}}
     (directory / "study.json").write_text(json.dumps(stored))
     assert set(read_nodes(directory)["model"]) == {"gcn", "lp", "mlp"}
+
+
+@pytest.fixture(scope="module")
+def one_k_study(tmp_path_factory) -> Path:
+    """The TINY study (one K), run here without Ray, tables and figures written."""
+    return run_study(load_spec(None, **TINY), tmp_path_factory.mktemp("one-k"), use_ray=False)
+
+
+def _significant(text: str) -> int:
+    return len(text.lstrip("-").split("e")[0].replace(".", "").lstrip("0"))
+
+
+def test_study_csv_files_name_every_column_and_round_floats(one_k_study):
+    """table2.csv's first column is ``budget`` (it had no name), its K columns ``K=<value>``
+    as in the report; every CSV of a study writes floats to 6 significant digits while
+    metrics.parquet keeps full precision."""
+    t2 = pd.read_csv(one_k_study / "table2.csv", dtype=str)
+    assert list(t2.columns) == ["budget", "K=1"] and list(t2["budget"]) == ["1", "deg", "deg+2"]
+    for name in ("metrics.csv", "table1.csv", "table2.csv"):
+        frame = pd.read_csv(one_k_study / name, dtype=str)
+        assert not any(c.startswith("Unnamed") for c in frame.columns), (name, list(frame.columns))
+        numbers = [v for c in frame.columns if c not in ("model", "attack", "budget") for v in frame[c].dropna()]
+        assert max(_significant(v) for v in numbers) <= 6, (name, numbers)
+    precise = pd.read_parquet(one_k_study / "metrics.parquet")["R"]
+    assert any(_significant(repr(float(v))) > 6 for v in precise)  # full precision stays in Parquet
+    rounded = pd.read_csv(one_k_study / "metrics.csv")["R"]
+    np.testing.assert_allclose(rounded, precise, rtol=5e-6)
+
+
+def test_charts_of_one_k_are_bars_and_of_several_ks_lines(one_k_study, monkeypatch, tmp_path):
+    """With one K, R_over vs K is a bar per model (a dot per model at K=1 on an axis from
+    0.96 to 1.04 said nothing); with two K values it stays a line per model."""
+    from grb_dist.semantics import plots
+
+    saved = []
+    monkeypatch.setattr(plots, "_save", lambda plt, fig, path: saved.append(fig.axes[0]) or path)
+    nodes = read_nodes(one_k_study)
+    assert plots.plot_over_robustness(nodes, tmp_path / "one.png") is not None
+    ax = saved.pop()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["gcn", "lp", "mlp"]
+    assert len(ax.patches) == 3 and ax.get_legend() is None and "1 only" in ax.get_xlabel()
+    two = pd.concat([nodes, nodes.assign(K=2.0)], ignore_index=True)
+    plots.plot_over_robustness(two, tmp_path / "two.png")
+    ax = saved.pop()
+    assert not ax.patches and len(ax.get_legend().get_texts()) == 3 and ax.get_xlabel().startswith("K (")
+    # the same for the degree chart when every node has one degree
+    three = nodes[nodes["degree"] == 3]
+    plots.plot_degree_robustness(three, tmp_path / "degree.png")
+    ax = saved.pop()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["gcn", "lp", "mlp", "semantic boundary (Bayes)"]
+    assert len(ax.patches) == 4 and "3 only" in ax.get_xlabel()

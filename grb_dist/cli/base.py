@@ -20,7 +20,7 @@ from typing import Callable, Optional
 
 import typer
 from rich.console import Console
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 try:  # newer typer carries its own copy of click; its exceptions are those raised
     from typer._click import exceptions as click_errors
@@ -31,6 +31,31 @@ from grb_dist.core.errors import GrbDistError
 from grb_dist.core.version import __version__
 
 VERBOSE_FLAGS = ("-v", "--verbose")
+
+
+def _flags_without_value(params: list) -> list:
+    """``params`` with every flag (``--wait``, ``--ray/--no-ray``, ``--help``) shown without a
+    value in the help: typer's rich help prints the type of every option, so a flag read
+    ``--wait <bool>`` as if it took one. A flag's metavar is what the help shows in its place;
+    it is set empty (flags never show a metavar elsewhere)."""
+    for param in params:
+        if getattr(param, "param_type_name", "") == "option" and (param.is_flag or param.count) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class _Command(TyperCommand):
+    """A command of ``grb-dist``: its flags are shown without a value (:func:`_flags_without_value`)."""
+
+    def get_params(self, ctx) -> list:
+        return _flags_without_value(super().get_params(ctx))
+
+
+class _App(typer.Typer):
+    """The Typer app of ``grb-dist``: every command is a :class:`_Command` unless it names its class."""
+
+    def command(self, name: Optional[str] = None, *, cls=None, **kwargs):
+        return super().command(name, cls=cls or _Command, **kwargs)
 
 
 class _Group(TyperGroup):
@@ -58,6 +83,9 @@ class _Group(TyperGroup):
                     args = args[:i] + ["--verbose", token] + rest
                 break
         return super().parse_args(ctx, args)
+
+    def get_params(self, ctx) -> list:
+        return _flags_without_value(super().get_params(ctx))
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """Usage mistakes (an unknown flag, a malformed number, a missing argument) end like
@@ -112,7 +140,7 @@ def _value_options(command) -> set[str]:
     return names
 
 
-app = typer.Typer(
+app = _App(
     cls=_Group, add_completion=False, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
     help="The Graph Robustness Benchmark, distributed with Ray.",
 )

@@ -15,6 +15,7 @@ import typer
 import grb_dist.cli.base as base
 from grb_dist.cli.base import app, handle_errors, path_value, warn
 from grb_dist.core.errors import GrbDistError
+from grb_dist.core.text import plural
 
 
 @app.command()
@@ -64,7 +65,7 @@ def leaderboard(
         write_boards(boards, output, fmt or "md")
     except OSError as exc:
         raise ConfigError(f"cannot write --output {output}: {exc.strerror or exc}") from None
-    base.console.print(f"wrote {len(boards)} CSV files to {output}" if csv_dir else f"wrote {output}", highlight=False)
+    base.console.print(f"wrote {plural(len(boards), 'CSV file')} to {output}" if csv_dir else f"wrote {output}", highlight=False)
 
 
 @app.command()
@@ -95,7 +96,7 @@ def report(
         out = check_output_dir(output if output is not None else run_dir / "report")
         rep = build_study_report(run_dir)
         page = write_report(rep, out)
-        base.console.print(f"wrote {page} and {len(rep.figures)} figures (PNG) in {out}", highlight=False)
+        base.console.print(f"wrote {page} and {plural(len(rep.figures), 'figure')} (PNG) in {out}", highlight=False)
         return
     store = RunStore.existing(run_dir)
     out = check_output_dir(output if output is not None else store.root / "report")
@@ -104,7 +105,7 @@ def report(
         raise GrbDistError(f"{run_dir} has no scores yet; run the sweep first")
     rep = build_report(scores, store.manifest())
     page = write_report(rep, out)
-    base.console.print(f"wrote {page} and {len(rep.figures)} figures (PNG and PDF) in {out}", highlight=False)
+    base.console.print(f"wrote {page} and {plural(len(rep.figures), 'figure')} (PNG and PDF) in {out}", highlight=False)
 
 
 @app.command()
@@ -112,7 +113,7 @@ def report(
 def compact(
     run_dir: Path = typer.Argument(..., parser=path_value, help="Run directory to compact."),
     min_rows: int = typer.Option(100_000, "--min-rows", min=2, help="Files with fewer rows than this are merged."),
-    wait: bool = typer.Option(False, "--wait", help="Wait for a sweep that holds the run directory."),
+    wait: bool = typer.Option(False, "--wait/--no-wait", help="Wait for a sweep that holds the run directory."),
 ) -> None:
     """Merge the small score files of each partition into one file, without changing any row.
 
@@ -128,5 +129,6 @@ def compact(
         stats = store.compact(min_rows=min_rows)
     finally:
         lock.release()
-    base.console.print(f"compacted {run_dir}: {stats['files_before']} score files -> {stats['files_after']} "
-                  f"({stats['partitions']} partitions merged, {stats['rows']} rows rewritten unchanged)", highlight=False)
+    base.console.print(f"compacted {run_dir}: {plural(stats['files_before'], 'score file')} -> {stats['files_after']:,} "
+                       f"({plural(stats['partitions'], 'partition')} merged, {plural(stats['rows'], 'row')} rewritten "
+                       "unchanged)", highlight=False, soft_wrap=True)

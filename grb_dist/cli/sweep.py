@@ -12,6 +12,7 @@ import typer
 
 import grb_dist.cli.base as base
 from grb_dist.cli.base import AllowImport, DataDir, VerifyOption, app, check_threads, handle_errors, path_value, warn
+from grb_dist.core.text import plural
 
 
 @app.command()
@@ -37,7 +38,7 @@ def sweep(
     threads: Optional[int] = typer.Option(None, "--threads", help="torch intra-op threads of each training, attack and scoring task (1..1024; default: Ray's, one per reserved CPU)."),
     dashboard: Optional[bool] = typer.Option(None, "--dashboard/--no-dashboard", help="Start the Ray dashboard of a local Ray (default: Ray's choice)."),
     keep_ray: bool = typer.Option(False, "--keep-ray", help="Leave the local Ray and its dashboard running after the sweep, to look at its timeline and logs (stop it with `ray stop`)."),
-    wait: bool = typer.Option(False, "--wait", help="When another sweep holds the run directory, wait for it instead of failing."),
+    wait: bool = typer.Option(False, "--wait/--no-wait", help="When another sweep holds the run directory, wait for it instead of failing."),
     flush_rows: int = typer.Option(4096, "--flush-rows", help="Write buffered score rows every N rows ..."),
     flush_seconds: float = typer.Option(10.0, "--flush-seconds", help="... or every T seconds, whichever comes first."),
     data_dir: Optional[Path] = DataDir,
@@ -99,10 +100,11 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
         if settings.resolved_address():  # a joined cluster: its memory is known only now
             _check_cluster_memory(prepared)
         base.console.print(
-            f"[bold]sweep[/] {spec.dataset} ({prepared.graph.num_nodes:,} nodes, {' + '.join(spec.scenarios)}): "
-            f"{sum(len(spec.scenario_attacks(s)) for s in spec.scenarios)} attacks x "
-            f"{len(p.surrogates)} surrogates x {len(p.targets)} defenses x {len(spec.difficulties)} difficulties x "
-            f"{spec.repeats} repeats = {len(p.scores)} cells, {len(missing)} to compute -> {prepared.run_dir}"
+            f"[bold]sweep[/] {spec.dataset} ({plural(prepared.graph.num_nodes, 'node')}, {' + '.join(spec.scenarios)}): "
+            f"{plural(sum(len(spec.scenario_attacks(s)) for s in spec.scenarios), 'attack')} x "
+            f"{plural(len(p.surrogates), 'surrogate')} x {plural(len(p.targets), 'defense')} x "
+            f"{plural(len(spec.difficulties), 'difficulty')} x {plural(spec.repeats, 'repeat')} = "
+            f"{plural(len(p.scores), 'cell')}, {len(missing):,} to compute -> {prepared.run_dir}"
             + (" (resuming or growing the run)" if prepared.resume else ""),
             highlight=False, soft_wrap=True,
         )
@@ -139,11 +141,13 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
     base.print_boards(boards)
     summary = outcome.summary
     if summary is None:
-        base.console.print(f"nothing to do: all {len(p.scores)} cells of this job are already in {prepared.run_dir}",
+        one = len(p.scores) == 1
+        base.console.print(f"nothing to do: {'the' if one else 'all'} {plural(len(p.scores), 'cell')} of this job "
+                           f"{'is' if one else 'are'} already in {prepared.run_dir}",
                       highlight=False)
         return
     base.console.print(
-        f"{summary.done}/{summary.total} cells ({summary.computed} computed, {summary.skipped} already done, "
+        f"{summary.done}/{plural(summary.total, 'cell')} ({summary.computed} computed, {summary.skipped} already done, "
         f"{summary.failures} failed) in {elapsed:.1f}s; results in {prepared.run_dir}", highlight=False,
     )
     for e in summary.errors[:10]:

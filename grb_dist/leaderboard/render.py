@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 import pandas as pd
 
+from grb_dist.core.text import csv_text
 from grb_dist.leaderboard.rank import parse_name
 
 if TYPE_CHECKING:  # rich is imported only by the terminal view
@@ -209,8 +210,9 @@ def to_latex(board: pd.DataFrame, name: str) -> str:
 
 
 def to_csv(board: pd.DataFrame) -> str:
-    """One board as one CSV table (its own columns, raw numbers)."""
-    return board.to_csv(index=False, lineterminator="\n")
+    """One board as one CSV table (its own columns; floats to 6 significant digits,
+    :func:`~grb_dist.core.text.csv_text`)."""
+    return csv_text(board)
 
 
 def long_table(boards: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -231,7 +233,7 @@ def long_table(boards: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
 
 def to_long_csv(boards: Mapping[str, pd.DataFrame]) -> str:
     """Every board as a single CSV table (see :func:`long_table`): one header line."""
-    return long_table(boards).to_csv(index=False, lineterminator="\n")
+    return csv_text(long_table(boards))
 
 
 # --------------------------------------------------------------------------- terminal

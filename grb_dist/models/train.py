@@ -43,7 +43,12 @@ class TrainConfig(TrainSection):
 
 @dataclass
 class TrainResult:
-    """A trained model (best state loaded, in eval mode) and how training went."""
+    """A trained model (best state loaded, in eval mode) and how training went.
+
+    ``best_epoch`` (from 0) is the epoch of the lowest validation loss, the one early
+    stopping selects on; ``best_val_accuracy`` is the validation accuracy of that epoch.
+    ``stopped_early`` is true when training ended before its last epoch because the
+    validation loss had not improved for ``patience`` epochs."""
 
     model: GraphModel
     best_epoch: int
@@ -52,6 +57,7 @@ class TrainResult:
     epochs_run: int
     seconds: float
     history: list[dict[str, float]] = field(default_factory=list)
+    stopped_early: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,8 @@ Augment = Callable[[GraphModel, InductiveView, torch.Generator], tuple[torch.Ten
 
 #: Progress hook, called after every epoch with that epoch's history row (``epoch`` counted
 #: from 0, ``train_loss``, ``val_loss``, ``val_accuracy``) plus ``epochs`` (the maximum),
-#: ``best_epoch`` and ``best_val_accuracy`` so far. It must be cheap: it runs in the loop.
+#: ``best_epoch`` (the lowest validation loss so far), ``best_val_loss`` and
+#: ``best_val_accuracy`` (the accuracy of that epoch). It must be cheap: it runs in the loop.
 OnEpoch = Callable[[Mapping[str, float]], None]
 
 _ON_EPOCH: contextvars.ContextVar[OnEpoch | None] = contextvars.ContextVar("grb_dist_on_epoch", default=None)
@@ -127,7 +134,7 @@ def train_model(
     best_state: dict[str, torch.Tensor] | None = None
     history: list[dict[str, float]] = []
     start = time.perf_counter()
-    epoch = 0
+    epoch, stopped_early = 0, False
     for epoch in range(config.epochs):
         model.train()
         x, ei = train_view.x, train_view.edge_index
@@ -157,15 +164,18 @@ def train_model(
             best = (val_loss, val_acc, epoch)
             best_state = copy.deepcopy(model.state_dict())
         if on_epoch is not None:
-            on_epoch({**history[-1], "epochs": config.epochs, "best_epoch": best[2], "best_val_accuracy": best[1]})
+            on_epoch({**history[-1], "epochs": config.epochs, "best_epoch": best[2], "best_val_loss": best[0],
+                      "best_val_accuracy": best[1]})
         if not improved and epoch - best[2] >= config.patience:
+            stopped_early = epoch + 1 < config.epochs
             break
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()
     seconds = time.perf_counter() - start
-    log.info("trained %s: best epoch %d, val acc %.4f, %.1fs", type(model).__name__, best[2], best[1], seconds)
-    return TrainResult(model, best[2], best[0], best[1], epoch + 1, seconds, history)
+    log.info("trained %s: best val loss %.4f at epoch %d (val acc %.4f), %d epochs%s, %.1fs", type(model).__name__,
+             best[0], best[2] + 1, best[1], epoch + 1, " (stopped early)" if stopped_early else "", seconds)
+    return TrainResult(model, best[2], best[0], best[1], epoch + 1, seconds, history, stopped_early)
 
 
 def seed_everything(seed: int) -> None:

@@ -105,7 +105,7 @@ def study_tables(nodes: pd.DataFrame, budgets: tuple[str, ...]) -> list[StudyTab
     """The reduced tables of the study's rows: the metrics per attack (one table each),
     Table 1 (Bayes accuracy per K, CSBM studies) and Table 2 (semantic violations per K and
     budget), those the rows allow."""
-    from grb_dist.semantics.tables import metrics_table, table1, table2
+    from grb_dist.semantics.tables import metrics_table, table1, table2, table2_wide
 
     out = []
     metrics = metrics_table(nodes, budgets)
@@ -122,10 +122,8 @@ def study_tables(nodes: pd.DataFrame, budgets: tuple[str, ...]) -> list[StudyTab
                               t1.rename(columns={"bayes_x": "Bayes (X)", "bayes_xa": "Bayes (X, A)"})))
     t2 = table2(nodes, budgets)
     if not t2.empty:
-        frame = t2.reset_index()  # rows: budgets, columns: K
-        frame.columns = ["budget", *(f"K={float(k):g}" for k in t2.columns)]
         out.append(StudyTable("table2", "table2", "Table 2: share of new nodes whose Bayes decision changes "
-                              "within each budget (l2-weak), per budget and K", frame))
+                              "within each budget (l2-weak), per budget and K", table2_wide(t2)))
     return out
 
 

@@ -7,7 +7,9 @@
 - :func:`plot_degree_boxplot`: the distribution of robustness by degree on a real graph,
   the largest over target classes per node (Figure 4 / Figure 34).
 
-Every figure is written atomically as PNG; :func:`write_plots` writes all that the rows
+A chart of lines against K or degree becomes one bar per line when there is a single K or
+degree (a lone dot per line on a meaningless axis says nothing). Every figure is written
+atomically as PNG; :func:`write_plots` writes all that the rows
 allow and returns their paths.
 """
 
@@ -50,8 +52,37 @@ def _finish_lines(plt, fig, ax, path: Path) -> Path:
     return _save(plt, fig, path)
 
 
+#: One line of a chart: its label, x and y values, error bars (or None) and matplotlib style.
+Series = tuple[str, Sequence[float], Sequence[float], "Sequence[float] | None", dict]
+
+
+def _lines_or_bars(plt, fig, ax, series: Sequence[Series], xlabel: str, path: Path, integer_x: bool = False) -> Path:
+    """``series`` as lines against x, then saved; when they all have one and the same x (a
+    study with one K, nodes of one degree), a line would be a lone dot on a meaningless
+    axis, so each series is a bar instead, named under it, and the x label says the one value."""
+    xs = {float(v) for _, x, _, _, _ in series for v in x}
+    if len(xs) == 1:
+        for i, (label, _, y, err, style) in enumerate(series):
+            ax.bar(i, float(np.asarray(y)[0]), width=0.6, color=style.get("color", f"C{i}"),
+                   yerr=None if err is None else [float(np.asarray(err)[0])], capsize=4)
+        ax.set_xticks(range(len(series)), [label for label, *_ in series], rotation=20 if len(series) > 4 else 0,
+                      ha="right" if len(series) > 4 else "center")
+        ax.set_xlabel(f"{xlabel}: {next(iter(xs)):g} only")
+        ax.grid(alpha=0.3, axis="y")
+        return _save(plt, fig, path)
+    for label, x, y, err, style in series:
+        ax.errorbar(x, y, yerr=err, label=label, **{"marker": "o", "capsize": 3, **style})
+    ax.set_xlabel(xlabel)
+    if integer_x:
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    return _finish_lines(plt, fig, ax, path)
+
+
 def plot_over_robustness(nodes: pd.DataFrame, path: Path, attack: str = "l2-weak", budget: str = "deg") -> Path | None:
-    """R_over vs K per model (mean +- standard error over graph seeds)."""
+    """R_over vs K per model (mean +- standard error over graph seeds); a bar per model when
+    the study has one K."""
     sel = nodes[(nodes["attack"] == attack) & (nodes["g_clean"] >= 0)]
     if sel.empty:
         return None
@@ -59,13 +90,12 @@ def plot_over_robustness(nodes: pd.DataFrame, path: Path, attack: str = "l2-weak
     agg = per_graph.groupby(["model", "K"])["R_over"].agg(["mean", "std", "count"]).reset_index()
     plt = _figure()
     fig, ax = plt.subplots(figsize=(6, 4))
-    for model, part in agg.groupby("model"):
-        se = (part["std"].fillna(0) / np.sqrt(part["count"].clip(lower=1))).to_numpy()
-        ax.errorbar(part["K"], part["mean"], yerr=se, marker="o", capsize=3, label=model)
-    ax.set_xlabel("K (distance of class means / sigma)")
+    series = [(str(model), part["K"].to_numpy(), part["mean"].to_numpy(),
+               (part["std"].fillna(0) / np.sqrt(part["count"].clip(lower=1))).to_numpy(), {})
+              for model, part in agg.groupby("model")]
     ax.set_ylabel("R_over")
     ax.set_title(f"Robustness beyond semantic change ({attack}, budget {budget})")
-    return _finish_lines(plt, fig, ax, path)
+    return _lines_or_bars(plt, fig, ax, series, "K (distance of class means / sigma)", path)
 
 
 def _rob_by_degree(nodes: pd.DataFrame, budget: str, column: str) -> pd.DataFrame:
@@ -79,7 +109,8 @@ def _rob_by_degree(nodes: pd.DataFrame, budget: str, column: str) -> pd.DataFram
 
 def plot_degree_robustness(nodes: pd.DataFrame, path: Path, K: float | None = 1.5, attack: str = "l2-weak",
                            budget: str = "inf", max_degree: int = 10) -> Path | None:
-    """Mean conventional robustness by degree per model, and the Bayes semantic boundary."""
+    """Mean conventional robustness by degree per model, and the Bayes semantic boundary (bars
+    when the nodes have one degree)."""
     sel = nodes[(nodes["attack"] == attack) & (nodes["g_clean"] >= 0)]
     if sel.empty:
         return None
@@ -91,18 +122,15 @@ def plot_degree_robustness(nodes: pd.DataFrame, path: Path, K: float | None = 1.
     plt = _figure()
     fig, ax = plt.subplots(figsize=(6, 4))
     f = _rob_by_degree(sel, budget, "rob_f_y").groupby(["model", "degree"])["value"].mean().reset_index()
-    for model, part in f.groupby("model"):
-        ax.plot(part["degree"], part["value"], marker="o", label=model)
+    series = [(str(model), part["degree"].to_numpy(), part["value"].to_numpy(), None, {})
+              for model, part in f.groupby("model")]
     g = _rob_by_degree(sel.drop_duplicates(["graph_seed", "node"]), budget, "rob_g")
     g = g.groupby("degree")["value"].mean().reset_index()
-    ax.plot(g["degree"], g["value"], color="black", linestyle="--", linewidth=2, label="semantic boundary (Bayes)")
-    ax.set_xlabel("node degree")
-    from matplotlib.ticker import MaxNLocator
-
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # degrees are whole numbers
+    series.append(("semantic boundary (Bayes)", g["degree"].to_numpy(), g["value"].to_numpy(), None,
+                   {"color": "black", "linestyle": "--", "linewidth": 2, "marker": None}))
     ax.set_ylabel("mean robustness (edges added)")
     ax.set_title(f"Degree-dependent robustness, K = {k:g} ({attack})")
-    return _finish_lines(plt, fig, ax, path)
+    return _lines_or_bars(plt, fig, ax, series, "node degree", path, integer_x=True)  # degrees are whole numbers
 
 
 def per_node_class_robustness(nodes: pd.DataFrame, budget: str = "inf", how: str = "max") -> pd.DataFrame:

@@ -19,6 +19,7 @@ from typing import Callable
 import pandas as pd
 
 from grb_dist.core.errors import ConfigError
+from grb_dist.core.text import plural
 from grb_dist.semantics.cache import UnitCache, worker_cache
 from grb_dist.semantics.kernel import run_unit
 from grb_dist.semantics.spec import StudySpec, Unit, check_spec, units
@@ -74,7 +75,7 @@ def run_study(
     todo = pending_units(spec, out)
     say = progress or (lambda _msg: None)
     total = len(units(spec))
-    say(f"study {spec.study}: {total} units, {total - len(todo)} done, {len(todo)} to run")
+    say(f"study {spec.study}: {plural(total, 'unit')}, {total - len(todo):,} done, {len(todo):,} to run")
     directory.mkdir(parents=True, exist_ok=True)
     _write_spec(spec, directory)
     start = time.perf_counter()

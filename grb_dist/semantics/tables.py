@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from grb_dist.core.errors import ConfigError
+from grb_dist.core.text import csv_text
 from grb_dist.semantics.metrics import budget_values, node_robustness, summarize
 from grb_dist.semantics.spec import DEFAULT_BUDGETS, ROW_COLUMNS, StudySpec, check_budget, units
 
@@ -93,7 +94,15 @@ def table2(nodes: pd.DataFrame, budgets: Sequence[str], attack: str = "l2-weak")
         hit = sel["g_flip"].to_numpy() <= lim
         part = sel.assign(violated=hit).groupby("K")["violated"].mean()
         rows.append(part.rename(str(b)))
-    return pd.DataFrame(rows) if rows else pd.DataFrame()
+    return pd.DataFrame(rows).rename_axis(index="budget", columns="K") if rows else pd.DataFrame()
+
+
+def table2_wide(t2: pd.DataFrame) -> pd.DataFrame:
+    """:func:`table2` with its budgets as a column ``budget`` and its K columns headed
+    ``K=<value>``: the table as table2.csv and the report show it."""
+    frame = t2.reset_index()
+    frame.columns = ["budget", *(f"K={float(k):g}" for k in t2.columns)]
+    return frame
 
 
 def metrics_table(nodes: pd.DataFrame, budgets: Sequence[str],
@@ -117,7 +126,9 @@ def metrics_table(nodes: pd.DataFrame, budgets: Sequence[str],
 
 def write_tables(directory: str | Path, budgets: Sequence[str] = DEFAULT_BUDGETS) -> dict[str, Path]:
     """Reduce a study directory's rows into metrics.parquet / metrics.csv, table1.csv and
-    table2.csv (atomic writes); returns the paths written."""
+    table2.csv (atomic writes); returns the paths written. The CSV files have a name on
+    every column and floats to 6 significant digits (:func:`~grb_dist.core.text.csv_text`);
+    metrics.parquet keeps full precision."""
     import pyarrow as pa
 
     from grb_dist.core.fileio import write_bytes
@@ -129,17 +140,17 @@ def write_tables(directory: str | Path, budgets: Sequence[str] = DEFAULT_BUDGETS
     metrics = metrics_table(nodes, budgets)
     if not metrics.empty:
         write_table(pa.Table.from_pandas(metrics, preserve_index=False), directory / "metrics.parquet")
-        write_bytes(metrics.to_csv(index=False).encode(), directory / "metrics.csv")
+        write_bytes(csv_text(metrics).encode(), directory / "metrics.csv")
         written["metrics"] = directory / "metrics.parquet"
     t1 = table1(nodes)
     if not t1.empty:
-        write_bytes(t1.to_csv(index=False).encode(), directory / "table1.csv")
+        write_bytes(csv_text(t1).encode(), directory / "table1.csv")
         written["table1"] = directory / "table1.csv"
     t2 = table2(nodes, budgets)
     if not t2.empty:
-        write_bytes(t2.to_csv().encode(), directory / "table2.csv")
+        write_bytes(csv_text(table2_wide(t2)).encode(), directory / "table2.csv")
         written["table2"] = directory / "table2.csv"
     return written
 
 
-__all__ = ["metrics_table", "read_nodes", "stored_spec", "study_budgets", "table1", "table2", "write_tables"]
+__all__ = ["metrics_table", "read_nodes", "stored_spec", "study_budgets", "table1", "table2", "table2_wide", "write_tables"]

@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
+from grb_dist.core.text import plural
 from grb_dist.semantics.cache import UnitCache, worker_cache
 from grb_dist.semantics.data import prepare
 from grb_dist.semantics.kernel import train_study_model
@@ -83,7 +84,7 @@ def tune(spec: StudySpec, search: Mapping[str, Any], *, graphs: int, address: st
     check_tune(spec, search, graphs)
     todo = candidates(spec, search)
     say = progress or (lambda _msg: None)
-    say(f"study-tune {spec.study}: {len(todo)} settings x {graphs} graph(s)")
+    say(f"study-tune {spec.study}: {plural(len(todo), 'setting')} x {plural(graphs, 'graph')}")
     results: list[float] = [math.nan] * len(todo)
     spec_dict = asdict(spec)
     if use_ray:
@@ -154,7 +155,7 @@ def tuned_job(data: Mapping[str, Any], spec, table: pd.DataFrame, graphs: int) -
 
     per_k = per_k_section(spec, table)
     tuned = {**data, "per_K": {**{float(x): v for x, v in (data.get("per_K") or {}).items()}, **per_k}}
-    header = f"# {spec.study} tuned by grb-dist study-tune ({graphs} graph(s) per K)\n"
+    header = f"# {spec.study} tuned by grb-dist study-tune ({plural(graphs, 'graph')} per K)\n"
 
     class NoAliases(yaml.SafeDumper):  # every entry written out, no &id001 / *id001
         def ignore_aliases(self, data):

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from grb_dist.core.fileio import atomic_path
+from grb_dist.core.text import plural
 import grb_dist.store.schema as schema
 
 
@@ -166,7 +167,7 @@ class Scan:
     def warnings(self, root: Path) -> list[str]:
         out = [f"skipped {p.relative_to(root) if p.is_relative_to(root) else p}: {reason}" for p, reason in self.bad]
         if self.duplicates:
-            out.append(f"{self.duplicates} duplicate rows (an interrupted compaction) counted once")
+            out.append(f"{plural(self.duplicates, 'duplicate row')} (an interrupted compaction) counted once")
         return out
 
 

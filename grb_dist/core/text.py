@@ -1,0 +1,58 @@
+"""How grb_dist writes counts and numbers for people and for CSV files.
+
+* :func:`plural`: a count with its noun in the right number (``1 surrogate``, ``2 surrogates``,
+  ``1 difficulty``, ``3 difficulties``), for every count the commands print;
+* :func:`csv_text`: a table as CSV text with every column named and floats rounded to
+  :data:`CSV_FLOAT_FORMAT` (6 significant digits). The Parquet files keep full precision; a
+  CSV is for reading and spreadsheets, where float32 noise (``0.8844444553057353``) says
+  nothing.
+
+No pandas import here: :func:`csv_text` takes a frame from its caller.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+#: How floats are written in every CSV file grb_dist writes: 6 significant digits.
+CSV_FLOAT_FORMAT = "%.6g"
+
+
+#: Nouns whose plural the rules of :func:`plural_form` get wrong.
+_EXCEPTIONS = {"epoch": "epochs"}
+
+
+def plural_form(noun: str) -> str:
+    """The plural of ``noun``: ``difficulty`` -> ``difficulties``, ``batch`` -> ``batches``,
+    ``surrogate`` -> ``surrogates``, ``epoch`` -> ``epochs``."""
+    head, _, last = noun.rpartition(" ")
+    if last in _EXCEPTIONS:
+        return f"{head} {_EXCEPTIONS[last]}".lstrip()
+    if noun.endswith("y") and len(noun) > 1 and noun[-2] not in "aeiou":
+        return noun[:-1] + "ies"
+    if noun.endswith(("s", "x", "z", "ch", "sh")):
+        return noun + "es"
+    return noun + "s"
+
+
+def plural(count: int, noun: str, many: Optional[str] = None) -> str:
+    """``count`` and ``noun``, the noun in the plural unless ``count`` is 1: ``plural(1,
+    "surrogate")`` is ``1 surrogate``, ``plural(2_000, "node")`` is ``2,000 nodes`` (whole
+    numbers with thousands separators). ``many`` gives a plural the rule does not know."""
+    number = f"{int(count):,}" if isinstance(count, numbers.Integral) else f"{count:g}"
+    return f"{number} {noun if count == 1 else (many or plural_form(noun))}"
+
+
+def csv_text(frame: "pd.DataFrame", index_label: Optional[str] = None) -> str:
+    """``frame`` as CSV text (``\\n`` line ends), floats written with :data:`CSV_FLOAT_FORMAT`.
+    Its index is written only when ``index_label`` names it, so that no column of the file
+    is unnamed."""
+    return frame.to_csv(index=index_label is not None, index_label=index_label, float_format=CSV_FLOAT_FORMAT,
+                        lineterminator="\n")
+
+
+__all__ = ["CSV_FLOAT_FORMAT", "csv_text", "plural", "plural_form"]
