@@ -153,3 +153,15 @@ def test_keep_ray_leaves_the_dashboard_up_after_the_sweep(tmp_path):
             except psutil.Error:
                 pass
         shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def test_dashboard_asked_for_without_its_packages_is_one_line(workdir, monkeypatch):
+    """A minimal Ray (``ray`` without the ``dashboard`` extra) runs sweeps; asking it for a
+    dashboard is one line naming the extra, before Ray starts or anything is written."""
+    import grb_dist.sweep.ray_edge as edge
+
+    monkeypatch.setattr(edge, "dashboard_available", lambda: False)
+    r = runner.invoke(app, ["sweep", "--attacks", "rnd", "--defenses", "gcn", "--dashboard", "--out", "run"])
+    assert r.exit_code == 2, r.output
+    assert "pip install 'grb-dist[dashboard]'" in r.output and len(r.output.strip().splitlines()) <= 2
+    assert not (workdir / "run").exists()

@@ -20,6 +20,7 @@ from typing import Callable, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
 
 try:  # newer typer carries its own copy of click; its exceptions are those raised
@@ -99,11 +100,11 @@ class _Group(TyperGroup):
             sys.exit(exc.exit_code)
         except click_errors.UsageError as exc:
             command = exc.ctx.command_path if exc.ctx is not None else "grb-dist"
-            err_console.print(f"[bold red]error:[/] {exc.format_message()}", highlight=False, soft_wrap=True)
-            err_console.print(f"try '{command} --help'", highlight=False, soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {escape(exc.format_message())}", highlight=False, soft_wrap=True)
+            err_console.print(f"try '{command} --help'", highlight=False, soft_wrap=True, markup=False)
             sys.exit(2)
         except click_errors.ClickException as exc:
-            err_console.print(f"[bold red]error:[/] {exc.format_message()}", highlight=False, soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {escape(exc.format_message())}", highlight=False, soft_wrap=True)
             sys.exit(exc.exit_code)
         except OSError as exc:  # the machine's, not grb-dist's: a full device, a closed pipe, a lost disk
             _machine_error(exc)
@@ -120,7 +121,7 @@ class _Group(TyperGroup):
 def _machine_error(exc: OSError) -> None:
     """An error of the machine while a command reads or writes, as one line; exit code 2."""
     where = f" ({exc.filename})" if exc.filename else ""
-    err_console.print(f"[bold red]error:[/] {exc.strerror or exc}{where}; check the disk, device or pipe",
+    err_console.print(f"[bold red]error:[/] {escape(str(exc.strerror or exc))}{escape(where)}; check the disk, device or pipe",
                       highlight=False, soft_wrap=True)
     sys.exit(2)
 
@@ -184,7 +185,7 @@ def handle_errors(fn: Callable) -> Callable:
         try:
             return fn(*args, **kwargs)
         except GrbDistError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
 
     return wrapper
@@ -223,7 +224,7 @@ def print_boards(boards) -> None:
 
 def warn(message: str) -> None:
     """A warning of the library (e.g. a skipped unreadable file), one line on stderr."""
-    err_console.print(f"warning: {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"warning: {message}", highlight=False, soft_wrap=True, markup=False)
 
 
 def split_csv(value: Optional[str]) -> Optional[list[str]]:

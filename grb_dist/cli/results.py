@@ -54,7 +54,8 @@ def leaderboard(
     save = run_is_writable(store.root)  # a read-only run is reported, not refreshed
     boards = reduce_run(store, ds, save=save, on_warning=warn, scenarios=[scenario] if scenario else None)
     if not save:
-        base.err_console.print(f"note: {run_dir} is read-only; its leaderboard/ files are not refreshed", highlight=False)
+        base.err_console.print(f"note: {run_dir} is read-only; its leaderboard/ files are not refreshed", highlight=False,
+                               markup=False)
     if output is None and fmt in (None, "md"):
         base.print_boards(boards)
         return

@@ -53,7 +53,7 @@ def study(
     check_ray_address(address)
     check_writable_dir(out, "output directory", "--out")
     directory = run_study(spec, out, address=address, num_cpus=num_cpus, use_ray=ray_on,
-                          progress=lambda msg: base.err_console.print(msg, highlight=False))
+                          progress=lambda msg: base.err_console.print(msg, highlight=False, markup=False))
     written = [directory / name for name in ("metrics.csv", "table1.csv", "table2.csv") if (directory / name).exists()]
     if plots:
         from grb_dist.semantics.plots import write_plots
@@ -166,7 +166,7 @@ def study_tune(
     check_tune(spec, search, graphs)
     check_ray_address(address)
     table = tune(spec, search, graphs=graphs, address=address, num_cpus=num_cpus, use_ray=ray_on,
-                 progress=lambda msg: base.err_console.print(msg, highlight=False))
+                 progress=lambda msg: base.err_console.print(msg, highlight=False, markup=False))
     write_bytes(tuned_job(data, spec, table, graphs).encode(), output)
     best = table[table["best"]]
     view = Table("K", "model", "best setting", "val accuracy")

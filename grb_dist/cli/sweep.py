@@ -108,7 +108,9 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
             + (" (resuming or growing the run)" if prepared.resume else ""),
             highlight=False, soft_wrap=True,
         )
-        dashboard = ctx.dashboard_url or "not running"
+        from grb_dist.sweep.ray_edge import DASHBOARD_HINT, dashboard_available
+
+        dashboard = ctx.dashboard_url or ("not running" if dashboard_available() else f"not running ({DASHBOARD_HINT})")
         if ctx.dashboard_url and ctx.dashboard_token:
             dashboard += (f" (asks for Ray's token once per browser: paste the output of `ray get-auth-token`, "
                           f"or the contents of {ctx.dashboard_token})")
@@ -151,7 +153,7 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
         f"{summary.failures} failed) in {elapsed:.1f}s; results in {prepared.run_dir}", highlight=False,
     )
     for e in summary.errors[:10]:
-        base.err_console.print(f"failed: {e}", highlight=False, soft_wrap=True)
+        base.err_console.print(f"failed: {e}", highlight=False, soft_wrap=True, markup=False)
     if joined and joined[0].kept:
         ctx = joined[0]
         base.console.print(f"Ray stays up (--keep-ray) at {ctx.kept}: dashboard {ctx.dashboard_url or 'not running'} "

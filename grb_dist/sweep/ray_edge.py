@@ -88,6 +88,8 @@ def connect(settings: RaySettings, job_name: str | None = None) -> RayContext:
     address = settings.resolved_address()
     if address:
         check_reachable(address)
+    if settings.include_dashboard and not address and not dashboard_available():
+        raise ConfigError(f"--dashboard: this Ray has no dashboard packages; {DASHBOARD_HINT}, or leave --dashboard out")
     if ray.is_initialized():
         return RayContext(False, _dashboard_url(None), *cluster_size(), dashboard_token=_token_hint())
     kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
@@ -107,7 +109,7 @@ def connect(settings: RaySettings, job_name: str | None = None) -> RayContext:
             kwargs["num_cpus"] = settings.num_cpus
         if settings.include_dashboard is not None:
             kwargs["include_dashboard"] = settings.include_dashboard
-        if settings.include_dashboard is not False:  # a free port: the printed URL is this sweep's own
+        if settings.include_dashboard is not False and dashboard_available():  # the printed URL is this sweep's own
             kwargs["dashboard_port"] = free_port()
     try:
         ctx = ray.init(**kwargs)
@@ -121,6 +123,18 @@ def connect(settings: RaySettings, job_name: str | None = None) -> RayContext:
     if not address:  # a local Ray of ours: ended with this process, even after a SIGKILL
         reaper = reaper_mod.start()
     return RayContext(True, _dashboard_url(ctx), *cluster_size(), reaper=reaper, dashboard_token=_token_hint())
+
+
+def dashboard_available() -> bool:
+    """Whether Ray's dashboard can start here: its packages come with ``ray[default]``
+    (``pip install 'grb-dist[dashboard]'``); a minimal Ray runs every sweep without them."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("aiohttp", "aiohttp_cors", "prometheus_client"))
+
+
+#: What to install for the dashboard, in messages.
+DASHBOARD_HINT = "install Ray's dashboard with pip install 'grb-dist[dashboard]'"
 
 
 def free_port() -> int:
@@ -143,7 +157,7 @@ def _start_head(settings: RaySettings) -> str:
            "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
     if settings.num_cpus is not None:
         cmd.append(f"--num-cpus={settings.num_cpus}")
-    if settings.include_dashboard is not False:
+    if settings.include_dashboard is not False and dashboard_available():
         cmd += ["--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={free_port()}"]
     else:
         cmd.append("--include-dashboard=false")
