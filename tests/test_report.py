@@ -120,6 +120,39 @@ def test_report_has_budget_section_when_budgets_vary():
     assert "budget" in dom(rep.html).ids and rep.figures[-1].name == "budget-injection"
 
 
+def test_timeline_section_from_the_runs_records(tmp_path):
+    """A run's recorded tasks become the timeline figure: one band per stage, one row per
+    task running at once (lanes never overlap); none recorded, no section."""
+    import datetime as dt
+
+    import pandas as pd
+
+    from grb_dist.report.figures import lanes
+    from grb_dist.store import RunStore
+
+    t0 = dt.datetime(2026, 1, 3, 12, tzinfo=dt.timezone.utc)
+    at = lambda s: t0 + dt.timedelta(seconds=s)  # noqa: E731
+    rows = [("train", "target gcn (seed 0)", 0, 4), ("train", "surrogate gcn (seed 1)", 0, 3),
+            ("attack", "fgsm on gcn, full, repeat 0", 3, 5), ("score", "fgsm, full: 2 cells on scorer 0", 5, 6)]
+    (tmp_path / "timeline").mkdir()
+    store = RunStore(tmp_path)
+    store.write_timeline("20260103T120000-1", [dict(stage=a, task=b, started=at(c), finished=at(d)) for a, b, c, d in rows])
+    (tmp_path / "timeline" / "broken.parquet").write_bytes(b"not parquet")  # left out, not fatal
+    tasks = store.read_timeline()
+    assert len(tasks) == 4 and set(tasks["invocation"]) == {"20260103T120000-1"}
+    scores = synthetic_scores(scenarios=("injection",), difficulties=("full",))
+    rep = build_report(scores, MANIFEST, env=ENV, generated_at=NOW, tasks=tasks)
+    assert "timeline" in dom(rep.html).ids and rep.figures[-1].name == "timeline"
+    assert rep.figures[-1].png.startswith(b"\x89PNG")
+    plain = build_report(scores, MANIFEST, env=ENV, generated_at=NOW, tasks=store.read_timeline().iloc[:0])
+    assert "timeline" not in dom(plain.html).ids
+    # two trainings at once need two rows; a task starting when another ended reuses its row
+    import numpy as np
+
+    assert list(lanes(np.array([0.0, 0.0, 4.0, 1.0]), np.array([4.0, 3.0, 5.0, 2.0]))) == [0, 1, 0, 2]
+    assert pd.api.types.is_datetime64_any_dtype(tasks["started"])
+
+
 def test_write_report_is_atomic(tmp_path, monkeypatch):
     rep = build_report(synthetic_scores(scenarios=("injection",), difficulties=("full",)), MANIFEST, env=ENV,
                        generated_at=NOW)

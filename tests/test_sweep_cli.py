@@ -91,6 +91,12 @@ def test_sweep_then_leaderboard(ray_local, workdir):
     assert "8/8 cells (8 computed" in r.output
     store = RunStore.existing(workdir / "run")
     assert len(store.read_scores()) == 8
+    # the driver's timeline of this invocation: every trained model, perturbation and scoring call
+    tasks = store.read_timeline()
+    assert set(tasks["stage"]) == {"train", "attack", "score"} and tasks["invocation"].nunique() == 1
+    assert (tasks["stage"] == "train").sum() == len(list((workdir / "run" / "models").glob("*.pt")))
+    assert (tasks["stage"] == "attack").sum() == len(store.read_perturbations())
+    assert (tasks["started"] <= tasks["finished"]).all()
     # not a terminal: the boards in Markdown, each with its legend naming the ranking metric
     assert "| Rank | Defense |" in r.output and "*Ranked by Weighted, highest first." in r.output
     r = runner.invoke(app, args)  # resume: nothing left to do

@@ -104,7 +104,7 @@ def report(
     scores = store.read_scores(on_warning=warn)
     if scores.empty:
         raise GrbDistError(f"{run_dir} has no scores yet; run the sweep first")
-    rep = build_report(scores, store.manifest())
+    rep = build_report(scores, store.manifest(), tasks=store.read_timeline())
     page = write_report(rep, out)
     base.console.print(f"wrote {page} and {plural(len(rep.figures), 'figure')} (PNG and PDF) in {out}", highlight=False)
 

@@ -20,7 +20,8 @@ import pandas as pd
 
 from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.leaderboard.rank import leaderboards, of_scenario, scenarios_of
-from grb_dist.report.figures import Figure, budget_lines, difficulty_lines, heatmap, palette
+from grb_dist.core.text import plural
+from grb_dist.report.figures import Figure, budget_lines, difficulty_lines, heatmap, palette, timeline
 from grb_dist.report.page import SECTIONS, build_html
 from grb_dist.store.parquet import safe_label
 from grb_dist.report.tables import (
@@ -74,15 +75,21 @@ def report_figures(scores: pd.DataFrame) -> tuple[list[Figure], list[Figure], li
 
 
 def build_report(scores: pd.DataFrame, manifest: Mapping[str, Any], *, env: Mapping[str, str] | None = None,
-                 generated_at: dt.datetime | None = None) -> Report:
-    """The report of a run from its scores (``schema.SCORES`` columns) and manifest."""
+                 generated_at: dt.datetime | None = None, tasks: pd.DataFrame | None = None) -> Report:
+    """The report of a run from its scores (``schema.SCORES`` columns) and manifest, with
+    the timeline of ``tasks`` (``schema.TIMELINE`` rows) when there are any."""
     if scores.empty:
         raise GrbDistError("the run has no scores yet; run the sweep first")
     now = generated_at or dt.datetime.now(dt.timezone.utc)
     info = run_info(scores, manifest, env if env is not None else environment(), now)
     heatmaps, difficulty, budget = report_figures(scores)
-    page = build_html(info, leaderboards(scores), heatmaps, difficulty, budget)
-    return Report(page, tuple(heatmaps + difficulty + (budget or [])))
+    spans = []
+    if tasks is not None and not tasks.empty:
+        spans.append(timeline(tasks, "timeline", f"{plural(len(tasks), 'task')} of "
+                              f"{plural(tasks['invocation'].nunique(), 'sweep')}",
+                              "Tasks of the run per stage over time, from timeline/."))
+    page = build_html(info, leaderboards(scores), heatmaps, difficulty, budget, spans)
+    return Report(page, tuple(heatmaps + difficulty + (budget or []) + spans))
 
 
 def check_output_dir(path: str | Path, flag: str = "--output") -> Path:

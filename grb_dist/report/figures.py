@@ -168,3 +168,53 @@ def budget_lines(curves: Mapping[str, pd.DataFrame], name: str, title: str, capt
     fig.suptitle(title, fontsize=11, x=0.02, ha="left")
     fig.tight_layout()
     return _render(fig, name, caption)
+
+
+#: Colours of the timeline's stages.
+STAGE_COLOURS = {"train": "#4c72b0", "attack": "#dd8452", "score": "#55a868"}
+
+
+def lanes(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """A lane per interval so that intervals of one lane never overlap (greedy, by start):
+    the number of lanes is the most tasks that ran at once."""
+    order = np.argsort(starts, kind="stable")
+    free_at: list[float] = []  # per lane, when its last interval ends
+    out = np.zeros(len(starts), dtype=int)
+    for i in order:
+        lane = next((k for k, t in enumerate(free_at) if t <= starts[i]), len(free_at))
+        if lane == len(free_at):
+            free_at.append(ends[i])
+        else:
+            free_at[lane] = ends[i]
+        out[i] = lane
+    return out
+
+
+def timeline(tasks: pd.DataFrame, name: str, title: str, caption: str) -> Figure:
+    """The tasks of a run (``schema.TIMELINE`` rows) as bars over seconds since the first
+    one started: a band per stage (train, attack, score), one row of the band per task
+    running at the same time; sweep invocations (a resumed run) are marked."""
+    plt = _pyplot()
+    t0 = tasks["started"].min()
+    start = (tasks["started"] - t0).dt.total_seconds().to_numpy()
+    end = np.maximum((tasks["finished"] - t0).dt.total_seconds().to_numpy(), start + 1e-3)
+    stages = [s for s in STAGE_COLOURS if s in set(tasks["stage"])] + sorted(set(tasks["stage"]) - set(STAGE_COLOURS))
+    bands, ticks, base = [], [], 0
+    for stage in stages:
+        mine = (tasks["stage"] == stage).to_numpy()
+        lane = lanes(start[mine], end[mine])
+        bands.append((stage, mine, base + lane))
+        ticks.append((base + (lane.max() if lane.size else 0) / 2, f"{stage} ({mine.sum()})"))
+        base += int(lane.max()) + 2 if lane.size else 1
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.18 * base))
+    for stage, mine, rows in bands:
+        ax.barh(rows, end[mine] - start[mine], left=start[mine], height=0.8,
+                color=STAGE_COLOURS.get(stage, "#8c8c8c"), edgecolor="none")
+    for _, first in tasks.groupby("invocation")["started"].min().sort_values().iloc[1:].items():
+        ax.axvline((first - t0).total_seconds(), color="#444", lw=0.8, ls="--")
+    ax.set_yticks([t for t, _ in ticks], [label for _, label in ticks])
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since the first task started")
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    return _render(fig, name, caption)

@@ -16,7 +16,7 @@ from grb_dist.report.figures import Figure
 from grb_dist.report.tables import RunInfo
 
 #: Sections of the page, by element id, in order (``budget`` only when the run sweeps budgets).
-SECTIONS = ("run", "leaderboards", "heatmaps", "difficulty", "budget")
+SECTIONS = ("run", "leaderboards", "heatmaps", "difficulty", "budget", "timeline")
 #: Sections of a study's page, by element id, in order (``table1`` and ``table2`` only when
 #: the study has a Bayes reference, CSBM graphs).
 STUDY_SECTIONS = ("study", "metrics", "table1", "table2", "figures")
@@ -111,9 +111,10 @@ def _section(sid: str, heading: str, intro: str, figures: Sequence[Figure], grid
 
 
 def build_html(info: RunInfo, boards: Mapping[str, pd.DataFrame], heatmaps: Sequence[Figure],
-               difficulty: Sequence[Figure], budget: Sequence[Figure] | None) -> str:
+               difficulty: Sequence[Figure], budget: Sequence[Figure] | None,
+               timeline: Sequence[Figure] = ()) -> str:
     """The report page. ``budget`` None leaves its section out (the run has one budget per
-    attack)."""
+    attack), as an empty ``timeline`` does (a run made before timelines were recorded)."""
     sections = [
         f'<section id="run">\n<h2>Run</h2>\n{_meta_table(info)}\n</section>',
         f'<section id="leaderboards">\n<h2>Leaderboards</h2>\n<p class="note">{_READING}</p>\n'
@@ -131,6 +132,13 @@ def build_html(info: RunInfo, boards: Mapping[str, pd.DataFrame], heatmaps: Sequ
         sections.append(_section("budget", "Accuracy vs budget",
                                  "Mean accuracy over defenses for attacks run with several budgets.", budget))
         links.append(("budget", "Budget"))
+    if timeline:
+        sections.append(_section("timeline", "Timeline",
+                                 "Every task of the run's sweeps from the run's own records (timeline/): a task ends "
+                                 "when the driver collected its result and starts the seconds its worker measured "
+                                 "before; one row per task running at once; a dashed line marks a resumed sweep.",
+                                 timeline))
+        links.append(("timeline", "Timeline"))
     return document(info.title, "Graph Robustness Benchmark: black-box, inductive, evasion; every attack against "
                     "every defense, per scenario and difficulty.", links, sections)
 

@@ -55,7 +55,7 @@ T = TypeVar("T")
 MANIFEST = "manifest.json"
 #: Version of the directory layout; runs of another format are refused, not mixed.
 STORE_FORMAT = 3
-SUBDIRS = ("models", "training", "perturbations", "scores", "leaderboard")
+SUBDIRS = ("models", "training", "perturbations", "scores", "leaderboard", "timeline")
 
 
 # --------------------------------------------------------------------------- manifest
@@ -282,6 +282,32 @@ class RunStore:
 
     def read_models(self) -> pd.DataFrame:
         return self.models.table()
+
+    # ---------------------------------------------------------------- timeline
+
+    def write_timeline(self, invocation: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """The tasks of one sweep invocation (``schema.TIMELINE`` rows) as
+        ``timeline/<invocation>.parquet``; ``invocation`` is a plain name made by the driver."""
+        from grb_dist.store.parquet import safe_label, write_table
+
+        table = pa.Table.from_pylist([{**r, "invocation": invocation} for r in rows], schema=schema.TIMELINE)
+        write_table(table, self.root / "timeline" / f"{safe_label(invocation)}.parquet")
+
+    def read_timeline(self) -> pd.DataFrame:
+        """Every recorded task of the run's sweep invocations (empty for a run made before
+        the timeline was recorded; an unreadable file is left out: the timeline only
+        describes the run, the scores do not depend on it)."""
+        import pyarrow.parquet as pq
+
+        files = sorted(p for p in (self.root / "timeline").glob("*.parquet")
+                       if not p.name.startswith(".") and p.is_file() and not p.is_symlink())
+        tables = []
+        for f in files:
+            try:
+                tables.append(pq.read_table(f, schema=schema.TIMELINE))
+            except (OSError, pa.ArrowException):
+                continue
+        return (pa.concat_tables(tables) if tables else schema.TIMELINE.empty_table()).to_pandas()
 
     # ---------------------------------------------------------------- perturbations
 

@@ -101,6 +101,18 @@ def without_partition(table_schema: pa.Schema) -> pa.Schema:
 SCORE_FILE = without_partition(SCORES)
 PERTURBATION_FILE = without_partition(PERTURBATIONS)
 
+#: One row per task of a sweep invocation, written by the driver when the invocation ends
+#: (``timeline/<invocation>.parquet``): ``finished`` is when the driver collected the
+#: result, ``started`` that minus the seconds the worker measured (queueing in Ray is not
+#: counted). ``stage``: train, attack or score; ``task``: what it computed, in words.
+TIMELINE = pa.schema([
+    pa.field("invocation", pa.string(), nullable=False),
+    pa.field("stage", pa.string(), nullable=False),
+    pa.field("task", pa.string(), nullable=False),
+    pa.field("started", pa.timestamp("ms", tz="UTC"), nullable=False),
+    pa.field("finished", pa.timestamp("ms", tz="UTC"), nullable=False),
+])
+
 MODELS = pa.schema([
     pa.field("model_id", pa.string(), nullable=False),
     pa.field("role", pa.string(), nullable=False),  # target | surrogate

@@ -34,8 +34,10 @@ Tasks and actors are named after their work (``train:gcn/s0``,
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -179,6 +181,9 @@ class _Sweep:
         self.on_progress = on_progress
         self.spec = plan.spec
         self.writer = store.score_writer(flush_rows, flush_seconds)
+        # the timeline of this invocation: one row per finished task, written at the end
+        self.invocation = f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{os.getpid()}"
+        self.timeline: list[dict[str, Any]] = []
         identity = store.manifest()["dataset"]
         self.label, self.fingerprint = identity["label"], identity["fingerprint"]
         work = needed_work(plan, store.done_cells(), store.has_perturbation)
@@ -347,9 +352,23 @@ class _Sweep:
                 else:
                     self.on_scored(ref, info)
 
+    def record(self, stage: str, task: str, seconds: float) -> None:
+        """A finished task in this invocation's timeline: it ended now (when the driver got
+        its result) and started ``seconds`` (measured by the worker) before."""
+        end = dt.datetime.now(dt.timezone.utc)
+        self.timeline.append({"stage": stage, "task": task, "finished": end,
+                              "started": end - dt.timedelta(seconds=max(0.0, float(seconds)))})
+
     def cleanup(self, *, propagating: bool) -> None:
-        """Write the buffered rows, cancel in-flight work and stop the Scorers."""
+        """Write the buffered rows and the timeline, cancel in-flight work and stop the Scorers."""
         _flush_on_exit(self.writer, propagating=propagating)
+        if self.timeline:
+            try:
+                self.store.write_timeline(self.invocation, self.timeline)
+            except OSError as exc:  # informational: never hides the error already propagating
+                if not propagating:
+                    raise
+                log.error("the timeline of this sweep could not be written: %s", exc)
         edge.cancel(list(self.in_flight))
         edge.kill(self.scorers)
 
@@ -444,6 +463,7 @@ class _Sweep:
         except TaskFailed as exc:
             raise SweepError(f"training {t.name} (seed {t.seed}) failed: {exc}") from None
         self.store.write_model(t.file_stem, state_dict_to_bytes(result_model.state_dict), result_model.meta)
+        self.record("train", f"{t.role} {t.name} (seed {t.seed})", result_model.meta.get("train_seconds", 0.0))
         self.model_ready(t.file_stem)
         self.trained.done += 1
         self.report()
@@ -468,6 +488,7 @@ class _Sweep:
             a, config_hash=self.plan.config_hash, dataset=self.label, dataset_fingerprint=self.fingerprint,
             feat_lim_min=lo, feat_lim_max=hi, attack_seconds=result.seconds))
         self.pert_info[a.perturbation_id] = (result.seconds, worker.perturbation_sizes(result.perturbation))
+        self.record("attack", f"{a.attack} on {a.surrogate}, {a.difficulty}, repeat {a.repeat}", result.seconds)
         self.submit_scores(ref, a.perturbation_id)  # the attack's own ref: no copy through the driver
         self.attacked.done += 1
         self.report()
@@ -491,6 +512,8 @@ class _Sweep:
             self.report()
             return
         by_def = {r["defense"]: r for r in results}
+        self.record("score", f"{group[0].attack}, {difficulty}: {len(group)} cells on scorer {i}",
+                    sum(float(r.get("score_seconds", 0.0)) for r in results))
         rows = []
         for c in group:
             attack_seconds, sizes = self.pert_info[c.perturbation_id]
