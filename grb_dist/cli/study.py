@@ -129,7 +129,7 @@ def _study_job(job: Optional[Path]) -> Path:
 @app.command("study-tune")
 @handle_errors
 def study_tune(
-    output: Path = typer.Argument(..., parser=path_value, help="Where to write the tuned job (YAML): the job with its per_K section filled."),
+    output: Path = typer.Argument(..., parser=path_value, help="Where to write the tuned job (YAML): the job with its per_K section filled (a symlink to a regular file writes its target; a device, FIFO or socket is refused)."),
     job: Optional[Path] = typer.Option(None, "--job", parser=path_value, help="Study job file with a search: section, or a shipped study (default: over-robustness-csbm)."),
     graphs: int = typer.Option(3, "--graphs", help="Graphs per K each setting is trained on (the paper: 10)."),
     k: Optional[str] = typer.Option(None, "--k", help="K values to tune, comma-separated (default: the job's)."),
@@ -149,7 +149,7 @@ def study_tune(
     from grb_dist.core.checks import check_output_file, check_ray_address, load_job_document
     from grb_dist.core.errors import ConfigError
     from grb_dist.semantics.tune import check_tune, tune, tuned_job
-    from grb_dist.core.fileio import write_bytes
+    from grb_dist.core.fileio import write_output
 
     job = _study_job(job)
     check_output_file(output, "OUTPUT")
@@ -167,7 +167,7 @@ def study_tune(
     check_ray_address(address)
     table = tune(spec, search, graphs=graphs, address=address, num_cpus=num_cpus, use_ray=ray_on,
                  progress=lambda msg: base.err_console.print(msg, highlight=False))
-    write_bytes(tuned_job(data, spec, table, graphs).encode(), output)
+    write_output(tuned_job(data, spec, table, graphs).encode(), output, "OUTPUT")
     best = table[table["best"]]
     view = Table("K", "model", "best setting", "val accuracy")
     for row in best.itertuples():
