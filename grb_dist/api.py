@@ -143,7 +143,7 @@ def benchmark(
     Raises:
         GrbDistError: invalid input (before anything runs), or cells that failed.
     """
-    from grb_dist.sweep.session import execute, lock_run, prepare
+    from grb_dist.sweep.session import execute, finished, lock_run, prepare
 
     overrides: dict[str, Any] = {k: job_overrides.pop(k) for k in _OVERRIDE_KEYS if k in job_overrides}
     overrides.update(scenario=scenario, attacks=_listed(attacks), difficulties=_listed(difficulties),
@@ -157,12 +157,14 @@ def benchmark(
     with tempfile.TemporaryDirectory(prefix="grb-dist-benchmark-") as tmp:
         run_dir = Path(out) if out is not None else Path(tmp) / "run"
         prepared = prepare(spec, out=run_dir, data_dir=data_dir, download=download)
-        check_sweep(prepared, local=settings.resolved_address() is None)
-        lock, prepared = lock_run(prepared)
-        try:
-            outcome = execute(prepared, settings, lock, on_progress=on_progress)
-        finally:
-            lock.release()
+        outcome = finished(prepared)  # every cell stored: read only, no lock
+        if outcome is None:
+            check_sweep(prepared, local=settings.resolved_address() is None)
+            lock, prepared = lock_run(prepared)
+            try:
+                outcome = execute(prepared, settings, lock, on_progress=on_progress)
+            finally:
+                lock.release()
         if outcome.summary is not None and outcome.summary.failures:
             first = outcome.summary.errors[0] if outcome.summary.errors else "see the log"
             raise GrbDistError(f"{outcome.summary.failures} of {outcome.summary.total} cells failed; first: {first}")

@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 import grb_dist.cli.base as base
-from grb_dist.cli.base import AllowImport, app, handle_errors, path_value, split_csv
+from grb_dist.cli.base import AllowImport, app, handle_errors, interruptible, path_value, split_csv
 
 
 @app.command()
@@ -52,8 +52,10 @@ def study(
                        allow_import=allow_import)
     check_ray_address(address)
     check_writable_dir(out, "output directory", "--out")
-    directory = run_study(spec, out, address=address, num_cpus=num_cpus, use_ray=ray_on,
-                          progress=lambda msg: base.err_console.print(msg, highlight=False))
+    # Ctrl-C and SIGTERM: a unit's rows are written whole or not at all, Ray is stopped
+    with interruptible("interrupted: finished units are kept; run the same command again to resume"):
+        directory = run_study(spec, out, address=address, num_cpus=num_cpus, use_ray=ray_on,
+                              progress=lambda msg: base.err_console.print(msg, highlight=False))
     written = [directory / name for name in ("metrics.csv", "table1.csv", "table2.csv") if (directory / name).exists()]
     if plots:
         from grb_dist.semantics.plots import write_plots

@@ -11,7 +11,9 @@ from typing import Optional
 import typer
 
 import grb_dist.cli.base as base
-from grb_dist.cli.base import AllowImport, DataDir, VerifyOption, app, check_threads, handle_errors, path_value, warn
+from grb_dist.cli.base import (
+    AllowImport, DataDir, VerifyOption, app, check_threads, handle_errors, interruptible, path_value, warn,
+)
 
 
 @app.command()
@@ -51,7 +53,7 @@ def sweep(
     """
     from grb_dist.core.checks import check_ray_address
     from grb_dist.sweep.preflight import check_sweep
-    from grb_dist.sweep.session import lock_run, prepare, resolve_job
+    from grb_dist.sweep.session import finished, lock_run, prepare, resolve_job
 
     check_ray_address(address)
     _check_flush(flush_rows, flush_seconds)
@@ -59,19 +61,28 @@ def sweep(
     overrides = dict(attacks=attacks, defenses=defenses, surrogates=surrogates, difficulties=difficulties,
                      repeats=repeats, seed=seed, n_inject=n_inject, edges_per_node=edges_per_node, steps=steps,
                      scenario=scenario, ratio_edge_mod=ratio_edge_mod)
-    spec = resolve_job(dataset, job, overrides, allow_import=allow_import)
-    prepared = prepare(spec, out=out, data_dir=data_dir, download=download, verify=verify)  # validates; writes nothing
-    check_sweep(prepared, local=address is None)  # run directory writable, stored models, memory: before Ray
+    with interruptible(INTERRUPTED):  # Ctrl-C and SIGTERM: the same clean stop
+        spec = resolve_job(dataset, job, overrides, allow_import=allow_import)
+        prepared = prepare(spec, out=out, data_dir=data_dir, download=download, verify=verify)  # writes nothing
+        outcome = finished(prepared, on_warning=warn)  # every cell stored: no lock, no Ray, no write
+        if outcome is not None:
+            _show(prepared, outcome, 0.0)
+            return
+        check_sweep(prepared, local=address is None)  # run directory writable, stored models, memory: before Ray
 
-    from grb_dist.sweep.settings import RaySettings
+        from grb_dist.sweep.settings import RaySettings
 
-    settings = RaySettings(address=address, num_cpus=num_cpus, include_dashboard=dashboard, threads=threads)
-    lock, prepared = lock_run(prepared, wait=wait, on_wait=lambda who: base.err_console.print(
-        f"waiting for {who} to finish with {prepared.run_dir}", highlight=False))
-    try:
-        _sweep_locked(prepared, settings, lock, flush_rows, flush_seconds)
-    finally:
-        lock.release()
+        settings = RaySettings(address=address, num_cpus=num_cpus, include_dashboard=dashboard, threads=threads)
+        lock, prepared = lock_run(prepared, wait=wait, on_wait=lambda who: base.err_console.print(
+            f"waiting for {who} to finish with {prepared.run_dir}", highlight=False))
+        try:
+            _sweep_locked(prepared, settings, lock, flush_rows, flush_seconds)
+        finally:
+            lock.release()
+
+
+#: What an interrupted sweep (Ctrl-C, SIGTERM) says.
+INTERRUPTED = "interrupted: finished cells are kept; run the same command again to resume"
 
 
 def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: float) -> None:
@@ -79,12 +90,10 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
     :func:`~grb_dist.sweep.session.execute` with the CLI's output around it."""
     import time
 
-    from grb_dist.leaderboard import render
     from grb_dist.sweep.progress import PlainProgress, RichProgress
     from grb_dist.sweep.session import execute, missing_cells
 
     spec, p = prepared.spec, prepared.plan
-    show = [d for d in ("full",) if d in spec.difficulties] or list(spec.difficulties[-1:])
     missing = missing_cells(prepared)
 
     def on_connect(ctx, store) -> None:
@@ -114,19 +123,27 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
         display = PlainProgress(lambda line: base.console.print(line, highlight=False, markup=False, soft_wrap=True))
     start = time.perf_counter()
     try:
-        if display is None:  # nothing to compute: no Ray, no writes
+        if display is None:  # finished by another sweep meanwhile: no Ray, no writes
             outcome = execute(prepared, settings, lock, on_warning=warn)
         else:
             with display:
                 outcome = execute(prepared, settings, lock, on_connect=on_connect, on_progress=display,
                                   flush_rows=flush_rows, flush_seconds=flush_seconds, on_warning=warn,
                                   job_name=f"grb-dist sweep {spec.dataset} -> {prepared.run_dir}")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (interruptible): the rows are written, Ray is stopped
         if display is not None:
             display.stop()
-        base.err_console.print("interrupted: finished cells are kept; run the same command again to resume")
-        raise typer.Exit(130) from None
-    elapsed = time.perf_counter() - start
+        raise
+    _show(prepared, outcome, time.perf_counter() - start)
+
+
+def _show(prepared, outcome, elapsed: float) -> None:
+    """The end of a sweep: the leaderboards of the full difficulty (else the last), and
+    what was done (or that there was nothing to do); exit code 1 when cells failed."""
+    from grb_dist.leaderboard import render
+
+    spec, p = prepared.spec, prepared.plan
+    show = [d for d in ("full",) if d in spec.difficulties] or list(spec.difficulties[-1:])
     boards = {k: v for k, v in outcome.boards.items() if k.split("-", 1)[1] in show}
     base.console.print(render(boards, "md"), highlight=False, markup=False)
     summary = outcome.summary
