@@ -163,7 +163,7 @@ def test_sigterm_mid_sweep_stops_cleanly_and_resumes(setup):
         deadline = time.monotonic() + 300
         while not marker.exists() and p.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert marker.exists(), log.read_text()[-3000:]
+        assert marker.exists(), (p.poll(), log.read_text()[-3000:])  # the driver's exit code and output
         assert rows(out).empty  # the scored cells are still in the driver's buffer
         p.send_signal(signal.SIGTERM)
         rc = p.wait(120)
