@@ -159,7 +159,7 @@ def benchmark(
         GrbDistError: invalid input (before anything runs), or cells that failed.
     """
     from grb_dist.sweep.preflight import check_sweep
-    from grb_dist.sweep.session import execute, lock_run, prepare
+    from grb_dist.sweep.session import execute, finished, lock_run, prepare
     from grb_dist.sweep.settings import RaySettings
 
     overrides: dict[str, Any] = {k: job_overrides.pop(k) for k in _OVERRIDE_KEYS if k in job_overrides}
@@ -186,17 +186,19 @@ def benchmark(
         prepared = prepare(spec, out=run_dir, data_dir=data_dir, download=download, graph=graph)
         if given:
             _check_given(model, prepared.graph)
-        check_sweep(prepared, local=settings.resolved_address() is None)
-        lock, prepared = lock_run(prepared)
-        display = on_progress if on_progress is not None or not progress else _progress_display(prepared)
-        try:
-            if display is not None and hasattr(display, "__enter__"):
-                with display:
+        outcome = finished(prepared)  # every cell stored: read only, no lock
+        if outcome is None:
+            check_sweep(prepared, local=settings.resolved_address() is None)
+            lock, prepared = lock_run(prepared)
+            display = on_progress if on_progress is not None or not progress else _progress_display(prepared)
+            try:
+                if display is not None and hasattr(display, "__enter__"):
+                    with display:
+                        outcome = execute(prepared, settings, lock, on_progress=display)
+                else:
                     outcome = execute(prepared, settings, lock, on_progress=display)
-            else:
-                outcome = execute(prepared, settings, lock, on_progress=display)
-        finally:
-            lock.release()
+            finally:
+                lock.release()
         if outcome.summary is not None and outcome.summary.failures:
             first = outcome.summary.errors[0] if outcome.summary.errors else "see the log"
             raise GrbDistError(f"{outcome.summary.failures} of {outcome.summary.total} cells failed; first: {first}")

@@ -682,3 +682,41 @@ def test_charts_of_one_k_are_bars_and_of_several_ks_lines(one_k_study, monkeypat
     ax = saved.pop()
     assert [t.get_text() for t in ax.get_xticklabels()] == ["gcn", "lp", "mlp", "semantic boundary (Bayes)"]
     assert len(ax.patches) == 4 and "3 only" in ax.get_xlabel()
+
+
+def test_sigterm_stops_a_study_as_ctrl_c_does(tmp_path, monkeypatch):
+    """SIGTERM after the first unit: the interrupt message, exit 143, the finished unit kept
+    whole; the re-run does only the other units."""
+    import os
+    import signal
+
+    import yaml
+
+    import grb_dist.semantics.run as study_run
+
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({**TINY, "study": "tiny-sigterm"}))
+    real = study_run.run_unit
+    ran = []
+
+    def unit_then_sigterm(spec, unit, cache):
+        ran.append(unit)
+        if len(ran) == 2:  # the first unit's rows are written: SIGTERM as the second starts
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(spec, unit, cache)
+
+    monkeypatch.setattr(study_run, "run_unit", unit_then_sigterm)
+    args = ["study", "--job", str(job), "--out", str(tmp_path / "out"), "--no-ray", "--no-plots"]
+    before = signal.getsignal(signal.SIGTERM)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 143, result.output
+    assert "interrupted: finished units are kept; run the same command again to resume" in result.output
+    assert signal.getsignal(signal.SIGTERM) == before
+    nodes = tmp_path / "out" / "tiny-sigterm" / "nodes"
+    kept = sorted(nodes.glob("*.parquet"))
+    assert len(kept) == 1 and len(ran) == 2 and not [p for p in nodes.iterdir() if p.name.startswith(".")]
+    monkeypatch.setattr(study_run, "run_unit", real)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "3 units, 1 done, 2 to run" in result.output
+    assert len(list(nodes.glob("*.parquet"))) == 3

@@ -171,3 +171,50 @@ def test_dashboard_asked_for_without_its_packages_is_one_line(workdir, monkeypat
     assert r.exit_code == 2, r.output
     assert "pip install 'grb-dist[dashboard]'" in r.output and len(r.output.strip().splitlines()) <= 2
     assert not (workdir / "run").exists()
+
+
+def test_a_read_only_finished_run_resumes_to_nothing_to_do(ray_local, workdir, monkeypatch):
+    """A re-run with nothing to do needs no write access: no lock, no write, no Ray; the
+    boards come from the store. The run is made read-only with chmod; as root (whom chmod
+    does not stop) every way of writing also fails as on a read-only file system, and the
+    tree is compared before and after."""
+    import errno
+    import os
+    import stat
+
+    import grb_dist.core.fileio as fileio
+    import grb_dist.sweep.preflight as preflight
+    import grb_dist.sweep.ray_edge as ray_edge
+    from grb_dist.core.errors import ConfigError
+    from grb_dist.store.lock import RunLock
+
+    args = ["sweep", "--attacks", ATTACK, "--defenses", "gcn,mlp", "--difficulties", "easy,full", "--repeats", "1",
+            "--steps", "3", "--n-inject", "5", "--edges-per-node", "3", "--out", "run"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    run = workdir / "run"
+
+    def read_only(*_args, **_kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    def not_writable(path, what, flag):
+        raise ConfigError(f"{what} {path} is not writable; choose another {flag} or fix its permissions")
+
+    monkeypatch.setattr(RunLock, "acquire", read_only)
+    monkeypatch.setattr(fileio, "temporary_path", read_only)  # every atomic write starts here
+    monkeypatch.setattr(preflight, "check_writable_dir", not_writable)  # what a user without root finds
+    monkeypatch.setattr(ray_edge, "connect", lambda *a, **k: pytest.fail("Ray started"))
+    paths = [run, *run.rglob("*")]
+    modes = {p: p.stat().st_mode for p in paths}
+    for p in paths:
+        p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    try:
+        before = {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for p in paths}
+        r = runner.invoke(app, args)
+        after = {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for p in [run, *run.rglob("*")]}
+    finally:
+        for p, mode in modes.items():
+            p.chmod(mode)
+    assert r.exit_code == 0, r.output
+    assert "nothing to do: all 8 cells" in r.output and "Defenses over attacks (full" in r.output, r.output
+    assert "not writable" not in r.output and after == before

@@ -125,3 +125,99 @@ def test_random_interrupts_and_growth_end_in_one_uninterrupted_run(setup):
     print(f"GRB_DIST_PROPERTY_SEED={seed}")
     history = run_sequence(seed, job, tmp, address, reference)
     print("\n".join(history))
+
+
+# ---------------------------------------------------------------- SIGTERM
+
+#: A ``grb-dist sweep`` whose progress display, once ``after`` cells are scored in this run
+#: (their rows still buffered: nothing is flushed before exit), writes a marker file and
+#: waits there, so that the test's SIGTERM lands mid-sweep with rows in the buffer.
+PAUSING_DRIVER = """
+import sys, time
+from pathlib import Path
+import grb_dist.sweep.progress as progress
+marker, after = Path(sys.argv[1]), int(sys.argv[2])
+shown = progress.PlainProgress.__call__
+def pause(self, p):
+    shown(self, p)
+    if p.computed >= after and not marker.exists():
+        marker.write_text(str(p.computed))
+        time.sleep(300)
+progress.PlainProgress.__call__ = pause
+from grb_dist.cli import app
+app(sys.argv[3:], prog_name="grb-dist")
+"""
+
+
+def test_sigterm_mid_sweep_stops_cleanly_and_resumes(setup):
+    """SIGTERM (kill, timeout, Slurm, Kubernetes) ends a sweep as Ctrl-C does: the message,
+    the buffered rows written (not recomputed by the resume), exit 143; the resume ends with
+    every cell once and the scores of one uninterrupted run."""
+    job, tmp, address, reference = setup
+    out, log, marker = tmp / "run-sigterm", tmp / "sigterm.log", tmp / "sigterm.marker"
+    args = ["sweep", "--job", str(job), "--out", str(out), "--address", address, "--flush-rows", "1000000",
+            "--flush-seconds", "86400", *STAGES[-1]]
+    p = subprocess.Popen([sys.executable, "-c", PAUSING_DRIVER, str(marker), "3", *args], stdout=open(log, "w"),
+                         stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not marker.exists() and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert marker.exists(), (p.poll(), log.read_text()[-3000:])  # the driver's exit code and output
+        assert rows(out).empty  # the scored cells are still in the driver's buffer
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    text = log.read_text()
+    assert rc == 143, text[-3000:]
+    assert "interrupted: finished cells are kept; run the same command again to resume" in text, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+    kept = rows(out)
+    buffered = int(marker.read_text())
+    assert len(kept) >= buffered >= 3 and kept["cell_id"].is_unique  # flushed on the way out
+    assert not [f for f in out.rglob(".*tmp-*")], "a temporary file was left behind"
+
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert f"{FINAL_CELLS - len(kept)} to compute" in r.output, r.output  # the flushed rows are not recomputed
+    stored = rows(out)
+    assert len(stored) == FINAL_CELLS and stored["cell_id"].is_unique
+    got = stored.set_index("cell_id")["accuracy"].sort_index()
+    assert list(got.index) == list(reference.index)
+    np.testing.assert_array_equal(got.to_numpy(), reference.to_numpy())
+    np.testing.assert_array_equal(got.loc[kept["cell_id"]].to_numpy(), kept["accuracy"].to_numpy())
+
+
+def test_a_second_signal_exits_at_once(monkeypatch):
+    """The first SIGTERM raises where Ctrl-C would (its clean-up runs); a second SIGINT or
+    SIGTERM during that clean-up exits at once with its own code."""
+    import typer
+
+    from grb_dist.cli.base import Terminated, interruptible
+
+    class Exited(BaseException):
+        pass
+
+    codes = []
+
+    def fake_exit(code):
+        codes.append(code)
+        raise Exited
+
+    monkeypatch.setattr(os, "_exit", fake_exit)
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    with pytest.raises(typer.Exit) as stopped:
+        with interruptible("stopped"):
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)
+                pytest.fail("SIGTERM raised nothing")
+            except Terminated:  # the clean-up of the first signal ...
+                with pytest.raises(Exited):  # ... cut short by the second
+                    os.kill(os.getpid(), signal.SIGINT)
+                    time.sleep(5)
+                raise
+    assert stopped.value.exit_code == 143 and codes == [130]
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before  # put back

@@ -10,13 +10,16 @@ they run (``base.console``), so that one replacement here (tests) reaches them a
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
 import shutil
+import signal
 import sys
+import threading
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -189,6 +192,52 @@ def handle_errors(fn: Callable) -> Callable:
             raise typer.Exit(2) from None
 
     return wrapper
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises :class:`KeyboardInterrupt` (see :func:`interruptible`)."""
+
+
+#: Exit code of a command stopped by a signal: 128 + the signal's number (SIGINT 130, SIGTERM 143).
+SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+@contextlib.contextmanager
+def interruptible(message: str) -> Iterator[None]:
+    """Run a long command (``sweep``, ``study``) so that SIGTERM (``kill``, ``timeout``,
+    Slurm, Kubernetes, ``ray job stop``) stops it as Ctrl-C does: the signal raises
+    :class:`Terminated`, a :class:`KeyboardInterrupt`, so the same clean-up runs on the way
+    out (buffered rows written, work cancelled, a local Ray shut down, the lock released);
+    then ``message`` is printed and the command exits with 130 (SIGINT) or 143 (SIGTERM).
+    A second SIGINT or SIGTERM while that clean-up runs exits at once. SIGINT stays ignored
+    when the command was started with it ignored (a background job). Outside the main
+    thread (no signal handlers there) only Ctrl-C's own ``KeyboardInterrupt`` is turned
+    into the message."""
+    received: list[int] = []
+
+    def on_signal(signum: int, frame) -> None:
+        if received:  # the second one: no more clean-up
+            os.write(2, b"interrupted again: exiting now\n")
+            os._exit(SIGNAL_EXIT.get(signum, 128 + signum))
+        received.append(signum)
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+    installed: dict[int, object] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in SIGNAL_EXIT:
+            before = signal.getsignal(signum)
+            if signum == signal.SIGINT and before is not signal.default_int_handler:
+                continue  # ignored (nohup, a background job) or the embedding program's own
+            installed[signum] = signal.signal(signum, on_signal)
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        signum = received[0] if received else signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+        err_console.print(message, highlight=False, soft_wrap=True)
+        raise typer.Exit(SIGNAL_EXIT[signum]) from None
+    finally:
+        for signum, before in installed.items():
+            signal.signal(signum, before)
 
 
 def _print_version(value: bool) -> None:

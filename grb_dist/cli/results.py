@@ -25,7 +25,7 @@ def leaderboard(
     scenario: Optional[str] = typer.Option(None, "--scenario", help="One scenario: injection or modification (default: every scenario in the run)."),
     difficulty: Optional[str] = typer.Option(None, "--difficulty", help="One difficulty (default: all in the run)."),
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help="md, csv, latex or html (default: tables on a terminal, Markdown otherwise)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", parser=path_value, help="Write to this file instead of printing; with csv a directory (one CSV per board) or a .csv file (one long table)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", parser=path_value, help="Write to this file instead of printing (- prints); with csv a directory (one CSV per board) or a .csv file (one long table). A symlink to a regular file writes its target; a device, FIFO or socket is refused."),
 ) -> None:
     """Re-reduce the scores of a run into leaderboards per scenario and difficulty.
 
@@ -43,6 +43,9 @@ def leaderboard(
     if scenario is not None and not scenario.strip():
         raise ConfigError("--scenario is empty; choose injection or modification")
     ds = [difficulty_key(difficulty)[5:]] if difficulty else None
+    stdout = output is not None and str(output) == "-"  # printed, in the format asked (Markdown by default)
+    if stdout:
+        output = None
     csv_dir = output is not None and is_csv_dir(output, fmt)
     if csv_dir:
         from grb_dist.report import check_output_dir
@@ -56,15 +59,15 @@ def leaderboard(
     if not save:
         base.err_console.print(f"note: {run_dir} is read-only; its leaderboard/ files are not refreshed", highlight=False,
                                markup=False)
-    if output is None and fmt in (None, "md"):
+    if output is None and not stdout and fmt in (None, "md"):
         base.print_boards(boards)
         return
     if output is None:
-        typer.echo(render(boards, fmt), nl=False)
+        typer.echo(render(boards, fmt or "md"), nl=False)
         return
     try:
-        write_boards(boards, output, fmt or "md")
-    except OSError as exc:
+        write_boards(boards, output, fmt or "md")  # by the output rule (grb_dist.core.fileio.write_output)
+    except OSError as exc:  # the directory of --format csv could not be made
         raise ConfigError(f"cannot write --output {output}: {exc.strerror or exc}") from None
     base.console.print(f"wrote {plural(len(boards), 'CSV file')} to {output}" if csv_dir else f"wrote {output}", highlight=False)
 

@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 import grb_dist.cli.base as base
-from grb_dist.cli.base import AllowImport, app, handle_errors, path_value, split_csv
+from grb_dist.cli.base import AllowImport, app, handle_errors, interruptible, path_value, split_csv
 
 
 @app.command()
@@ -52,8 +52,10 @@ def study(
                        allow_import=allow_import)
     check_ray_address(address)
     check_writable_dir(out, "output directory", "--out")
-    directory = run_study(spec, out, address=address, num_cpus=num_cpus, use_ray=ray_on,
-                          progress=lambda msg: base.err_console.print(msg, highlight=False, markup=False))
+    # Ctrl-C and SIGTERM: a unit's rows are written whole or not at all, Ray is stopped
+    with interruptible("interrupted: finished units are kept; run the same command again to resume"):
+        directory = run_study(spec, out, address=address, num_cpus=num_cpus, use_ray=ray_on,
+                              progress=lambda msg: base.err_console.print(msg, highlight=False, markup=False))
     written = [directory / name for name in ("metrics.csv", "table1.csv", "table2.csv") if (directory / name).exists()]
     if plots:
         from grb_dist.semantics.plots import write_plots
@@ -129,7 +131,7 @@ def _study_job(job: Optional[Path]) -> Path:
 @app.command("study-tune")
 @handle_errors
 def study_tune(
-    output: Path = typer.Argument(..., parser=path_value, help="Where to write the tuned job (YAML): the job with its per_K section filled."),
+    output: Path = typer.Argument(..., parser=path_value, help="Where to write the tuned job (YAML): the job with its per_K section filled (a symlink to a regular file writes its target; a device, FIFO or socket is refused)."),
     job: Optional[Path] = typer.Option(None, "--job", parser=path_value, help="Study job file with a search: section, or a shipped study (default: over-robustness-csbm)."),
     graphs: int = typer.Option(3, "--graphs", help="Graphs per K each setting is trained on (the paper: 10)."),
     k: Optional[str] = typer.Option(None, "--k", help="K values to tune, comma-separated (default: the job's)."),
@@ -149,7 +151,7 @@ def study_tune(
     from grb_dist.core.checks import check_output_file, check_ray_address, load_job_document
     from grb_dist.core.errors import ConfigError
     from grb_dist.semantics.tune import check_tune, tune, tuned_job
-    from grb_dist.core.fileio import write_bytes
+    from grb_dist.core.fileio import write_output
 
     job = _study_job(job)
     check_output_file(output, "OUTPUT")
@@ -167,7 +169,7 @@ def study_tune(
     check_ray_address(address)
     table = tune(spec, search, graphs=graphs, address=address, num_cpus=num_cpus, use_ray=ray_on,
                  progress=lambda msg: base.err_console.print(msg, highlight=False, markup=False))
-    write_bytes(tuned_job(data, spec, table, graphs).encode(), output)
+    write_output(tuned_job(data, spec, table, graphs).encode(), output, "OUTPUT")
     best = table[table["best"]]
     view = Table("K", "model", "best setting", "val accuracy")
     for row in best.itertuples():

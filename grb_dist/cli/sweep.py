@@ -11,7 +11,9 @@ from typing import Optional
 import typer
 
 import grb_dist.cli.base as base
-from grb_dist.cli.base import AllowImport, DataDir, VerifyOption, app, check_threads, handle_errors, path_value, warn
+from grb_dist.cli.base import (
+    AllowImport, DataDir, VerifyOption, app, check_threads, handle_errors, interruptible, path_value, warn,
+)
 from grb_dist.core.text import plural
 
 
@@ -53,32 +55,41 @@ def sweep(
     """
     from grb_dist.core.checks import check_ray_address
     from grb_dist.sweep.preflight import check_sweep
-    from grb_dist.sweep.session import lock_run, prepare, resolve_job
+    from grb_dist.sweep.session import finished, lock_run, prepare, resolve_job
 
     check_ray_address(address)
     _check_flush(flush_rows, flush_seconds)
     check_threads(threads)
-    overrides = dict(attacks=attacks, defenses=defenses, surrogates=surrogates, difficulties=difficulties,
-                     repeats=repeats, seed=seed, n_inject=n_inject, edges_per_node=edges_per_node, steps=steps,
-                     scenario=scenario, ratio_edge_mod=ratio_edge_mod)
-    spec = resolve_job(dataset, job, overrides, allow_import=allow_import)
-    prepared = prepare(spec, out=out, data_dir=data_dir, download=download, verify=verify)  # validates; writes nothing
-    check_sweep(prepared, local=address is None)  # run directory writable, stored models, memory: before Ray
-
-    from grb_dist.sweep.settings import RaySettings
-
     if keep_ray and address:
         from grb_dist.core.errors import ConfigError
 
         raise ConfigError("--keep-ray keeps a local Ray; a joined cluster (--address) stays up anyway: leave one out")
-    settings = RaySettings(address=address, num_cpus=num_cpus, include_dashboard=dashboard, threads=threads,
-                           keep=keep_ray)
-    lock, prepared = lock_run(prepared, wait=wait, on_wait=lambda who: base.err_console.print(
-        f"waiting for {who} to finish with {prepared.run_dir}", highlight=False))
-    try:
-        _sweep_locked(prepared, settings, lock, flush_rows, flush_seconds)
-    finally:
-        lock.release()
+    overrides = dict(attacks=attacks, defenses=defenses, surrogates=surrogates, difficulties=difficulties,
+                     repeats=repeats, seed=seed, n_inject=n_inject, edges_per_node=edges_per_node, steps=steps,
+                     scenario=scenario, ratio_edge_mod=ratio_edge_mod)
+    with interruptible(INTERRUPTED):  # Ctrl-C and SIGTERM: the same clean stop
+        spec = resolve_job(dataset, job, overrides, allow_import=allow_import)
+        prepared = prepare(spec, out=out, data_dir=data_dir, download=download, verify=verify)  # writes nothing
+        outcome = finished(prepared, on_warning=warn)  # every cell stored: no lock, no Ray, no write
+        if outcome is not None:
+            _show(prepared, outcome, 0.0)
+            return
+        check_sweep(prepared, local=address is None)  # run directory writable, stored models, memory: before Ray
+
+        from grb_dist.sweep.settings import RaySettings
+
+        settings = RaySettings(address=address, num_cpus=num_cpus, include_dashboard=dashboard, threads=threads,
+                               keep=keep_ray)
+        lock, prepared = lock_run(prepared, wait=wait, on_wait=lambda who: base.err_console.print(
+            f"waiting for {who} to finish with {prepared.run_dir}", highlight=False, markup=False))
+        try:
+            _sweep_locked(prepared, settings, lock, flush_rows, flush_seconds)
+        finally:
+            lock.release()
+
+
+#: What an interrupted sweep (Ctrl-C, SIGTERM) says.
+INTERRUPTED = "interrupted: finished cells are kept; run the same command again to resume"
 
 
 def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: float) -> None:
@@ -90,7 +101,6 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
     from grb_dist.sweep.session import execute, missing_cells, stage_totals
 
     spec, p = prepared.spec, prepared.plan
-    show = [d for d in ("full",) if d in spec.difficulties] or list(spec.difficulties[-1:])
     missing = missing_cells(prepared)
 
     joined = []  # the Ray context, once connected
@@ -126,19 +136,26 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
         display = PlainProgress(lambda line: base.console.print(line, highlight=False, markup=False, soft_wrap=True))
     start = time.perf_counter()
     try:
-        if display is None:  # nothing to compute: no Ray, no writes
+        if display is None:  # finished by another sweep meanwhile: no Ray, no writes
             outcome = execute(prepared, settings, lock, on_warning=warn)
         else:
             with display:
                 outcome = execute(prepared, settings, lock, on_connect=on_connect, on_progress=display,
                                   flush_rows=flush_rows, flush_seconds=flush_seconds, on_warning=warn,
                                   job_name=f"grb-dist sweep {spec.dataset} -> {prepared.run_dir}")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (interruptible): the rows are written, Ray is stopped
         if display is not None:
             display.stop()
-        base.err_console.print("interrupted: finished cells are kept; run the same command again to resume")
-        raise typer.Exit(130) from None
-    elapsed = time.perf_counter() - start
+        raise
+    _show(prepared, outcome, time.perf_counter() - start, joined[0] if joined else None)
+
+
+def _show(prepared, outcome, elapsed: float, ctx=None) -> None:
+    """The end of a sweep: the leaderboards of the full difficulty (else the last), and
+    what was done (or that there was nothing to do), and where a kept Ray is (``ctx``, the
+    Ray context); exit code 1 when cells failed."""
+    spec, p = prepared.spec, prepared.plan
+    show = [d for d in ("full",) if d in spec.difficulties] or list(spec.difficulties[-1:])
     boards = {k: v for k, v in outcome.boards.items() if k.split("-", 1)[1] in show}
     base.print_boards(boards)
     summary = outcome.summary
@@ -154,8 +171,7 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
     )
     for e in summary.errors[:10]:
         base.err_console.print(f"failed: {e}", highlight=False, soft_wrap=True, markup=False)
-    if joined and joined[0].kept:
-        ctx = joined[0]
+    if ctx is not None and ctx.kept:
         base.console.print(f"Ray stays up (--keep-ray) at {ctx.kept}: dashboard {ctx.dashboard_url or 'not running'} "
                            f"(Jobs, Actors, Metrics and the timeline of this sweep); the next sweep can join it with "
                            f"--address {ctx.kept}; stop it with `ray stop`", highlight=False, soft_wrap=True)

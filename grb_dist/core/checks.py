@@ -338,21 +338,52 @@ def check_writable_dir(path: str | Path, what: str, flag: str) -> None:
         raise ConfigError(f"cannot create {what} {path}: {base} is not writable; choose another {flag}")
 
 
-def check_output_file(path: str | Path, flag: str = "--output") -> Path:
-    """A file about to be written: its directory exists and is writable, and the path itself
-    is not a directory."""
+def output_target(path: str | Path, what: str = "--output", fix: str = "give a file path") -> Path:
+    """The file that writing ``path`` replaces: the output rule of every command that writes
+    where the user says (``--output``, ``study-tune``'s OUTPUT, the files of a report).
+
+    Outputs are written to a temporary file in the directory of the file written and
+    renamed over it, so: a regular file, or a path that does not exist, is itself; a
+    symlink is followed when its target is a regular file (the target is rewritten, the
+    link kept); anything else is refused with :class:`ConfigError` before it is touched: a
+    directory, a device, FIFO or socket (a rename would replace the node), and a symlink to
+    one of them, to nothing or in a loop. Reads only."""
     path = Path(path)
-    if path.is_dir():
-        raise ConfigError(f"{flag} {path} is a directory; give a file name")
-    if path.is_symlink() or path.exists() and not path.is_file():
-        # written atomically (a new file renamed over it): a device, FIFO or link would be replaced
-        raise ConfigError(f"{flag} {path} is {'a symlink' if path.is_symlink() else 'a device or FIFO'}, not a "
-                          "regular file; give a file path" + (" (or leave out --output to print)" if flag == "--output" else ""))
-    parent = path.parent if str(path.parent) else Path(".")
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        raise ConfigError(f"cannot use {what} {path}: {exc.strerror or exc}") from None
+    shown, target = str(path), path
+    if stat.S_ISLNK(mode):
+        try:
+            target = path.resolve(strict=True)
+            mode = os.stat(target).st_mode
+        except (OSError, RuntimeError):  # a dangling link, a loop
+            raise ConfigError(f"{what} {path} is a symlink that leads to no file; {fix}") from None
+        shown = f"{path} (a symlink to {target})"
+    kind = special_file_kind(mode)
+    if kind == "a directory" and target is path:
+        raise ConfigError(f"{what} {path} is a directory; give a file name")
+    if kind:
+        # the rename of a new file over it would replace the node (a device became a file)
+        raise ConfigError(f"{what} {shown} is {kind}, not a regular file; {fix}")
+    return target
+
+
+def check_output_file(path: str | Path, flag: str = "--output") -> Path:
+    """A file about to be written, by the output rule (:func:`output_target`): a regular
+    file, a new path or a symlink to a regular file, whose directory exists and is
+    writable. Returns ``path``."""
+    path = Path(path)
+    fix = "give a file path" + (" (to print, give --output - or leave --output out)" if flag == "--output" else "")
+    target = output_target(path, flag, fix)
+    parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         raise ConfigError(f"{flag} {path}: the directory {parent} does not exist; create it first")
-    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise ConfigError(f"{flag} {path}: {parent if not path.exists() else path} is not writable")
+    if not os.access(parent, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise ConfigError(f"{flag} {path}: {parent if not target.exists() else target} is not writable")
     return path
 
 
@@ -438,7 +469,7 @@ def check_memory(tasks: list[TaskMemory], available: int, where: str) -> None:
 __all__ = [
     "BUDGET_BOUNDS", "MAX_CELLS", "MAX_JOB_BYTES", "MAX_JOB_SIZE", "SEED_LIMIT", "TaskMemory", "check_budgets",
     "MAX_BUDGETS", "check_dataset_ref", "check_int", "check_memory", "check_model_bounds", "check_name", "check_output_file",
-    "check_plan_size", "check_positive_number", "check_ray_address", "check_seed", "check_writable_dir",
+    "check_plan_size", "check_positive_number", "output_target", "check_ray_address", "check_seed", "check_writable_dir",
     "document_size", "format_bytes", "load_job_document", "named_specs", "refuse_specs", "looks_like_path", "machine_memory", "read_job_text", "run_is_writable",
     "special_file_kind",
 ]

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from grb_dist.core.errors import StoreError
+from grb_dist.core.errors import ConfigError, StoreError
 
 #: Tag of this host in temporary names (the first 8 hex digits of the sha1 of its name).
 HOST_TAG = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
@@ -91,8 +91,10 @@ def atomic_path(path: Path, *, sync_dir: bool = False) -> Iterator[Path]:
         if sync_dir:
             fsync_dir(path.parent)
     finally:
-        if tmp.exists():
+        try:
             tmp.unlink()
+        except OSError:  # renamed into place, never made (a read-only file system): keep the first error
+            pass
 
 
 def file_sha256(path: Path) -> str:
@@ -110,4 +112,23 @@ def write_bytes(data: bytes, path: Path) -> None:
         tmp.write_bytes(data)
 
 
-__all__ = ["HOST_TAG", "atomic_path", "file_sha256", "fsync_dir", "temporary_owner", "temporary_path", "write_bytes"]
+def write_output(data: bytes, path: Path, what: str = "--output", fix: str = "give a file path") -> Path:
+    """Write ``data`` where the user said (``--output``, ``study-tune``'s OUTPUT, a
+    report's files), by the output rule of :func:`grb_dist.core.checks.output_target`: a
+    regular file or new path is written atomically in its own directory, a symlink's
+    regular-file target likewise (the link is kept), anything else is refused before it is
+    touched. A write that fails (a full disk, a read-only file system, no permission) is a
+    :class:`ConfigError` naming it, with the temporary file removed and the old file, if
+    any, unchanged. Returns the file written."""
+    from grb_dist.core.checks import output_target
+
+    target = output_target(path, what, fix)
+    try:
+        write_bytes(data, target)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {what} {path}: {exc.strerror or exc}; nothing was written") from None
+    return target
+
+
+__all__ = ["HOST_TAG", "atomic_path", "file_sha256", "fsync_dir", "temporary_owner", "temporary_path", "write_bytes",
+           "write_output"]

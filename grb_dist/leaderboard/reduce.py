@@ -16,7 +16,7 @@ from grb_dist.core.errors import GrbDistError
 from grb_dist.leaderboard.rank import leaderboards, scenarios_of, to_arrow
 from grb_dist.leaderboard.render import file_stem, render, to_csv, to_markdown
 from grb_dist.store import RunStore
-from grb_dist.core.fileio import write_bytes
+from grb_dist.core.fileio import write_output
 
 
 def reduce_run(store: RunStore, difficulties: list[str] | None = None, *, save: bool = True,
@@ -51,13 +51,17 @@ def is_csv_dir(output: Path, fmt: str | None) -> bool:
 def write_boards(boards: Mapping[str, pd.DataFrame], output: Path, fmt: str) -> None:
     """Write ``boards`` to ``output``, each file atomically: one file in format ``fmt``, or
     one CSV per board (``<scenario>-<kind>-<difficulty>.csv``) into the directory ``output``
-    (created if missing) when :func:`is_csv_dir`. Raises :class:`OSError` when it cannot."""
+    (created if missing) when :func:`is_csv_dir`. Every file is written by the output rule
+    (:func:`~grb_dist.core.fileio.write_output`: a device, FIFO or socket is refused, a
+    symlink's regular-file target written); a failed write is a :class:`ConfigError`, a
+    directory that cannot be made an :class:`OSError`."""
     if is_csv_dir(output, fmt):
         output.mkdir(exist_ok=True)
         for name, board in boards.items():
-            write_bytes(to_csv(board).encode(), output / f"{file_stem(name)}.csv")
+            path = output / f"{file_stem(name)}.csv"
+            write_output(to_csv(board).encode(), path, "--output file", "remove it or choose another --output")
     else:
-        write_bytes(render(boards, fmt).encode(), output)
+        write_output(render(boards, fmt).encode(), output)
 
 
 __all__ = ["is_csv_dir", "reduce_run", "write_boards"]

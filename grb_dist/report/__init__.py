@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from grb_dist.core.checks import output_target
 from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.leaderboard.rank import leaderboards, of_scenario, scenarios_of
 from grb_dist.core.text import plural
@@ -94,13 +95,17 @@ def build_report(scores: pd.DataFrame, manifest: Mapping[str, Any], *, env: Mapp
 
 def check_output_dir(path: str | Path, flag: str = "--output") -> Path:
     """A directory about to be written: it is a writable directory, or it does not exist and
-    its parent is one (it is created then). Writes nothing."""
+    its parent is one (it is created then); the page and figures it holds are regular files
+    or symlinks to them (:func:`~grb_dist.core.checks.output_target`). Writes nothing."""
     path = Path(path)
     if path.exists():
         if not path.is_dir():
             raise ConfigError(f"{flag} {path} is a file; give a directory")
         if not os.access(path, os.W_OK | os.X_OK):
             raise ConfigError(f"{flag} {path} is not writable; choose another {flag}")
+        for entry in path.iterdir():  # what the report would replace: regular files only
+            if entry.name == PAGE or entry.suffix in (".png", ".pdf"):
+                output_target(entry, "report file", f"remove it or choose another {flag}")
         return path
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
@@ -112,22 +117,27 @@ def check_output_dir(path: str | Path, flag: str = "--output") -> Path:
 
 def write_report(report: Report, directory: str | Path) -> Path:
     """Write the figures (``<name>.png``, and ``<name>.pdf`` when it has one) and then ``index.html`` into
-    ``directory`` (created if missing), each file by temporary file + rename. Returns the
-    page's path."""
-    from grb_dist.core.fileio import write_bytes
+    ``directory`` (created if missing), each file by the output rule
+    (:func:`~grb_dist.core.fileio.write_output`: temporary file + rename; a symlink's
+    regular-file target is written, a device, FIFO or socket refused). Returns the page's
+    path."""
+    from grb_dist.core.fileio import write_output
 
     directory = Path(directory)
+
+    def write(data: bytes, name: str) -> None:
+        write_output(data, directory / name, "report file", "remove it or choose another --output")
+
     try:
         directory.mkdir(exist_ok=True)
-        for fig in report.figures:
-            write_bytes(fig.png, directory / f"{fig.name}.png")
-            if fig.pdf:  # a study's figures come as PNG only
-                write_bytes(fig.pdf, directory / f"{fig.name}.pdf")
-        page = directory / PAGE
-        write_bytes(report.html.encode("utf-8"), page)
     except OSError as exc:
         raise ConfigError(f"cannot write the report to {directory}: {exc.strerror or exc}") from None
-    return page
+    for fig in report.figures:
+        write(fig.png, f"{fig.name}.png")
+        if fig.pdf:  # a study's figures come as PNG only
+            write(fig.pdf, f"{fig.name}.pdf")
+    write(report.html.encode("utf-8"), PAGE)
+    return directory / PAGE
 
 
 __all__ = ["PAGE", "Report", "SECTIONS", "build_report", "check_output_dir", "report_figures", "write_report"]

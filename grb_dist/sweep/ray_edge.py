@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import ray
 import ray.exceptions
@@ -112,7 +115,8 @@ def connect(settings: RaySettings, job_name: str | None = None) -> RayContext:
         if settings.include_dashboard is not False and dashboard_available():  # the printed URL is this sweep's own
             kwargs["dashboard_port"] = free_port()
     try:
-        ctx = ray.init(**kwargs)
+        with _keep_sigterm_handler():
+            ctx = ray.init(**kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"cannot reach Ray at {address or 'a new local instance'}: {msg}") from None
@@ -166,6 +170,21 @@ def _start_head(settings: RaySettings) -> str:
         last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
         raise ConfigError(f"cannot start a Ray head node to keep (--keep-ray): {last}")
     return f"127.0.0.1:{port}"
+
+
+@contextmanager
+def _keep_sigterm_handler() -> Iterator[None]:
+    """``ray.init`` replaces the driver's SIGTERM handler with ``sys.exit``; a handler the
+    caller installed (a Python function: ``grb-dist sweep`` and ``study`` stop on SIGTERM as
+    on Ctrl-C, see :func:`grb_dist.cli.base.interruptible`) is put back afterwards. Without
+    one, Ray's stays."""
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if callable(before):
+            signal.signal(signal.SIGTERM, before)
 
 
 def _explicit_token_auth() -> None:

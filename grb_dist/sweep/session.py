@@ -1,7 +1,8 @@
 """Preparing and finishing a sweep without Ray: resolve the job, validate everything, load the
 dataset and fingerprint its content, check the run directory (all before anything is written
 or Ray starts), lock it, find the missing cells, and reduce the scores into leaderboards
-(:func:`grb_dist.leaderboard.reduce.reduce_run`).
+(:func:`grb_dist.leaderboard.reduce.reduce_run`). A run with no cell missing is read without
+the lock (:func:`finished`).
 """
 
 from __future__ import annotations
@@ -158,6 +159,17 @@ class Outcome:
     boards: dict[str, pd.DataFrame]
 
 
+def finished(prepared: Prepared, *, on_warning=None) -> Outcome | None:
+    """The outcome of a run that already holds every cell of the job (no summary, its
+    leaderboards reduced from the store), or ``None`` when a cell is missing. Needs no write
+    access: no lock is taken and nothing is written (a read-only run resumes to "nothing
+    to do"); a sweep that is growing the run meanwhile is not waited for."""
+    if not prepared.resume or missing_cells(prepared):
+        return None
+    store = RunStore.existing(prepared.run_dir)
+    return Outcome(store, None, reduce_run(store, save=False, on_warning=on_warning))
+
+
 def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None, on_progress=None,
             flush_rows: int = 4096, flush_seconds: float = 10.0, on_warning=None,
             job_name: str | None = None) -> Outcome:
@@ -189,6 +201,6 @@ def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None
     return Outcome(store, summary, boards)
 
 
-__all__ = ["Outcome", "Prepared", "RESULTS_DIR", "dataset_identity", "default_run_dir", "execute", "lock_run",
-           "missing_cells", "open_store", "stage_totals",
+__all__ = ["Outcome", "Prepared", "RESULTS_DIR", "dataset_identity", "default_run_dir", "execute", "finished",
+           "lock_run", "missing_cells", "open_store", "stage_totals",
            "prepare", "resolve_job"]
