@@ -123,7 +123,6 @@ def test_report_has_budget_section_when_budgets_vary():
 def test_timeline_section_from_the_runs_records(tmp_path):
     """A run's recorded tasks become the timeline figure: one band per stage, one row per
     task running at once (lanes never overlap); none recorded, no section."""
-    import datetime as dt
 
     import pandas as pd
 
@@ -245,7 +244,12 @@ def _png_size(path: Path) -> tuple[int, int]:
 def test_report_in_headless_chromium(tmp_path, monkeypatch):
     binary = chromium()
     monkeypatch.chdir(tmp_path)
-    make_run(tmp_path / "run", synthetic_scores(difficulties=("easy", "medium", "hard", "full"), budgets=(10, 20)))
+    store = make_run(tmp_path / "run", synthetic_scores(difficulties=("easy", "medium", "hard", "full"),
+                                                        budgets=(10, 20)))
+    t0 = NOW - dt.timedelta(minutes=5)
+    store.write_timeline("20260103T115500-1", [  # the driver's records of the sweep: the Timeline section
+        {"stage": stage, "task": f"{stage} {i}", "started": t0 + dt.timedelta(seconds=i),
+         "finished": t0 + dt.timedelta(seconds=i + 2)} for i, stage in enumerate(("train", "attack", "score"))])
     r = runner.invoke(_app(), ["report", "run", "--output", "site"])
     assert r.exit_code == 0, r.output
     page = (tmp_path / "site" / PAGE).resolve()
@@ -258,7 +262,7 @@ def test_report_in_headless_chromium(tmp_path, monkeypatch):
     assert {"leaderboards-injection", "leaderboards-modification"} <= d.ids
     assert d.tables == 16  # 2 scenarios x 4 difficulties x (attacks, defenses)
     n_figures = len(list((tmp_path / "site").glob("*.png")))
-    assert len(d.images) == n_figures == 8 + 2 + 1  # heatmaps, difficulty lines, budget curve
+    assert len(d.images) == n_figures == 8 + 2 + 1 + 1  # heatmaps, difficulty lines, budget curve, timeline
     for img in d.images:
         w, h = (int(v) for v in img["data-natural-size"].split("x"))
         assert w > 100 and h > 100, img["alt"]
