@@ -251,13 +251,13 @@ def _progress_display(prepared: Any) -> Any:
     from grb_dist.sweep.progress import PlainProgress, RichProgress
     from grb_dist.sweep.session import missing_cells, stage_totals
 
-    if not missing_cells(prepared):
+    missing = missing_cells(prepared)
+    if not missing:
         return None
     console = Console(stderr=True)
-    p = prepared.plan
     console.print(f"benchmark: {', '.join(prepared.spec.defenses)} on {prepared.spec.dataset} "
-                  f"({prepared.graph.num_nodes:,} nodes): {len(missing_cells(prepared)):,} of {len(p.scores):,} "
-                  f"cells to compute", highlight=False, soft_wrap=True)
+                  f"({prepared.graph.num_nodes:,} nodes): {len(missing):,} of {len(prepared.plan.scores):,} "
+                  "cells to compute", highlight=False, soft_wrap=True, markup=False)
     if console.is_terminal or console.is_jupyter:
         return RichProgress(console, stage_totals(prepared))
     return PlainProgress(lambda line: print(line, file=sys.stderr, flush=True))
