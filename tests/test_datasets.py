@@ -67,6 +67,23 @@ def test_grb_split_sizes_disjoint_and_degree_ordered():
         np.testing.assert_array_equal(s[k], s2[k])
 
 
+@pytest.mark.parametrize("n", [2708, 2995, 3312, 1490, 2680, 89_250, 20, 999])
+def test_grb_split_sizes_follow_grbs_truncating_formula(n):
+    """Per band int(0.1 N) test nodes and int(0.6 N) training nodes, truncated as GRB's code
+    computes them (rounding gave 271 and 1,625 on Cora's 2,708 nodes, where GRB's official
+    split holds 270 per band and 1,624)."""
+    s = grb_split(np.arange(n) % 17, seed=1)
+    assert s["test_easy"].size == s["test_medium"].size == s["test_hard"].size == int(n * 0.1)
+    assert s["train"].size == int(n * 0.6) and s["val"].size == n - int(n * 0.6) - 3 * int(n * 0.1)
+
+
+def test_a_resplit_cora_has_the_official_splits_sizes(cora_legacy):
+    g = load_grb_dir(cora_legacy)
+    official = {k: v.size for k, v in g.split.items()}
+    mine = {k: v.size for k, v in grb_split(g.degrees(), seed=0).items()}
+    assert mine == official
+
+
 def test_grb_split_rejects_tiny_graph():
     with pytest.raises(DatasetError, match="at least"):
         grb_split(np.ones(5), seed=0)

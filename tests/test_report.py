@@ -310,8 +310,9 @@ def test_report_of_a_study(tmp_path):
     assert len(d.images) == 3 and all(i["src"].startswith("data:image/png;base64,") for i in d.images)
     assert sorted(p.name for p in out.iterdir()) == [PAGE, "study-degree-boxplot.png", "study-degree-robustness.png",
                                                      "study-over-robustness.png"]
-    # reduced tables: one metrics table per attack, Table 1 and Table 2, every metric as a column
-    assert d.tables == 2 + 1 + 1
+    # reduced tables: one metrics table per attack, Table 1 and Table 2 in both populations
+    assert d.tables == 2 + 1 + 2
+    assert "Table 2 (table2.csv)" in html and "Table 2 (table2_paper.csv)" in html
     for needle in ("Attack: l2-weak", "Attack: l2-weak-class", "R_adv", "R_over", "F1-rob", "Table 2", "K=1",
                    "K=2", "Bayes (X, A)", "tiny", "csbm"):
         assert needle in html, needle

@@ -649,7 +649,7 @@ def test_study_csv_files_name_every_column_and_round_floats(one_k_study):
     metrics.parquet keeps full precision."""
     t2 = pd.read_csv(one_k_study / "table2.csv", dtype=str)
     assert list(t2.columns) == ["budget", "K=1"] and list(t2["budget"]) == ["1", "deg", "deg+2"]
-    for name in ("metrics.csv", "table1.csv", "table2.csv"):
+    for name in ("metrics.csv", "table1.csv", "table2.csv", "table2_paper.csv"):
         frame = pd.read_csv(one_k_study / name, dtype=str)
         assert not any(c.startswith("Unnamed") for c in frame.columns), (name, list(frame.columns))
         numbers = [v for c in frame.columns if c not in ("model", "attack", "budget") for v in frame[c].dropna()]
@@ -720,3 +720,31 @@ def test_sigterm_stops_a_study_as_ctrl_c_does(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "3 units, 1 done, 2 to run" in result.output
     assert len(list(nodes.glob("*.parquet"))) == 3
+
+
+def test_table2_populations_differ_exactly_by_the_mlp_correct_filter():
+    """A hand-made table: the caption's population counts every node the Bayes classifier
+    gets right (degree > 0); the paper's keeps of those only the nodes the attacked MLP also
+    gets right, from the MLP's rows."""
+    from grb_dist.semantics.tables import table2
+
+    rows = []
+    # node: (label, g_clean, f_clean of the MLP, degree, g_flip); K = 1, one graph
+    nodes = {0: (0, 0, 0, 2, 1), 1: (0, 0, 1, 2, 1), 2: (1, 1, 1, 3, 3), 3: (1, 1, 0, 3, 2),
+             4: (1, 0, 1, 2, 1), 5: (0, 0, 0, 0, 1)}
+    for node, (label, g, f, deg, flip) in nodes.items():
+        for model, pred in (("mlp", f), ("gcn", label)):
+            rows.append(dict(study="s", K=1.0, graph_seed=0, model=model, attack="l2-weak", node=node, target_class=1 - label,
+                             degree=deg, label=label, f_clean=pred, g_clean=g, g_features=g, f_flip=9, g_flip=flip,
+                             steps=10, val_accuracy=1.0))
+    frame = pd.DataFrame(rows)
+    caption = table2(frame, ["1", "2"])
+    paper = table2(frame, ["1", "2"], population="paper")
+    # caption: nodes 0, 1, 2, 3 (4: g wrong, 5: degree 0); flips within 1: nodes 0, 1 -> 2/4; within 2: 0, 1, 3 -> 3/4
+    assert caption.loc["1", 1.0] == pytest.approx(2 / 4) and caption.loc["2", 1.0] == pytest.approx(3 / 4)
+    # paper: of those, the MLP is right on 0 and 2 only -> within 1: node 0 -> 1/2; within 2: node 0 -> 1/2
+    assert paper.loc["1", 1.0] == pytest.approx(1 / 2) and paper.loc["2", 1.0] == pytest.approx(1 / 2)
+    without_mlp = frame[frame["model"] != "mlp"]
+    assert table2(without_mlp, ["1"], population="paper").empty and not table2(without_mlp, ["1"]).empty
+    with pytest.raises(ConfigError, match="population"):
+        table2(frame, ["1"], population="all")

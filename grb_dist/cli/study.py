@@ -56,7 +56,7 @@ def study(
     with interruptible("interrupted: finished units are kept; run the same command again to resume"):
         directory = run_study(spec, out, address=address, num_cpus=num_cpus, use_ray=ray_on,
                               progress=lambda msg: base.err_console.print(msg, highlight=False, markup=False))
-    written = [directory / name for name in ("metrics.csv", "table1.csv", "table2.csv") if (directory / name).exists()]
+    written = [directory / name for name in ("metrics.csv", "table1.csv", "table2.csv", "table2_paper.csv") if (directory / name).exists()]
     if plots:
         from grb_dist.semantics.plots import write_plots
 

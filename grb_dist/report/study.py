@@ -105,7 +105,7 @@ def study_tables(nodes: pd.DataFrame, budgets: tuple[str, ...]) -> list[StudyTab
     """The reduced tables of the study's rows: the metrics per attack (one table each),
     Table 1 (Bayes accuracy per K, CSBM studies) and Table 2 (semantic violations per K and
     budget), those the rows allow."""
-    from grb_dist.semantics.tables import metrics_table, table1, table2, table2_wide
+    from grb_dist.semantics.tables import TABLE2_POPULATIONS, metrics_table, table1, table2, table2_wide
 
     out = []
     metrics = metrics_table(nodes, budgets)
@@ -120,10 +120,12 @@ def study_tables(nodes: pd.DataFrame, budgets: tuple[str, ...]) -> list[StudyTab
     if not t1.empty:
         out.append(StudyTable("table1", "table1", "Table 1: Bayes classifier accuracy per K",
                               t1.rename(columns={"bayes_x": "Bayes (X)", "bayes_xa": "Bayes (X, A)"})))
-    t2 = table2(nodes, budgets)
-    if not t2.empty:
-        out.append(StudyTable("table2", "table2", "Table 2: share of new nodes whose Bayes decision changes "
-                              "within each budget (l2-weak), per budget and K", table2_wide(t2)))
+    for population, (name, counted) in TABLE2_POPULATIONS.items():
+        t2 = table2(nodes, budgets, population=population)
+        if not t2.empty:
+            out.append(StudyTable("table2", name.removesuffix(".csv"),
+                                  f"Table 2 ({name}): share of new nodes whose Bayes decision changes within each "
+                                  f"budget (l2-weak), per budget and K; counted: {counted}", table2_wide(t2)))
     return out
 
 
