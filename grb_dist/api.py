@@ -146,64 +146,80 @@ def benchmark(
             mapping (``train={"epochs": 50}``).
 
     Returns:
-        One row per (scenario, difficulty, defense, attack, surrogate) with ``row`` =
-        ``clean`` (attack ``none``) or ``attack``: ``accuracy_mean`` and ``accuracy_std``
-        over repeats (population deviation), ``n_repeats``; then, per scenario and
-        difficulty, the defense board row of each scored defense (``row`` = ``defense``,
-        attack and surrogate ``all``): ``accuracy_mean``/``accuracy_std`` are the board's
-        Average over attacks and clean, with ``avg_3_min_mean``, ``weighted_mean``, ``rank``
-        and ``clean_accuracy``. ``weights`` is ``given`` for a module instance scored as
-        passed, ``trained`` for a model trained by the job's protocol.
+        :func:`benchmark_rows`: a ``clean`` or ``attack`` row per (scenario, difficulty,
+        defense, attack, surrogate) and each defense's board row (``defense``), with
+        ``weights`` = ``given`` or ``trained``.
 
     Raises:
         GrbDistError: invalid input (before anything runs), or cells that failed.
     """
-    from grb_dist.sweep.preflight import check_sweep
-    from grb_dist.sweep.session import execute, finished, lock_run, prepare
     from grb_dist.sweep.settings import RaySettings
 
     overrides: dict[str, Any] = {k: job_overrides.pop(k) for k in _OVERRIDE_KEYS if k in job_overrides}
     overrides.update(scenario=scenario, attacks=_listed(attacks), difficulties=_listed(difficulties),
                      repeats=repeats, steps=steps)
+    key, given, spec, graph = _benchmark_inputs(model, name, dataset, job, overrides, job_overrides, compare)
+    settings = RaySettings(address=address, num_cpus=num_cpus)
+    with tempfile.TemporaryDirectory(prefix="grb-dist-benchmark-") as tmp:
+        outcome = _run(spec, Path(out) if out is not None else Path(tmp) / "run", settings, graph=graph,
+                       given=given, data_dir=data_dir, download=download, on_progress=on_progress,
+                       progress=progress)
+        return benchmark_rows(outcome.store.read_scores(), outcome.boards, list(spec.defenses),
+                              given={key} if given else set())
+
+
+def _benchmark_inputs(model: Any, name: str | None, dataset: Any, job: str | Path | None,
+                      overrides: Mapping[str, Any], job_overrides: dict[str, Any], compare: bool):
+    """``(key, given, spec, graph)`` of :func:`benchmark`: the model registered under ``key``
+    (a module instance wrapped as ``given``, a :class:`~grb_dist.models.registry.GivenModule`,
+    else ``None``), the job, and the graph of a PyG ``dataset`` (its features as given:
+    ``normalize`` defaults to ``none``), else ``None`` (the dataset is loaded by name)."""
     pyg = not isinstance(dataset, (str, Path))
     if pyg:
         job_overrides.setdefault("normalize", "none")
-    given = _module_instance(model)
-    if given:
+    given = None
+    if _module_instance(model):
         from grb_dist.models.registry import GivenModule
 
-    key = _benchmark_name(GivenModule(model) if given else model, name)
+        given = GivenModule(model)  # the copy every run of this call uses
+    key = _benchmark_name(given or model, name)
     spec = _benchmark_spec(key, _pyg_label(dataset) if pyg else dataset, job, overrides, job_overrides, compare)
     graph = None
     if pyg:
         from grb_dist.datasets.pyg import from_pyg
 
         graph = from_pyg(dataset, name=spec.dataset, seed=spec.seed)
+    return key, given, spec, graph
 
-    settings = RaySettings(address=address, num_cpus=num_cpus)
-    with tempfile.TemporaryDirectory(prefix="grb-dist-benchmark-") as tmp:
-        run_dir = Path(out) if out is not None else Path(tmp) / "run"
-        prepared = prepare(spec, out=run_dir, data_dir=data_dir, download=download, graph=graph)
-        if given:
-            _check_given(model, prepared.graph)
-        outcome = finished(prepared)  # every cell stored: read only, no lock
-        if outcome is None:
-            check_sweep(prepared, local=settings.resolved_address() is None)
-            lock, prepared = lock_run(prepared)
-            display = on_progress if on_progress is not None or not progress else _progress_display(prepared)
-            try:
-                if display is not None and hasattr(display, "__enter__"):
-                    with display:
-                        outcome = execute(prepared, settings, lock, on_progress=display)
-                else:
-                    outcome = execute(prepared, settings, lock, on_progress=display)
-            finally:
-                lock.release()
-        if outcome.summary is not None and outcome.summary.failures:
-            first = outcome.summary.errors[0] if outcome.summary.errors else "see the log"
-            raise GrbDistError(f"{outcome.summary.failures} of {outcome.summary.total} cells failed; first: {first}")
-        return benchmark_rows(outcome.store.read_scores(), outcome.boards, list(spec.defenses),
-                              given={key} if given else set())
+
+def _run(spec: Any, run_dir: Path, settings: Any, *, graph: Any, given: Any, data_dir: Any, download: bool,
+         on_progress: Callable[[Any], None] | None, progress: bool) -> Any:
+    """The sweep of :func:`benchmark` (the session's steps, as ``grb-dist sweep`` takes
+    them): prepare, check a given module on the graph, answer a finished run from the store,
+    else lock and execute, reporting to ``on_progress`` or else (``progress``) to the
+    progress display. Raises when cells failed."""
+    import contextlib
+
+    from grb_dist.sweep.preflight import check_sweep
+    from grb_dist.sweep.session import execute, finished, lock_run, prepare
+
+    prepared = prepare(spec, out=run_dir, data_dir=data_dir, download=download, graph=graph)
+    if given is not None:
+        _check_given(given.module, prepared.graph)
+    outcome = finished(prepared)  # every cell stored: read only, no lock
+    if outcome is None:
+        check_sweep(prepared, local=settings.resolved_address() is None)
+        lock, prepared = lock_run(prepared)
+        display = on_progress if on_progress is not None else _progress_display(prepared) if progress else None
+        try:
+            with display if hasattr(display, "__enter__") else contextlib.nullcontext():
+                outcome = execute(prepared, settings, lock, on_progress=display)
+        finally:
+            lock.release()
+    if outcome.summary is not None and outcome.summary.failures:
+        first = outcome.summary.errors[0] if outcome.summary.errors else "see the log"
+        raise GrbDistError(f"{outcome.summary.failures} of {outcome.summary.total} cells failed; first: {first}")
+    return outcome
 
 
 def _module_instance(model: Any) -> bool:
@@ -223,19 +239,17 @@ def _pyg_label(data: Any) -> str:
 
 
 def _check_given(module: Any, graph: Any) -> None:
-    """A given module maps the graph's ``(x, edge_index)`` to ``N x C`` finite logits (its
-    own widths must fit the graph): checked once on the clean graph, before Ray starts."""
-    import copy
-
+    """A given module (:class:`~grb_dist.models.registry.GivenModule`'s copy, on the CPU in
+    eval mode) maps the graph's ``(x, edge_index)`` to ``N x C`` finite logits (its own
+    widths must fit the graph): checked once on the clean graph, before Ray starts."""
     import torch
 
     from grb_dist.models.tensors import check_logits, graph_tensors
 
-    probe = copy.deepcopy(module).cpu().eval()
     t = graph_tensors(graph)
     try:
         with torch.no_grad():
-            out = probe(t.x, t.edge_index)
+            out = module(t.x, t.edge_index)
     except (RuntimeError, TypeError, ValueError, IndexError) as exc:
         raise ConfigError(f"the given module fails on the graph ({graph.num_nodes:,} nodes x "
                           f"{graph.num_features:,} features): {type(exc).__name__}: {str(exc).splitlines()[0]}; it "
@@ -282,8 +296,16 @@ def _benchmark_spec(key: str, dataset: str, job: str | Path | None, overrides: M
 
 def benchmark_rows(scores: pd.DataFrame, boards: Mapping[str, pd.DataFrame], defenses: list[str],
                    given: set[str] = frozenset()) -> pd.DataFrame:
-    """The rows :func:`benchmark` returns, from a run's scores and leaderboards; ``weights``
-    says ``given`` for the ``given`` defenses (scored as passed), ``trained`` for the rest."""
+    """The rows :func:`benchmark` returns, from a run's scores and leaderboards.
+
+    One row per (scenario, difficulty, defense, attack, surrogate) with ``row`` = ``clean``
+    (attack ``none``) or ``attack``: ``accuracy_mean`` and ``accuracy_std`` over repeats
+    (population deviation), ``n_repeats``; then, per scenario and difficulty, the defense
+    board row of each scored defense (``row`` = ``defense``, attack and surrogate ``all``):
+    ``accuracy_mean``/``accuracy_std`` are the board's Average over attacks and clean, with
+    ``avg_3_min_mean``, ``weighted_mean``, ``rank`` and ``clean_accuracy``. ``weights`` says
+    ``given`` for the ``given`` defenses (a module instance scored as passed), ``trained``
+    for the rest (trained by the job's protocol)."""
     import numpy as np
     import pandas as pd
 

@@ -86,8 +86,8 @@ def prepare(spec: JobSpec, *, out: str | Path | None = None, data_dir: str | Pat
     from grb_dist.defenses import check_fit
 
     resolved = resolve(spec)
-    graph = load_dataset(spec.dataset if graph is None else graph, data_dir=data_dir, normalize=spec.normalize, seed=spec.seed, download=download,
-                         verify=verify)
+    graph = load_dataset(spec.dataset if graph is None else graph, data_dir=data_dir, normalize=spec.normalize,
+                         seed=spec.seed, download=download, verify=verify)
     for d in spec.difficulties:
         graph.targets(d)
     check_attack_inputs(resolved, graph)
@@ -134,13 +134,10 @@ def stage_totals(prepared: Prepared) -> dict[str, int]:
     from its first frame (the runner computes the same with :func:`needed_work`)."""
     from grb_dist.sweep.plan import needed_work
 
-    done = set(c.cell_id for c in prepared.plan.scores) - {c.cell_id for c in missing_cells(prepared)}
-    if prepared.resume:
-        stored = RunStore.existing(prepared.run_dir)
-        work = needed_work(prepared.plan, done, stored.has_perturbation)
-    else:
-        work = needed_work(prepared.plan, done, lambda _: False)
-    return {**work.totals(), "score": len(prepared.plan.scores)}
+    missing = {c.cell_id for c in missing_cells(prepared)}
+    done = {c.cell_id for c in prepared.plan.scores if c.cell_id not in missing}
+    stored = RunStore.existing(prepared.run_dir).has_perturbation if prepared.resume else (lambda _: False)
+    return {**needed_work(prepared.plan, done, stored).totals(), "score": len(prepared.plan.scores)}
 
 
 def open_store(prepared: Prepared, lock: RunLock) -> RunStore:
