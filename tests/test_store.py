@@ -252,7 +252,7 @@ def test_torn_and_foreign_files_are_reported_never_counted_and_quarantined(tmp_p
     foreign = good.parent / "foreign.parquet"
     pq.write_table(pa.table({"cell_id": ["c9"], "x": [1.0]}), foreign)  # valid Parquet, not ours
     misplaced = store.root / "scores" / "stray.parquet"  # outside the partition layout
-    write_table(pa.Table.from_pylist([{k: v for k, v in row("c8").items() if k in schema.SCORE_FILE.names}],
+    write_table(pa.Table.from_pylist([{**schema.ADDED_DEFAULTS, **row("c8")}],
                                      schema=schema.SCORE_FILE), misplaced)
     assert store.done_cells() == {"c1", "c2"}
     warnings = []

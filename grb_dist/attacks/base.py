@@ -178,6 +178,12 @@ class Attack:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config})"
 
+    @property
+    def follows_gradients(self) -> bool:
+        """Whether the attack follows its surrogate's gradients (FGSM, PGD, PR-BCD ...), so
+        that attacking a defense itself (adaptive) is another attack than transferring."""
+        return False
+
     def check_inputs(self, graph: Graph, targets: np.ndarray) -> tuple[np.ndarray, Budget]:
         """Validate ``targets`` and resolve the budget on ``graph``; raise
         :class:`ConfigError` before any work when they do not fit."""
@@ -208,6 +214,10 @@ class InjectionAttack(Attack):
     scenario: ClassVar[str] = "injection"
     optimizes: ClassVar[bool] = True
     injected_links: ClassVar[bool] = False
+
+    @property
+    def follows_gradients(self) -> bool:
+        return self.optimizes
 
 
     def check_inputs(self, graph: Graph, targets: np.ndarray) -> tuple[np.ndarray, Budget]:

@@ -34,6 +34,7 @@ def sweep(
     edges_per_node: Optional[int] = typer.Option(None, "--edges-per-node", help="Edges per injected node."),
     steps: Optional[int] = typer.Option(None, help="Attack optimisation steps."),
     ratio_edge_mod: Optional[str] = typer.Option(None, "--ratio-edge-mod", help="Modification budget: flipped edges as a share of the graph's edges, in (0, 1]; a comma-separated list (0.01,0.05) sweeps each value as attack <name>@<value>."),
+    adaptive: Optional[bool] = typer.Option(None, "--adaptive/--no-adaptive", help="Also attack every defense with itself as the surrogate (white-box): the scenario's gradient attacks, scored on that defense, next to the transfer cells (default: the job's, off)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", parser=path_value, help="Run directory (default: results/<dataset>)."),
     address: Optional[str] = typer.Option(None, "--address", envvar="RAY_ADDRESS", help="Ray cluster to join (auto, host:port); default: start a local Ray."),
     num_cpus: Optional[int] = typer.Option(None, "--num-cpus", help="CPUs of the local Ray (default: all)."),
@@ -66,7 +67,7 @@ def sweep(
         raise ConfigError("--keep-ray keeps a local Ray; a joined cluster (--address) stays up anyway: leave one out")
     overrides = dict(attacks=attacks, defenses=defenses, surrogates=surrogates, difficulties=difficulties,
                      repeats=repeats, seed=seed, n_inject=n_inject, edges_per_node=edges_per_node, steps=steps,
-                     scenario=scenario, ratio_edge_mod=ratio_edge_mod)
+                     scenario=scenario, ratio_edge_mod=ratio_edge_mod, adaptive=adaptive)
     with interruptible(INTERRUPTED):  # Ctrl-C and SIGTERM: the same clean stop
         spec = resolve_job(dataset, job, overrides, allow_import=allow_import)
         prepared = prepare(spec, out=out, data_dir=data_dir, download=download, verify=verify)  # writes nothing
@@ -104,6 +105,10 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
     missing = missing_cells(prepared)
 
     joined = []  # the Ray context, once connected
+    adaptive = sum(c.threat != "transfer" for c in p.scores)
+    for (scenario, defense), reason in p.transfer_only.items():
+        base.console.print(f"note: {defense} is scored by transfer only in {scenario}: {reason}", highlight=False,
+                           markup=False, soft_wrap=True)
 
     def on_connect(ctx, store) -> None:
         joined.append(ctx)
@@ -113,7 +118,8 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
             f"[bold]sweep[/] {spec.dataset} ({plural(prepared.graph.num_nodes, 'node')}, {' + '.join(spec.scenarios)}): "
             f"{plural(sum(len(spec.scenario_attacks(s)) for s in spec.scenarios), 'attack')} x "
             f"{plural(len(p.surrogates), 'surrogate')} x {plural(len(p.targets), 'defense')} x "
-            f"{plural(len(spec.difficulties), 'difficulty')} x {plural(spec.repeats, 'repeat')} = "
+            f"{plural(len(spec.difficulties), 'difficulty')} x {plural(spec.repeats, 'repeat')}"
+            + (f" + {adaptive:,} adaptive" if adaptive else "") + " = "
             f"{plural(len(p.scores), 'cell')}, {len(missing):,} to compute -> {prepared.run_dir}"
             + (" (resuming or growing the run)" if prepared.resume else ""),
             highlight=False, soft_wrap=True,

@@ -29,6 +29,10 @@ SPLIT_NAMES = ("train", "val", "test_easy", "test_medium", "test_hard", "test_fu
 PRECISIONS = ("fp32", "tf32", "bf16")
 #: The attack (and surrogate) name of a clean row: a defense scored on the unperturbed graph.
 CLEAN = "none"
+#: Who the attacker attacks: ``transfer`` (GRB's protocol: a surrogate the attacker trained
+#: itself, black-box) or ``adaptive`` (the defense itself, white-box).
+TRANSFER, ADAPTIVE = "transfer", "adaptive"
+THREATS = (TRANSFER, ADAPTIVE)
 
 #: A name: letters, digits, ``. _ + -`` (not first), at most 128 characters, never ``..``.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")

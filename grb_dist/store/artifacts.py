@@ -134,6 +134,7 @@ class Perturbations:
             added = np.asarray(perturbation.edges, dtype=np.int64).reshape(2, -1)
             removed, nodes, n_inject = np.zeros((2, 0), np.int64), empty, int(feats.shape[0])
         row = schema.stamped({
+            **schema.ADDED_DEFAULTS,
             **meta,
             "perturbation_id": perturbation_id,
             "num_original": int(perturbation.num_original),

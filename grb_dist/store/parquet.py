@@ -122,20 +122,24 @@ def read_partitioned_file(base: Path, path: Path, file_schema: pa.Schema, full_s
     values = partition_of(base, path)
     pf = pq.ParquetFile(path)
     have = pf.schema_arrow
+    added = {}  # columns added after the file was written: their default
     for f in file_schema:
         if f.name not in have.names:
+            if f.metadata and b"default" in f.metadata:
+                added[f.name] = f.metadata[b"default"].decode()
+                continue
             raise ValueError(f"no column {f.name!r} (not a grb-dist file)")
         if not have.field(f.name).type.equals(f.type):
             raise ValueError(f"column {f.name!r} is {have.field(f.name).type}, expected {f.type}")
-    wanted = [f.name for f in file_schema if columns is None or f.name in columns]
+    wanted = [f.name for f in file_schema if (columns is None or f.name in columns) and f.name not in added]
     t = pf.read(columns=wanted)
     n = t.num_rows
     arrays, fields = [], []
     for f in full_schema:
         if columns is not None and f.name not in columns:
             continue
-        if f.name in values:
-            arrays.append(pa.array([values[f.name]] * n, type=f.type))
+        if f.name in values or f.name in added:
+            arrays.append(pa.array([values.get(f.name, added.get(f.name))] * n, type=f.type))
         else:
             arrays.append(t.column(f.name).cast(f.type))
         fields.append(f)

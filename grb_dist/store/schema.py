@@ -38,6 +38,19 @@ from grb_dist.core.version import __version__
 #: Hive partition columns of ``scores/`` and ``perturbations/``, outermost first.
 PARTITION = ("scenario", "dataset", "difficulty")
 
+
+def added_column(name: str, default: str) -> pa.Field:
+    """A string column added after runs were first written: files without it read as
+    ``default`` (:func:`grb_dist.store.parquet.read_partitioned_file`)."""
+    return pa.field(name, pa.string(), nullable=False, metadata={b"default": default.encode()})
+
+
+#: ``transfer`` (a surrogate the attacker trained itself) or ``adaptive`` (the defense
+#: itself); rows and perturbations written before adaptive cells existed are transfer.
+THREAT = added_column("threat", "transfer")
+#: The added columns' defaults, for rows written without them.
+ADDED_DEFAULTS = {THREAT.name: "transfer"}
+
 SCORES = pa.schema([
     pa.field("cell_id", pa.string(), nullable=False),
     pa.field("config_hash", pa.string(), nullable=False),
@@ -47,8 +60,9 @@ SCORES = pa.schema([
     pa.field("scenario", pa.string(), nullable=False),
     pa.field("difficulty", pa.string(), nullable=False),
     pa.field("attack", pa.string(), nullable=False),
-    pa.field("surrogate", pa.string(), nullable=False),
+    pa.field("surrogate", pa.string(), nullable=False),  # adaptive rows: the defense itself
     pa.field("defense", pa.string(), nullable=False),
+    THREAT,
     pa.field("repeat", pa.int32(), nullable=False),
     pa.field("seed", pa.int64(), nullable=False),  # attack seed (the job seed for clean rows)
     pa.field("defense_seed", pa.int64(), nullable=False),
@@ -75,6 +89,7 @@ PERTURBATIONS = pa.schema([
     pa.field("difficulty", pa.string(), nullable=False),
     pa.field("attack", pa.string(), nullable=False),
     pa.field("surrogate", pa.string(), nullable=False),
+    THREAT,
     pa.field("repeat", pa.int32(), nullable=False),
     pa.field("seed", pa.int64(), nullable=False),
     pa.field("params_json", pa.string(), nullable=False),
@@ -180,7 +195,7 @@ def score_row(cell: Any, *, config_hash: str, dataset: str, dataset_fingerprint:
         "cell_id": cell.cell_id, "config_hash": config_hash, "perturbation_id": cell.perturbation_id,
         "dataset": dataset, "dataset_fingerprint": dataset_fingerprint, "scenario": cell.scenario,
         "difficulty": cell.difficulty, "attack": cell.attack, "surrogate": cell.surrogate, "defense": cell.defense,
-        "repeat": cell.repeat, "seed": cell.seed,
+        "threat": cell.threat, "repeat": cell.repeat, "seed": cell.seed,
         "defense_seed": defense_seed, "accuracy": float(result["accuracy"]), "n_targets": int(result["n_targets"]),
         **sizes, "attack_seconds": float(attack_seconds),
         "score_seconds": float(result["score_seconds"]), "defense_train_seconds": float(result["defense_train_seconds"]),
@@ -196,8 +211,8 @@ def perturbation_meta(cell: Any, *, config_hash: str, dataset: str, dataset_fing
     return {
         "config_hash": config_hash, "scenario": cell.scenario, "dataset": dataset,
         "dataset_fingerprint": dataset_fingerprint, "difficulty": cell.difficulty,
-        "attack": cell.attack, "surrogate": cell.surrogate, "repeat": cell.repeat, "seed": cell.seed,
-        "params_json": canonical_json(cell.params), "feat_lim_min": feat_lim_min, "feat_lim_max": feat_lim_max,
+        "attack": cell.attack, "surrogate": cell.surrogate, "threat": cell.threat, "repeat": cell.repeat,
+        "seed": cell.seed, "params_json": canonical_json(cell.params), "feat_lim_min": feat_lim_min, "feat_lim_max": feat_lim_max,
         "attack_seconds": attack_seconds,
     }
 

@@ -123,7 +123,7 @@ class Scores:
         """Write ``rows`` now: one new file per partition present in them."""
         groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
         for r in rows:
-            groups.setdefault(tuple(r[k] for k in schema.PARTITION), []).append(r)  # type: ignore[arg-type]
+            groups.setdefault(tuple(r[k] for k in schema.PARTITION), []).append({**schema.ADDED_DEFAULTS, **r})  # type: ignore[arg-type]
         written = []
         for key, group in groups.items():
             directory = partition_path(self.base, *key)

@@ -111,6 +111,9 @@ class JobSpec:
     attacks: Mapping[str, Any] = field(default_factory=dict)
     adversarial_training: Mapping[str, Any] = field(default_factory=dict)
     modification: Mapping[str, Any] = field(default_factory=dict)
+    #: Also attack every defense with itself as the surrogate (white-box): the scenario's
+    #: gradient attacks, scored on that defense (threat ``adaptive``).
+    adaptive: bool = False
 
     def __post_init__(self) -> None:
         check_dataset_ref(self.dataset)
@@ -169,7 +172,10 @@ class JobSpec:
         return self.section(scenario).attacks
 
     def to_dict(self) -> dict[str, Any]:
-        return json.loads(canonical_json(to_dict(self)))
+        data = json.loads(canonical_json(to_dict(self)))
+        if not self.adaptive:  # jobs without adaptive cells keep the hash they always had
+            del data["adaptive"]
+        return data
 
     @property
     def config_hash(self) -> str:

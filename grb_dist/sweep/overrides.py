@@ -116,6 +116,7 @@ def apply_overrides(
     edges_per_node: int | None = None,
     steps: int | None = None,
     ratio_edge_mod: float | str | tuple[float, ...] | None = None,
+    adaptive: bool | None = None,
 ) -> JobSpec:
     """Narrow or override a job (the CLI flags). Lists may be comma-separated strings.
 
@@ -130,7 +131,7 @@ def apply_overrides(
     :func:`budget_values`): that scenario's attacks then become a budget axis, one entry
     ``<attack>@<value>`` per attack and value with the attack's parameters and the budget
     replaced (``fgsm@20``, ``prbcd@0.05``), each ranked on its own. One value keeps the
-    attack names, and so every cell id.
+    attack names, and so every cell id. ``adaptive`` switches the adaptive cells on or off.
     """
     data = spec.to_dict()
     if dataset is not None:
@@ -152,6 +153,8 @@ def apply_overrides(
         data["repeats"] = repeats
     if seed is not None:
         data["seed"] = seed
+    if adaptive is not None:
+        data["adaptive"] = adaptive
     mod = data.setdefault("modification", {})
     n_injects, ratios = budget_values(n_inject, "n_inject"), budget_values(ratio_edge_mod, "ratio_edge_mod")
     n_inject = n_injects[0] if n_injects and len(n_injects) == 1 else None

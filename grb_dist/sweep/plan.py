@@ -10,6 +10,14 @@
   trained defense is deterministic, so it is computed once, stored with ``repeat = 0``, and
   the leaderboards use it for every repeat.
 
+Those are the ``transfer`` cells (GRB's black-box protocol). A job with ``adaptive: true``
+adds ``adaptive`` cells: per (defense, gradient attack of the scenario, difficulty, repeat)
+one perturbation generated with the defense itself as the surrogate (white-box, the same
+parameters and audit), scored on that defense only; their surrogate column names the
+defense. A defense whose program an attack cannot differentiate gets no adaptive cells in
+that scenario (``transfer_only``, with the reason). Adaptive ids hash the threat too, and
+transfer ids are what they were, so switching adaptive on grows a run by its adaptive cells.
+
 Every id is the sha256 of the canonical JSON of the full configuration it depends on, so an
 id changes exactly when something that influences its result changes.
 """
@@ -17,13 +25,12 @@ id changes exactly when something that influences its result changes.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping
 
-from grb_dist.core.config import to_dict
+from grb_dist.core.config import canonical_json, to_dict
 from grb_dist.core.errors import ConfigError
-from grb_dist.core.names import CLEAN
-from grb_dist.core.config import canonical_json
+from grb_dist.core.names import ADAPTIVE, CLEAN, TRANSFER
 from grb_dist.sweep.job import SURROGATE_SEED_OFFSET, JobSpec, content_hash
 from grb_dist.sweep.resolve import ResolvedJob, resolve
 
@@ -59,6 +66,7 @@ class AttackCell:
     surrogate_model: str  # file stem of the surrogate
     perturbation_id: str
     scenario: str = "injection"
+    threat: str = TRANSFER
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,7 @@ class ScoreCell:
     defense_model: str  # file stem of the defense
     perturbation_id: str | None
     scenario: str = "injection"
+    threat: str = TRANSFER
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,8 @@ class Plan:
     surrogates: tuple[ModelTask, ...]
     attacks: tuple[AttackCell, ...]
     scores: tuple[ScoreCell, ...]
+    #: ``(scenario, defense) -> reason`` of the defenses without adaptive cells there
+    transfer_only: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def models(self) -> tuple[ModelTask, ...]:
@@ -105,14 +116,17 @@ def _model_task(resolved: ResolvedJob, fingerprint: str, role: str, name: str, s
     return ModelTask(role, name, seed, params, train, at, content_hash(ident))  # type: ignore[arg-type]
 
 
-def plan(job: JobSpec | ResolvedJob, fingerprint: str) -> Plan:
+def plan(job: JobSpec | ResolvedJob, fingerprint: str,
+         transfer_only: Mapping[tuple[str, str], str] | None = None) -> Plan:
     """All model tasks, attack cells and score cells of a job (resolved with
     :func:`~grb_dist.sweep.resolve.resolve` when given a :class:`JobSpec`) on the dataset
     whose content fingerprint is ``fingerprint`` (:func:`grb_dist.store.graph_fingerprint` of
     the loaded graph), in a stable order.
 
     The dataset enters every id by its content, not its name or path: the same path holding
-    another graph gives other ids.
+    another graph gives other ids. ``transfer_only``: ``(scenario, defense) -> reason`` of
+    the defenses that get no adaptive cells in a scenario (see
+    :func:`grb_dist.sweep.resolve.transfer_only`); only read when the job is adaptive.
     """
     if not isinstance(fingerprint, str) or len(fingerprint) < 16:
         raise ConfigError("plan needs the dataset's content fingerprint (grb_dist.store.graph_fingerprint)")
@@ -121,6 +135,7 @@ def plan(job: JobSpec | ResolvedJob, fingerprint: str) -> Plan:
     targets = tuple(_model_task(resolved, fingerprint, "target", d, spec.seed) for d in spec.defenses)
     surrogates = tuple(_model_task(resolved, fingerprint, "surrogate", s, spec.seed + SURROGATE_SEED_OFFSET)
                        for s in spec.surrogates)
+    excluded = dict(transfer_only or {}) if spec.adaptive else {}
     attacks: list[AttackCell] = []
     scores: list[ScoreCell] = []
     for scenario in spec.scenarios:
@@ -132,19 +147,36 @@ def plan(job: JobSpec | ResolvedJob, fingerprint: str) -> Plan:
                                         t.file_stem, None, scenario))
         for attack in spec.scenario_attacks(scenario):
             for s in surrogates:
-                for difficulty in spec.difficulties:
-                    for repeat in range(spec.repeats):
-                        seed = spec.attack_seed(repeat)
-                        params = spec.attack_params(attack, difficulty, seed, scenario)
-                        pid = content_hash({**base, "attack": attack, "params": params, "surrogate": s.model_id,
-                                            "difficulty": difficulty, "repeat": repeat})
-                        attacks.append(AttackCell(attack, s.name, difficulty, repeat, seed, params, s.file_stem, pid,
-                                                  scenario))
-                        for t in targets:
-                            cid = content_hash({"perturbation": pid, "defense": t.model_id})
-                            scores.append(ScoreCell(cid, attack, s.name, t.name, difficulty, repeat, seed, t.file_stem,
-                                                    pid, scenario))
-    return Plan(spec, spec.config_hash, targets, surrogates, tuple(attacks), tuple(scores))
+                _cells(spec, base, scenario, attack, s, targets, TRANSFER, attacks, scores)
+        if spec.adaptive:
+            for attack in spec.scenario_attacks(scenario):
+                if not resolved.attack(scenario, attack, spec.difficulties[0]).follows_gradients:
+                    continue
+                for t in targets:
+                    if (scenario, t.name) not in excluded:
+                        _cells(spec, base, scenario, attack, t, (t,), ADAPTIVE, attacks, scores)
+    return Plan(spec, spec.config_hash, targets, surrogates, tuple(attacks), tuple(scores),
+                {k: v for k, v in excluded.items() if k[0] in spec.scenarios})
+
+
+def _cells(spec: JobSpec, base: Mapping[str, Any], scenario: str, attack: str, attacker: ModelTask,
+           targets: tuple[ModelTask, ...], threat: str, attacks: list[AttackCell], scores: list[ScoreCell]) -> None:
+    """The perturbations of ``attack`` on ``attacker``'s model (every difficulty and repeat)
+    and their score cells against ``targets``. Transfer ids hash what they always did;
+    adaptive ids also the threat."""
+    for difficulty in spec.difficulties:
+        for repeat in range(spec.repeats):
+            seed = spec.attack_seed(repeat)
+            params = spec.attack_params(attack, difficulty, seed, scenario)
+            ident = {**base, "attack": attack, "params": params, "surrogate": attacker.model_id,
+                     "difficulty": difficulty, "repeat": repeat}
+            pid = content_hash(ident if threat == TRANSFER else {**ident, "threat": threat})
+            attacks.append(AttackCell(attack, attacker.name, difficulty, repeat, seed, params, attacker.file_stem,
+                                      pid, scenario, threat))
+            for t in targets:
+                cid = content_hash({"perturbation": pid, "defense": t.model_id})
+                scores.append(ScoreCell(cid, attack, attacker.name, t.name, difficulty, repeat, seed, t.file_stem,
+                                        pid, scenario, threat))
 
 
 @dataclass(frozen=True)
@@ -156,7 +188,8 @@ class Work:
         attacks_needed: perturbations the missing cells score (stored ones included).
         attacks_to_run: the needed perturbations not stored.
         models: models to train (or load): the surrogates of the attacks to run, first, so
-            attacks can start while the defenses train; then the defenses of missing cells.
+            attacks can start while the defenses train; then the defenses of missing cells
+            (and of adaptive attacks to run).
     """
 
     todo: tuple[ScoreCell, ...]
@@ -177,10 +210,10 @@ def needed_work(p: Plan, done_cells: set[str], has_perturbation: Callable[[str],
     wanted = {c.perturbation_id for c in todo}
     needed = tuple(a for a in p.attacks if a.perturbation_id in wanted)
     to_run = tuple(a for a in needed if not has_perturbation(a.perturbation_id))
-    surrogate_stems = {a.surrogate_model for a in to_run}
+    attacker_stems = {a.surrogate_model for a in to_run}  # an adaptive attack's is a defense's
     targets = {c.defense for c in todo}
-    models = tuple(s for s in p.surrogates if s.file_stem in surrogate_stems) + tuple(
-        t for t in p.targets if t.name in targets)
+    models = tuple(s for s in p.surrogates if s.file_stem in attacker_stems) + tuple(
+        t for t in p.targets if t.name in targets or t.file_stem in attacker_stems)
     return Work(todo, needed, to_run, models)
 
 

@@ -111,4 +111,26 @@ def check_weighted_surrogate(attack: str, surrogate: str, params: Mapping[str, A
         ) from None
 
 
-__all__ = ["ResolvedJob", "ResolvedModel", "check_weighted_surrogate", "resolve"]
+def transfer_only(resolved: ResolvedJob, graph: Any) -> dict[tuple[str, str], str]:
+    """``(scenario, defense) -> reason`` of the defenses of an adaptive job that its
+    gradient attacks cannot differentiate in a swept scenario (they keep their transfer
+    cells only); empty for a job without adaptive cells. Each defense is built once on
+    ``graph`` (untrained: the answer depends on its class, not its weights)."""
+    from grb_dist.attacks.adaptive import transfer_only_reason
+    from grb_dist.defenses import build_defense
+
+    job = resolved.job
+    if not job.adaptive:
+        return {}
+    gradient = {s for (s, _, _), attack in resolved.attacks.items() if attack.follows_gradients}
+    out = {}
+    for name in job.defenses:
+        model = build_defense(name, graph, dict(resolved.models[name].params))
+        for scenario in job.scenarios:
+            reason = transfer_only_reason(model, scenario) if scenario in gradient else None
+            if reason:
+                out[scenario, name] = reason
+    return out
+
+
+__all__ = ["ResolvedJob", "ResolvedModel", "check_weighted_surrogate", "resolve", "transfer_only"]

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from grb_dist.core.errors import GrbDistError
+from grb_dist.core.names import TRANSFER
 from grb_dist.core.graph import Graph
 from grb_dist.models.io import state_dict_from_bytes, state_dict_to_bytes
 from grb_dist.store import RunStore, ScoreWriter, schema
@@ -73,10 +74,15 @@ def train_task_name(task: Any) -> str:
 def attack_task_name(cells: list[AttackCell]) -> str:
     """The Ray name of an attack task: its first cell,
     ``attack:<scenario>/<attack>/<surrogate>/<difficulty>/r<repeat>``, plus ``+k`` for the
-    ``k`` other cells of its batch."""
+    ``k`` other cells of its batch; an adaptive cell's surrogate reads ``adaptive:<defense>``."""
     a = cells[0]
     more = f"+{len(cells) - 1}" if len(cells) > 1 else ""
-    return f"attack:{a.scenario}/{a.attack}/{a.surrogate}/{a.difficulty}/r{a.repeat}{more}"
+    return f"attack:{a.scenario}/{a.attack}/{_attacker(a)}/{a.difficulty}/r{a.repeat}{more}"
+
+
+def _attacker(a: AttackCell) -> str:
+    """Whom an attack cell attacks: its surrogate, or ``adaptive:<defense>``."""
+    return a.surrogate if a.threat == TRANSFER else f"{a.threat}:{a.surrogate}"
 
 
 def scorer_name(index: int) -> str:
@@ -321,7 +327,7 @@ class _Sweep:
             self.attack_queue.append(a)
             if a.surrogate_model not in self.state_refs and all(
                     t.file_stem != a.surrogate_model for t in self.train_queue):
-                added = [s for s in self.plan.surrogates if s.file_stem == a.surrogate_model]
+                added = [s for s in self.plan.models if s.file_stem == a.surrogate_model][:1]
                 self.train_queue[:0] = added
                 self.trained.total += len(added)
             return
@@ -479,7 +485,7 @@ class _Sweep:
         except TaskFailed as exc:
             self.scored.failed += sum(len(v) for v in self.todo_by_pert[a.perturbation_id].values())
             self.attacked.failed += 1
-            self.errors.append(f"{a.attack} on {a.surrogate} ({a.difficulty}, repeat {a.repeat}): {exc}")
+            self.errors.append(f"{a.attack} on {_attacker(a)} ({a.difficulty}, repeat {a.repeat}): {exc}")
             log.error("attack failed: %s", self.errors[-1])
             self.report()
             return
@@ -488,7 +494,7 @@ class _Sweep:
             a, config_hash=self.plan.config_hash, dataset=self.label, dataset_fingerprint=self.fingerprint,
             feat_lim_min=lo, feat_lim_max=hi, attack_seconds=result.seconds))
         self.pert_info[a.perturbation_id] = (result.seconds, worker.perturbation_sizes(result.perturbation))
-        self.record("attack", f"{a.attack} on {a.surrogate}, {a.difficulty}, repeat {a.repeat}", result.seconds)
+        self.record("attack", f"{a.attack} on {_attacker(a)}, {a.difficulty}, repeat {a.repeat}", result.seconds)
         self.submit_scores(ref, a.perturbation_id)  # the attack's own ref: no copy through the driver
         self.attacked.done += 1
         self.report()

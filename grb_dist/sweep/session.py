@@ -23,7 +23,7 @@ from grb_dist.sweep.job import JobSpec, dataset_label, default_job_path, load_jo
 from grb_dist.sweep.overrides import apply_overrides
 from grb_dist.sweep.plan import Plan, ScoreCell, plan, run_components
 from grb_dist.sweep.preflight import check_attack_inputs
-from grb_dist.sweep.resolve import ResolvedJob, resolve
+from grb_dist.sweep.resolve import ResolvedJob, resolve, transfer_only
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def prepare(spec: JobSpec, *, out: str | Path | None = None, data_dir: str | Pat
         graph.targets(d)
     check_attack_inputs(resolved, graph)
     identity = dataset_identity(spec, graph)
-    p = plan(resolved, identity["fingerprint"])
+    p = plan(resolved, identity["fingerprint"], transfer_only(resolved, graph))
     for task in p.models:  # parameters that depend on the graph (e.g. GCN-SVD rank)
         check_fit(task.name, graph, dict(task.params))
     run_dir = Path(out) if out is not None else default_run_dir(spec)

@@ -127,6 +127,10 @@ class ModificationAttack(Attack):
     edge_gradients: ClassVar[bool] = False
     changes_features: ClassVar[bool] = False
 
+    @property
+    def follows_gradients(self) -> bool:
+        return self.edge_gradients
+
     def budget(self, graph: Graph, num_targets: int) -> Budget:
         """The budget of this config on ``graph`` with ``num_targets`` targets; raises
         :class:`ConfigError` when it is empty or exceeds what the graph allows."""

@@ -1,0 +1,126 @@
+"""Adaptive cells of a sweep: the defense itself as the surrogate (white-box), next to the
+transfer cells, growing a run without recomputing anything it holds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from grb_dist.attacks.audit import audit_injection, audit_modification
+from grb_dist.attacks.registry import build_attack
+from grb_dist.core.graph import Modification
+from grb_dist.core.names import ADAPTIVE, CLEAN, TRANSFER
+from grb_dist.store import RunStore, graph_fingerprint
+from grb_dist.store.scores import write_checksummed
+from grb_dist.sweep import worker
+from grb_dist.sweep.job import parse_job
+from grb_dist.sweep.plan import plan
+from grb_dist.sweep.runner import attack_task_name
+
+from helpers import tiny_csbm
+from test_sweep_bookkeeping import InProcessEdge, run
+
+JOB = {
+    "dataset": "csbm", "seed": 0, "repeats": 2, "difficulties": ["full"], "scenario": "all",
+    "train": {"epochs": 5, "patience": 5},
+    "models": {"gcn": {"hidden_sizes": [8]}, "sage": {"hidden_sizes": [8]}},
+    "defenses": ["gcn", "sage"], "surrogates": ["gcn"],
+    "attack": {"n_inject": 4, "edges_per_node": 2, "steps": 2},
+    "attacks": {"rnd": {}, "fgsm": {}},
+    "modification": {"attack": {"ratio_edge_mod": 0.02, "steps": 2}, "attacks": {"dice": {}, "pgd": {}}},
+}
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return tiny_csbm(n=200)
+
+
+def _plan(graph, transfer_only=None, **changes):
+    spec = parse_job({**JOB, **changes})
+    return plan(spec, graph_fingerprint(graph, spec.normalize), transfer_only)
+
+
+def test_adaptive_adds_cells_and_keeps_every_transfer_id(graph):
+    before, after = _plan(graph), _plan(graph, adaptive=True)
+    assert before.spec.config_hash == parse_job(JOB).config_hash  # a job without the switch keeps its hash
+    assert after.spec.config_hash != before.spec.config_hash
+    old = {c.cell_id for c in before.scores}
+    transfer = [c for c in after.scores if c.threat == TRANSFER]
+    adaptive = [c for c in after.scores if c.threat == ADAPTIVE]
+    assert {c.cell_id for c in transfer} == old and {a.perturbation_id for a in before.attacks} <= {
+        a.perturbation_id for a in after.attacks}
+    # gradient attacks only (fgsm, modification pgd; not rnd, dice), per defense, difficulty, repeat
+    assert sorted({(c.scenario, c.attack) for c in adaptive}) == [("injection", "fgsm"), ("modification", "pgd")]
+    assert len(adaptive) == 2 * 2 * 1 * 2
+    by_pert = {}
+    for c in adaptive:
+        by_pert.setdefault(c.perturbation_id, []).append(c)
+    assert all(len(cs) == 1 for cs in by_pert.values())  # scored on its own defense only
+    stems = {t.name: t.file_stem for t in after.targets}
+    for a in (a for a in after.attacks if a.threat == ADAPTIVE):
+        (cell,) = by_pert[a.perturbation_id]
+        assert a.surrogate == cell.defense == cell.surrogate and a.surrogate_model == stems[cell.defense]
+    # the gcn defense attacked by itself is another perturbation than one from the gcn surrogate
+    assert not {c.perturbation_id for c in adaptive} & {a.perturbation_id for a in before.attacks}
+    assert "adaptive:gcn" in attack_task_name([a for a in after.attacks if a.threat == ADAPTIVE][:1])
+
+
+def test_transfer_only_defenses_get_no_adaptive_cells(graph):
+    p = _plan(graph, {("modification", "sage"): "no weights"}, adaptive=True)
+    adaptive = {(c.scenario, c.defense) for c in p.scores if c.threat == ADAPTIVE}
+    assert adaptive == {("injection", "gcn"), ("injection", "sage"), ("modification", "gcn")}
+    assert p.transfer_only == {("modification", "sage"): "no weights"}
+    # without the switch the reasons are not kept
+    assert _plan(graph, {("modification", "sage"): "no weights"}).transfer_only == {}
+
+
+def test_the_switch_grows_a_run_by_its_adaptive_cells_only(tmp_path, graph, monkeypatch):
+    first, _, summary, _ = run(tmp_path, graph, InProcessEdge(), monkeypatch, job=JOB)
+    assert summary.computed == len(first.scores)
+    edge = InProcessEdge()
+    p, store, summary, _ = run(tmp_path, graph, edge, monkeypatch, job={**JOB, "adaptive": True})
+    adaptive = [c for c in p.scores if c.threat == ADAPTIVE]
+    assert summary.computed == len(adaptive) and summary.skipped == len(first.scores)
+    assert edge.submitted["train"] == 0  # the defenses are loaded, not retrained
+    assert edge.submitted["attack"] >= 1
+    assert len(store.read_perturbations()) == len(p.attacks)
+    scores = store.read_scores()
+    assert dict(scores["threat"].value_counts()) == {TRANSFER: len(first.scores), ADAPTIVE: len(adaptive)}
+    mine = scores[scores["threat"] == ADAPTIVE]
+    assert (mine["surrogate"] == mine["defense"]).all() and (mine["attack"] != CLEAN).all()
+    assert set(store.read_perturbations().groupby("threat").size().index) == {TRANSFER, ADAPTIVE}
+
+
+def test_adaptive_perturbations_attack_the_stored_defense_and_pass_the_audit(tmp_path, graph, monkeypatch):
+    p, store, _, _ = run(tmp_path, graph, InProcessEdge(), monkeypatch, job={**JOB, "adaptive": True})
+    params = {t.file_stem: dict(t.params) for t in p.models}
+    for a in (a for a in p.attacks if a.threat == ADAPTIVE):
+        stored = store.read_perturbation(a.perturbation_id)
+        attack = build_attack(a.attack, dict(a.params), a.scenario)
+        targets, budget = attack.check_inputs(graph, graph.targets(a.difficulty))
+        if isinstance(stored, Modification):
+            audit_modification(graph, stored, n_edge_mod=budget.n_edge_mod, n_node_mod=budget.n_node_mod,
+                               feat_min=budget.feat_min, feat_max=budget.feat_max, targets=targets)
+        else:
+            audit_injection(graph, stored, n_inject=budget.n_inject, edges_per_node=budget.edges_per_node,
+                            feat_min=budget.feat_min, feat_max=budget.feat_max, targets=targets)
+        # the same attack run here on the stored weights of the defense gives the same perturbation
+        state = torch.load(store.root / "models" / f"{a.surrogate_model}.pt", weights_only=True)
+        defense = worker.load_model(graph, a.surrogate, params[a.surrogate_model], state)
+        again = worker.attack_task(graph, a, defense).perturbation
+        for name in ("features", "edges", "added", "removed"):
+            if hasattr(stored, name):
+                np.testing.assert_allclose(np.asarray(getattr(again, name)), np.asarray(getattr(stored, name)),
+                                           rtol=1e-5, atol=1e-6)
+
+
+def test_rows_written_before_the_threat_column_read_as_transfer(tmp_path, graph, monkeypatch):
+    p, store, _, _ = run(tmp_path, graph, InProcessEdge(), monkeypatch, job=JOB)
+    for path in (store.root / "scores").rglob("*.parquet"):  # as an older version wrote them
+        write_checksummed(pq.read_table(path).drop_columns(["threat"]), path)
+    assert "threat" not in pq.read_schema(next((store.root / "scores").rglob("*.parquet"))).names
+    scores = RunStore.existing(store.root).read_scores()
+    assert len(scores) == len(p.scores) and set(scores["threat"]) == {TRANSFER}
