@@ -86,7 +86,7 @@ def registered() -> list[tuple[str, str]]:
 
 
 #: ``benchmark()`` keyword arguments passed to :func:`grb_dist.sweep.overrides.apply_overrides`.
-_OVERRIDE_KEYS = ("seed", "surrogates", "n_inject", "edges_per_node", "ratio_edge_mod")
+_OVERRIDE_KEYS = ("seed", "surrogates", "n_inject", "edges_per_node", "ratio_edge_mod", "adaptive")
 
 
 def benchmark(
@@ -141,14 +141,15 @@ def benchmark(
         progress: show progress on stderr (live bars on a terminal or in a notebook,
             timestamped lines otherwise) when no ``on_progress`` is given.
         job_overrides: ``seed``, ``surrogates``, ``n_inject``, ``edges_per_node``,
-            ``ratio_edge_mod`` as in ``grb-dist sweep``; any other job key (``train``,
+            ``ratio_edge_mod``, ``adaptive`` as in ``grb-dist sweep``; any other job key (``train``,
             ``models``, ``attack`` ...) replaces the job's, a mapping merged into the job's
             mapping (``train={"epochs": 50}``).
 
     Returns:
         :func:`benchmark_rows`: a ``clean`` or ``attack`` row per (scenario, difficulty,
-        defense, attack, surrogate) and each defense's board row (``defense``), with
-        ``weights`` = ``given`` or ``trained``.
+        defense, attack, surrogate, threat) and each defense's board row (``defense``),
+        with ``weights`` = ``given`` or ``trained``; ``adaptive=True`` adds the model
+        attacked by itself (threat ``adaptive``).
 
     Raises:
         GrbDistError: invalid input (before anything runs), or cells that failed.
@@ -298,7 +299,7 @@ def benchmark_rows(scores: pd.DataFrame, boards: Mapping[str, pd.DataFrame], def
                    given: set[str] = frozenset()) -> pd.DataFrame:
     """The rows :func:`benchmark` returns, from a run's scores and leaderboards.
 
-    One row per (scenario, difficulty, defense, attack, surrogate) with ``row`` = ``clean``
+    One row per (scenario, difficulty, defense, attack, surrogate, threat) with ``row`` = ``clean``
     (attack ``none``) or ``attack``: ``accuracy_mean`` and ``accuracy_std`` over repeats
     (population deviation), ``n_repeats``; then, per scenario and difficulty, the defense
     board row of each scored defense (``row`` = ``defense``, attack and surrogate ``all``):
@@ -310,7 +311,7 @@ def benchmark_rows(scores: pd.DataFrame, boards: Mapping[str, pd.DataFrame], def
     import pandas as pd
 
     mine = scores[scores["defense"].isin(defenses)]
-    keys = ["scenario", "difficulty", "defense", "attack", "surrogate"]
+    keys = ["scenario", "difficulty", "defense", "attack", "surrogate", "threat"]
     acc = mine.groupby(keys, sort=True)["accuracy"]
     rows = acc.agg(accuracy_mean="mean", n_repeats="count").reset_index()
     rows["accuracy_std"] = acc.agg(lambda a: float(np.std(np.asarray(a, dtype=float)))).to_numpy()
@@ -322,7 +323,7 @@ def benchmark_rows(scores: pd.DataFrame, boards: Mapping[str, pd.DataFrame], def
         for _, b in board[board["defense"].isin(defenses)].iterrows():
             board_rows.append({
                 "row": "defense", "scenario": b["scenario"], "difficulty": b["difficulty"], "defense": b["defense"],
-                "attack": "all", "surrogate": "all", "accuracy_mean": b["average_mean"],
+                "attack": "all", "surrogate": "all", "threat": "transfer", "accuracy_mean": b["average_mean"],
                 "accuracy_std": b["average_std"], "n_repeats": int(b["n_repeats"]),
                 "avg_3_min_mean": b["avg_3_min_mean"], "weighted_mean": b["weighted_mean"],
                 "rank": int(b["rank"]), "clean_accuracy": b["clean_accuracy"],
@@ -337,7 +338,7 @@ def benchmark_rows(scores: pd.DataFrame, boards: Mapping[str, pd.DataFrame], def
     order = {d: i for i, d in enumerate(DIFFICULTIES)}
     out["_d"] = out["difficulty"].map(lambda d: order.get(d, len(order)))
     out["_r"] = out["row"].map({"clean": 0, "attack": 1, "defense": 2})
-    out = out.sort_values(["scenario", "_d", "defense", "_r", "attack", "surrogate"], kind="stable")
+    out = out.sort_values(["scenario", "_d", "defense", "_r", "threat", "attack", "surrogate"], kind="stable")
     return out[columns].reset_index(drop=True)
 
 

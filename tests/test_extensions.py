@@ -324,7 +324,7 @@ def test_benchmark_a_module_defined_here(tmp_path, ray_local):
         )
     finally:
         api.unregister("twohop")
-    assert list(rows.columns) == ["row", "scenario", "difficulty", "defense", "attack", "surrogate", "weights",
+    assert list(rows.columns) == ["row", "scenario", "difficulty", "defense", "attack", "surrogate", "threat", "weights",
                                   "accuracy_mean", "accuracy_std", "n_repeats", "avg_3_min_mean", "weighted_mean",
                                   "rank", "clean_accuracy"]
     assert (rows["weights"] == "trained").all()  # a class: trained by the job's protocol

@@ -1,0 +1,123 @@
+"""Transfer vs adaptive: what each defense keeps when the attacker differentiates through it.
+
+Runs the real command twice on one run directory, timed: ``grb-dist sweep`` (GRB's
+transfer protocol, a GCN surrogate) and the same command with ``--adaptive`` (which grows
+the run by the adaptive cells only: every defense attacked by itself with the scenario's
+gradient attacks). Then, per scenario, prints for every (defense, attack) the transfer
+accuracy (worst over surrogates, mean over repeats), the adaptive accuracy and their
+difference, and flags every adaptive attack weaker than its transfer counterpart by more
+than ``--tolerance`` (an adaptive attack should never be weaker: the defense itself is the
+best surrogate the attacker can have).
+
+    python bench/adaptive_eval.py --out /tmp/adaptive                     # cora-legacy, both scenarios
+    python bench/adaptive_eval.py --out /tmp/adaptive --scenario injection
+    python bench/adaptive_eval.py --out /tmp/adaptive --report-only      # tables of a finished run
+    python bench/adaptive_eval.py --out /tmp/csbm --dataset csbm --job -  # the default job as it ships
+
+Defaults: cora-legacy (GRB layout, found beside the checkout), the grb-cora job (its 23
+defenses, GRB budgets), the full difficulty, one repeat, 200 steps, the gradient attacks of
+each scenario (injection: fgsm, pgd, speit, tdgia; modification: fga, pgd, prbcd, grbcd).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+CORA = ROOT.parent / "shared" / "datasets" / "grb-format" / "cora-legacy"
+GRADIENT = {"injection": "fgsm,pgd,speit,tdgia", "modification": "fga,pgd,prbcd,grbcd"}
+
+
+def sweep(args, scenario: str, adaptive: bool) -> float:
+    """One timed ``grb-dist sweep``; its seconds."""
+    cmd = [str(Path(sys.executable).parent / "grb-dist"), "sweep", "--dataset", args.dataset, "--out", str(args.out),
+           "--scenario", scenario, "--num-cpus", str(args.num_cpus)]
+    if args.job != "-":
+        cmd += ["--job", args.job, "--attacks", GRADIENT[scenario], "--difficulties", args.difficulty,
+                "--repeats", str(args.repeats), "--steps", str(args.steps)]
+    if adaptive:
+        cmd.append("--adaptive")
+    start = time.perf_counter()
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seconds = time.perf_counter() - start
+    print(f"$ {' '.join(cmd[1:])}\n  exit {done.returncode} in {seconds:.0f} s; " + done.stdout.strip().splitlines()[-1])
+    if done.returncode:
+        print(done.stdout[-4000:])
+        raise SystemExit(done.returncode)
+    return seconds
+
+
+def comparison(scores: pd.DataFrame, scenario: str, difficulty: str) -> pd.DataFrame:
+    """Per (defense, attack) of ``scenario`` with adaptive rows: transfer and adaptive accuracy."""
+    df = scores[(scores["scenario"] == scenario) & (scores["difficulty"] == difficulty) & (scores["attack"] != "none")]
+    mean = df.groupby(["threat", "defense", "attack", "surrogate"])["accuracy"].mean().reset_index()
+    transfer = mean[mean["threat"] == "transfer"].groupby(["defense", "attack"])["accuracy"].min()
+    adaptive = mean[mean["threat"] == "adaptive"].groupby(["defense", "attack"])["accuracy"].min()
+    out = pd.DataFrame({"transfer": transfer, "adaptive": adaptive}).dropna().reset_index()
+    out["adaptive_minus_transfer"] = out["adaptive"] - out["transfer"]
+    return out
+
+
+def markdown(df: pd.DataFrame) -> str:
+    cells = [[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row] for row in df.itertuples(index=False)]
+    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in cells])
+
+
+def report(args, times: dict[str, float]) -> None:
+    from grb_dist.store import RunStore
+
+    scores = RunStore.existing(args.out).read_scores()
+    clean = scores[scores["attack"] == "none"].groupby(["scenario", "difficulty", "defense"])["accuracy"].mean()
+    for scenario in sorted(set(scores["scenario"])):
+        table = comparison(scores, scenario, args.difficulty)
+        if table.empty:
+            continue
+        print(f"\n## {scenario}, {args.difficulty}: accuracy under each attack, transfer (from the GCN surrogate) vs adaptive\n")
+        wide = table.pivot(index="defense", columns="attack", values=["transfer", "adaptive"])
+        rows = []
+        for defense in wide.index:
+            t, a = wide.loc[defense, "transfer"], wide.loc[defense, "adaptive"]
+            row = {"defense": defense, "clean": clean.get((scenario, args.difficulty, defense), float("nan")),
+                   "transfer (worst)": t.min(), "adaptive (worst)": a.min(), "gap": t.min() - a.min()}
+            row.update({f"{k} t/a": f"{t[k]:.3f}/{a[k]:.3f}" for k in t.index})
+            rows.append(row)
+        board = pd.DataFrame(rows).sort_values("adaptive (worst)", ascending=False)
+        print(markdown(board))
+        worse = table[table["adaptive_minus_transfer"] > args.tolerance]
+        print(f"\nadaptive weaker than transfer by more than {args.tolerance}: "
+              + ("none" if worse.empty else worse.to_string(index=False)))
+    for key, seconds in times.items():
+        print(f"{key}: {seconds:.0f} s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--dataset", default=str(CORA))
+    ap.add_argument("--job", default=str(ROOT / "grb_dist" / "jobs" / "grb-cora.yaml"),
+                    help="job file; '-' runs the dataset's shipped job as it is (no narrowing flags)")
+    ap.add_argument("--scenario", choices=["injection", "modification", "all"], default="all")
+    ap.add_argument("--difficulty", default="full")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--num-cpus", type=int, default=2)
+    ap.add_argument("--tolerance", type=float, default=0.01)
+    ap.add_argument("--report-only", action="store_true")
+    args = ap.parse_args()
+    times = {}
+    if not args.report_only:
+        for scenario in (["injection", "modification"] if args.scenario == "all" else [args.scenario]):
+            times[f"{scenario}: transfer sweep"] = sweep(args, scenario, adaptive=False)
+            times[f"{scenario}: --adaptive (growth)"] = sweep(args, scenario, adaptive=True)
+    report(args, times)
+
+
+if __name__ == "__main__":
+    main()
