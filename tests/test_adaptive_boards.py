@@ -182,7 +182,7 @@ def adaptive_run(tmp_path, monkeypatch):
     no threat column yet, so the rows are handed to the reduction directly)."""
     monkeypatch.chdir(tmp_path)
     frame = hand().assign(scenario="injection")
-    store = make_run(tmp_path / "run", synthetic_scores(scenarios=("injection",), difficulties=("full",)))
+    make_run(tmp_path / "run", synthetic_scores(scenarios=("injection",), difficulties=("full",)))
     monkeypatch.setattr(RunStore, "read_scores", lambda self, on_warning=None: frame)
     return tmp_path / "run", frame
 
