@@ -260,9 +260,12 @@ def _main(
 
 def print_boards(boards) -> None:
     """Leaderboards on stdout: rich tables on a terminal, Markdown otherwise (a pipe, a
-    file, CI), each with its legend."""
+    file, CI), each with its legend; the GRB boards first, then the robustness and transfer
+    boards of adaptive evaluation (names are never read as rich markup)."""
+    from grb_dist.leaderboard.rank import GRB_KINDS, parse_name
     from grb_dist.leaderboard.render import render, rich_tables
 
+    boards = {n: boards[n] for n in sorted(boards, key=lambda n: parse_name(n)[1] not in GRB_KINDS)}
     if console.is_terminal:
         for table in rich_tables(boards):
             console.print(table)

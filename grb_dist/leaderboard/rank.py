@@ -17,6 +17,21 @@ Uses the GRB metrics of :mod:`grb_dist.evaluation.metrics` (no re-implementation
 
 The clean row of a defense is computed once (its accuracy is deterministic) and joins every
 repeat. Standard deviations are population deviations (ddof = 0), so one repeat gives 0.
+
+Both GRB boards use the *transfer* rows only (black-box: attacks made on surrogate models).
+Rows of the ``threat`` ``adaptive`` (white-box: the attack differentiates through the
+defense itself, whose name is then the row's surrogate) are compared with them on two more
+boards, made only for a scenario that has adaptive rows (Mujkanovic et al., NeurIPS 2022:
+transfer-only evaluation flatters defenses):
+
+* robustness (:func:`robustness_board`): per defense, the worst case over the transfer
+  (attack, surrogate) pairs and over its adaptive attacks (each a mean over repeats), their
+  gap and the lower of the two (``robust_accuracy``, the attacker picks the stronger).
+* transfer matrix (:func:`transfer_board`): per surrogate and defense the mean accuracy
+  over that surrogate's attacks, plus the row ``adaptive``; also made when a scenario has
+  several surrogates.
+
+A scores table without a ``threat`` column (runs written before it) is all transfer.
 """
 
 from __future__ import annotations
@@ -31,7 +46,17 @@ from grb_dist.store import schema
 
 #: Scenario of a scores table without a ``scenario`` column (the GRB leaderboard setting).
 DEFAULT_SCENARIO = "injection"
-KINDS = ("attacks", "defenses")
+#: The GRB boards (transfer rows only), then the boards of adaptive evaluation.
+GRB_KINDS = ("attacks", "defenses")
+ADAPTIVE_KINDS = ("robustness", "transfer")
+KINDS = GRB_KINDS + ADAPTIVE_KINDS
+#: Values of the scores' ``threat`` column; a missing column or value is ``transfer``.
+TRANSFER, ADAPTIVE = "transfer", "adaptive"
+#: The surrogate label of the transfer matrix's row of adaptive attacks.
+ADAPTIVE_ROW = ADAPTIVE
+#: How much higher an adaptive accuracy may be than the transfer one of the same attack
+#: before the robustness board notes it (a white-box attack should be at least as strong).
+ADAPTIVE_TOLERANCE = 0.01
 
 
 def board_name(scenario: str, kind: str, difficulty: str) -> str:
@@ -71,6 +96,30 @@ def of_scenario(scores: pd.DataFrame, scenario: str | None) -> tuple[str, pd.Dat
     return scenario, scores[scores["scenario"] == scenario]
 
 
+def is_adaptive(scores: pd.DataFrame) -> pd.Series:
+    """Per row, whether it is of the ``adaptive`` threat (``False`` everywhere without a
+    ``threat`` column; clean rows are transfer rows)."""
+    if "threat" not in scores.columns:
+        return pd.Series(False, index=scores.index)
+    return (scores["threat"] == ADAPTIVE).fillna(False).astype(bool) & (scores["attack"] != CLEAN)
+
+
+def transfer_rows(scores: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the transfer threat (the clean rows included): what the GRB boards use."""
+    adaptive = is_adaptive(scores)
+    return scores[~adaptive] if adaptive.any() else scores
+
+
+def adaptive_rows(scores: pd.DataFrame) -> pd.DataFrame:
+    """The attacked rows of the adaptive threat."""
+    return scores[is_adaptive(scores)]
+
+
+def has_adaptive(scores: pd.DataFrame) -> bool:
+    """Whether ``scores`` hold any adaptive row."""
+    return bool(is_adaptive(scores).any())
+
+
 def _empty(table_schema: pa.Schema) -> pd.DataFrame:
     return table_schema.empty_table().to_pandas()
 
@@ -84,6 +133,7 @@ def attack_board(scores: pd.DataFrame, difficulty: str, scenario: str | None = N
     """Attacks ranked over defenses on ``difficulty`` of ``scenario`` (columns of
     ``schema.ATTACK_BOARD``; ``scenario`` may be left out when the scores hold one)."""
     scenario, scores = of_scenario(scores, scenario)
+    scores = transfer_rows(scores)
     df = scores[(scores["difficulty"] == difficulty) & (scores["attack"] != CLEAN)]
     if df.empty:
         return _empty(schema.ATTACK_BOARD)
@@ -103,9 +153,9 @@ def attack_board(scores: pd.DataFrame, difficulty: str, scenario: str | None = N
 
 def defense_board(scores: pd.DataFrame, difficulty: str, scenario: str | None = None) -> pd.DataFrame:
     """Defenses ranked over attacks (the scenario's clean row included) on ``difficulty`` of
-    ``scenario`` (columns of ``schema.DEFENSE_BOARD``)."""
+    ``scenario`` (columns of ``schema.DEFENSE_BOARD``). Transfer rows only."""
     scenario, scores = of_scenario(scores, scenario)
-    df = scores[scores["difficulty"] == difficulty]
+    df = transfer_rows(scores[scores["difficulty"] == difficulty])
     if df.empty:
         return _empty(schema.DEFENSE_BOARD)
     clean = df[df["attack"] == CLEAN].groupby("defense")["accuracy"].mean()
@@ -134,22 +184,175 @@ def defense_board(scores: pd.DataFrame, difficulty: str, scenario: str | None = 
     return out[schema.DEFENSE_BOARD.names].reset_index(drop=True)
 
 
+def _worst(per_key: pd.Series) -> tuple[float | None, object]:
+    """The lowest value of a Series and its key (the first key in sorted order on a tie);
+    ``(None, None)`` when empty."""
+    if per_key.empty:
+        return None, None
+    per_key = per_key.sort_index()
+    return float(per_key.min()), per_key.idxmin()
+
+
+def _at(scores: pd.DataFrame, scenario: str | None, difficulty: str) -> tuple[str, pd.DataFrame, pd.DataFrame]:
+    """The scenario's name, its transfer attacked rows and its adaptive rows on ``difficulty``."""
+    scenario, scores = of_scenario(scores, scenario)
+    df = scores[scores["difficulty"] == difficulty]
+    adaptive = is_adaptive(df)
+    return scenario, df[~adaptive & (df["attack"] != CLEAN)], df[adaptive]
+
+
+def _per_attack(rows: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Mean accuracy over repeats per ``defense`` and ``keys``."""
+    return rows.groupby(["defense", *keys], sort=True)["accuracy"].mean()
+
+
+_NONE = pd.Series(dtype=np.float64)
+
+
+def _by_defense(means: pd.Series) -> dict[str, pd.Series]:
+    """Per defense, its part of :func:`_per_attack`'s Series (indexed by the other keys)."""
+    return {d: g.droplevel("defense") for d, g in means.groupby(level="defense", sort=True)}
+
+
+def _note(transfer: float | None, adaptive: float | None) -> str:
+    if adaptive is None:
+        return "transfer only" if transfer is not None else "no attack"
+    if transfer is None:
+        return "adaptive only"
+    if adaptive > transfer + ADAPTIVE_TOLERANCE:
+        return "adaptive weaker than transfer"
+    return ""
+
+
+def _robust_rank(out: pd.DataFrame) -> pd.DataFrame:
+    """Rows in rank order: defenses with adaptive attacks first (their robust accuracy
+    faced a white-box attacker), then transfer-only ones (an upper bound), then those
+    without any attack; within each group robust accuracy descending, ties by name."""
+    group = np.where(out["n_adaptive"] > 0, 0, np.where(out["robust_accuracy"].notna(), 1, 2))
+    out = out.assign(_group=group, _key=-out["robust_accuracy"].fillna(-np.inf))
+    return out.sort_values(["_group", "_key", "defense"], kind="stable").drop(columns=["_group", "_key"])
+
+
+def robustness_board(scores: pd.DataFrame, difficulty: str, scenario: str | None = None) -> pd.DataFrame:
+    """Transfer vs adaptive per defense on ``difficulty`` of ``scenario`` (columns of
+    ``schema.ROBUSTNESS_BOARD``): the worst transfer (attack, surrogate) pair and the worst
+    adaptive attack (each a mean over repeats), ``gap`` = transfer - adaptive,
+    ``robust_accuracy`` = the lower of the two; ranked by :func:`_robust_rank`."""
+    scenario, scores = of_scenario(scores, scenario)
+    df = scores[scores["difficulty"] == difficulty]
+    if df.empty:
+        return _empty(schema.ROBUSTNESS_BOARD)
+    _, transfer, adaptive = _at(df, scenario, difficulty)
+    clean = df[df["attack"] == CLEAN].groupby("defense")["accuracy"].mean()
+    t_by = _by_defense(_per_attack(transfer, ["attack", "surrogate"]))
+    a_by = _by_defense(_per_attack(adaptive, ["attack"]))
+    rows = []
+    for defense in sorted(df["defense"].unique()):
+        t_pairs, a_att = t_by.get(defense, _NONE), a_by.get(defense, _NONE)
+        t_acc, t_key = _worst(t_pairs)
+        a_acc, a_key = _worst(a_att)
+        both = [v for v in (t_acc, a_acc) if v is not None]
+        rows.append({
+            "scenario": scenario, "difficulty": difficulty, "defense": defense,
+            "clean_accuracy": float(clean[defense]) if defense in clean.index else None,
+            "transfer_accuracy": t_acc, "transfer_attack": f"{t_key[0]} from {t_key[1]}" if t_key else None,
+            "adaptive_accuracy": a_acc, "adaptive_attack": a_key,
+            "gap": t_acc - a_acc if t_acc is not None and a_acc is not None else None,
+            "robust_accuracy": min(both) if both else None,
+            "n_transfer": len(t_pairs), "n_adaptive": len(a_att), "note": _note(t_acc, a_acc),
+        })
+    out = _robust_rank(pd.DataFrame(rows).astype({"robust_accuracy": "float64"}))
+    out.insert(3, "rank", np.arange(1, len(out) + 1, dtype=np.int64))
+    return out[schema.ROBUSTNESS_BOARD.names].reset_index(drop=True)
+
+
+def adaptive_vs_transfer(scores: pd.DataFrame, scenario: str | None, difficulty: str) -> pd.DataFrame:
+    """Per (defense, attack) on ``difficulty`` of ``scenario``: the transfer accuracy of the
+    attack (worst over its surrogates, ``transfer_surrogate``; mean over repeats), the
+    adaptive accuracy of the same attack (mean over repeats) and ``gap`` = transfer -
+    adaptive (>= -0.01 when the adaptive attack is at least as strong, up to noise). An
+    attack run one way only has a null on the other side. Sorted by defense, attack."""
+    scenario, transfer, adaptive = _at(scores, scenario, difficulty)
+    cols = ["scenario", "difficulty", "defense", "attack", "transfer_accuracy", "transfer_surrogate",
+            "adaptive_accuracy", "gap"]
+    t = _per_attack(transfer, ["attack", "surrogate"]).reset_index()
+    t = t.sort_values(["defense", "attack", "accuracy", "surrogate"]).drop_duplicates(["defense", "attack"])
+    t = t.rename(columns={"accuracy": "transfer_accuracy", "surrogate": "transfer_surrogate"})
+    a = _per_attack(adaptive, ["attack"]).rename("adaptive_accuracy").reset_index()
+    out = t.merge(a, on=["defense", "attack"], how="outer").sort_values(["defense", "attack"])
+    out = out.assign(scenario=scenario, difficulty=difficulty,
+                     gap=out["transfer_accuracy"] - out["adaptive_accuracy"])
+    return out.reindex(columns=cols).reset_index(drop=True)
+
+
+def transfer_board(scores: pd.DataFrame, difficulty: str, scenario: str | None = None) -> pd.DataFrame:
+    """The transfer matrix of ``difficulty`` of ``scenario`` in long form (columns of
+    ``schema.TRANSFER_BOARD``): per surrogate and defense the mean over the surrogate's
+    attacks of the accuracy (mean over repeats); then the row :data:`ADAPTIVE_ROW` (each
+    defense under its own adaptive attacks) when there are adaptive rows."""
+    scenario, transfer, adaptive = _at(scores, scenario, difficulty)
+    parts = []
+    for rows, label in ((transfer, None), (adaptive, ADAPTIVE_ROW)):
+        if rows.empty:
+            continue
+        per = rows.assign(surrogate=label) if label else rows
+        means = _per_attack(per, ["surrogate", "attack"]).reset_index()
+        cell = means.groupby(["surrogate", "defense"], sort=True)["accuracy"].agg(["mean", "size"]).reset_index()
+        parts.append(cell.rename(columns={"mean": "accuracy_mean", "size": "n_attacks"}))
+    if not parts:
+        return _empty(schema.TRANSFER_BOARD)
+    out = pd.concat(parts, ignore_index=True).assign(scenario=scenario, difficulty=difficulty)
+    out["n_attacks"] = out["n_attacks"].astype(np.int64)
+    return out[schema.TRANSFER_BOARD.names].reset_index(drop=True)
+
+
+def transfer_matrix(board: pd.DataFrame) -> pd.DataFrame:
+    """A transfer board as a matrix: surrogates (rows, sorted, :data:`ADAPTIVE_ROW` last) x
+    defenses (columns, sorted); a pair without attacks is NaN."""
+    if board.empty:
+        return pd.DataFrame()
+    m = board.pivot_table(index="surrogate", columns="defense", values="accuracy_mean", aggfunc="mean")
+    rows = sorted(r for r in m.index if r != ADAPTIVE_ROW) + [r for r in m.index if r == ADAPTIVE_ROW]
+    m = m.loc[rows, sorted(m.columns)]
+    m.index.name, m.columns.name = "surrogate", None
+    return m
+
+
+def _shows_transfer(scores: pd.DataFrame) -> bool:
+    """Whether a scenario's rows deserve a transfer matrix: adaptive rows, or several surrogates."""
+    attacked = transfer_rows(scores)
+    attacked = attacked[attacked["attack"] != CLEAN]
+    return has_adaptive(scores) or attacked["surrogate"].nunique() > 1
+
+
 def leaderboards(scores: pd.DataFrame, difficulties: list[str] | None = None,
                  scenarios: list[str] | None = None) -> dict[str, pd.DataFrame]:
     """``{"<scenario>/attacks-<difficulty>": ..., "<scenario>/defenses-<difficulty>": ...}``
     for each scenario present in ``scores`` (or the given ones) and each difficulty that
-    scenario holds (or the given ones), in the GRB order easy, medium, hard, full."""
+    scenario holds (or the given ones), in the GRB order easy, medium, hard, full. After
+    every GRB board come, per scenario and difficulty, ``robustness`` (a scenario with
+    adaptive rows) and ``transfer`` (adaptive rows or several surrogates)."""
     out: dict[str, pd.DataFrame] = {}
+    extra: dict[str, pd.DataFrame] = {}
     for scenario in scenarios or scenarios_of(scores):
         _, mine = of_scenario(scores, scenario)
         present = set(mine["difficulty"].unique()) if len(mine) else set()
+        adaptive, matrix = has_adaptive(mine), len(mine) > 0 and _shows_transfer(mine)
         for d in difficulties or [d for d in DIFFICULTIES if d in present]:
             out[board_name(scenario, "attacks", d)] = attack_board(mine, d, scenario)
             out[board_name(scenario, "defenses", d)] = defense_board(mine, d, scenario)
-    return out
+            if adaptive:
+                extra[board_name(scenario, "robustness", d)] = robustness_board(mine, d, scenario)
+            if matrix:
+                extra[board_name(scenario, "transfer", d)] = transfer_board(mine, d, scenario)
+    return {**out, **extra}
+
+
+#: The Arrow schema of each kind of board.
+BOARD_SCHEMAS = {"attacks": schema.ATTACK_BOARD, "defenses": schema.DEFENSE_BOARD,
+                 "robustness": schema.ROBUSTNESS_BOARD, "transfer": schema.TRANSFER_BOARD}
 
 
 def to_arrow(name: str, board: pd.DataFrame) -> pa.Table:
     """The Arrow table of a board with its schema (by the kind in its name)."""
-    sch = schema.ATTACK_BOARD if parse_name(name)[1] == "attacks" else schema.DEFENSE_BOARD
-    return pa.Table.from_pandas(board, schema=sch, preserve_index=False)
+    return pa.Table.from_pandas(board, schema=BOARD_SCHEMAS[parse_name(name)[1]], preserve_index=False)

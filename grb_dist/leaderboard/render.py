@@ -4,6 +4,7 @@ these are views).
 Boards are keyed ``<scenario>/<kind>-<difficulty>`` (see :func:`~grb_dist.leaderboard.rank.board_name`).
 Every renderer keeps one table per board; the long CSV is the one exception, a single
 table whose ``scenario``, ``board`` and ``difficulty`` columns say which board a row is of.
+The transfer board, stored in long form, is shown as a matrix (surrogates x defenses).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import pandas as pd
 
 from grb_dist.core.text import csv_text
-from grb_dist.leaderboard.rank import parse_name
+from grb_dist.leaderboard.rank import parse_name, transfer_matrix
 
 if TYPE_CHECKING:  # rich is imported only by the terminal view
     from rich.table import Table
@@ -25,13 +26,23 @@ _ATTACK_COLS = [("Rank", "rank"), ("Attack", "attack"), ("Surrogate", "surrogate
                 ("Avg 3-Max", "avg_3_max"), ("Weighted", "weighted"), ("Defenses", "n_defenses"), ("Repeats", "n_repeats")]
 _DEFENSE_COLS = [("Rank", "rank"), ("Defense", "defense"), ("Clean", "clean_accuracy"), ("Average", "average"),
                  ("Avg 3-Min", "avg_3_min"), ("Weighted", "weighted"), ("Attacks", "n_attacks"), ("Repeats", "n_repeats")]
-_TEXT_KEYS = {"attack", "surrogate", "defense"}
+_ROBUSTNESS_COLS = [("Rank", "rank"), ("Defense", "defense"), ("Clean", "clean_accuracy"),
+                    ("Transfer", "transfer_accuracy"), ("Transfer attack", "transfer_attack"),
+                    ("Adaptive", "adaptive_accuracy"), ("Adaptive attack", "adaptive_attack"), ("Gap", "gap"),
+                    ("Robust", "robust_accuracy"), ("Adaptive attacks", "n_adaptive"), ("Note", "note")]
+_TEXT_KEYS = {"attack", "surrogate", "defense", "transfer_attack", "adaptive_attack", "note"}
+#: Numbers of the robustness board that may be missing (printed ``-``); ``gap`` is signed.
+_OPTIONAL = {"transfer_accuracy", "adaptive_accuracy", "gap", "robust_accuracy"}
 
 #: Columns of the long CSV, in order: which board, then the union of both boards' columns.
 LONG_COLUMNS = ["scenario", "board", "difficulty", "rank", "attack", "surrogate", "defense", "clean_accuracy",
                 "average_mean", "average_std", "avg_3_max_mean", "avg_3_max_std", "avg_3_min_mean", "avg_3_min_std",
                 "weighted_mean", "weighted_std", "n_defenses", "n_attacks", "n_repeats"]
-_INT_COLUMNS = ("rank", "n_defenses", "n_attacks", "n_repeats")
+#: Columns the long CSV adds, after :data:`LONG_COLUMNS`, when it holds a robustness or a
+#: transfer board (a run without adaptive rows keeps the GRB header).
+ADAPTIVE_LONG_COLUMNS = ["transfer_accuracy", "transfer_attack", "adaptive_accuracy", "adaptive_attack", "gap",
+                         "robust_accuracy", "accuracy_mean", "n_transfer", "n_adaptive", "note"]
+_INT_COLUMNS = ("rank", "n_defenses", "n_attacks", "n_repeats", "n_transfer", "n_adaptive")
 
 
 def title(name: str) -> str:
@@ -39,6 +50,10 @@ def title(name: str) -> str:
     scenario, kind, difficulty = parse_name(name)
     if kind == "attacks":
         return f"Attacks over defenses ({difficulty}; {scenario}; accuracy, lower = stronger attack)"
+    if kind == "robustness":
+        return f"Transfer vs adaptive attacks ({difficulty}; {scenario}; accuracy, higher = more robust)"
+    if kind == "transfer":
+        return f"Transfer matrix, surrogate x defense ({difficulty}; {scenario}; accuracy, lower = stronger attacks)"
     return f"Defenses over attacks ({difficulty}; {scenario}; accuracy, higher = more robust)"
 
 
@@ -52,6 +67,15 @@ LEGENDS = {
                  "defense's accuracy over the Attacks and Clean, mean ± std over Repeats. Average: their mean; "
                  "Avg 3-Min: mean of the 3 lowest (the strongest attacks); Weighted: accuracies sorted lowest first, "
                  "weighted 1/i² (GRB's weighted score); Attacks: attacks scored (Clean not counted)."),
+    "robustness": ("Ranked by Robust, highest first, defenses attacked adaptively before those attacked by transfer "
+                   "only (whose Robust is an upper bound). Clean: accuracy without attack; Transfer: the lowest "
+                   "accuracy (mean over repeats) under an attack made on a surrogate model, named in Transfer "
+                   "attack; Adaptive: the lowest under an attack made on the defense itself, named in Adaptive "
+                   "attack; Gap: Transfer - Adaptive, what transfer-only evaluation overstates; Robust: the lower "
+                   "of Transfer and Adaptive; Adaptive attacks: attacks run adaptively."),
+    "transfer": ("Each cell: the accuracy of the defense (column) under the attacks made on the surrogate (row), "
+                 "mean over those attacks and repeats; lower = the surrogate's attacks transfer better. Row "
+                 "adaptive: each defense under attacks made on itself (mean over its adaptive attacks)."),
 }
 
 
@@ -66,8 +90,7 @@ def file_stem(name: str) -> str:
     return f"{scenario}-{kind}-{difficulty}"
 
 
-def _columns(name: str) -> list[tuple[str, str]]:
-    return _ATTACK_COLS if parse_name(name)[1] == "attacks" else _DEFENSE_COLS
+_COLUMNS = {"attacks": _ATTACK_COLS, "defenses": _DEFENSE_COLS, "robustness": _ROBUSTNESS_COLS}
 
 
 def _cell(r: pd.Series, key: str, columns: pd.Index, pm: str) -> tuple[str, float | None]:
@@ -77,16 +100,32 @@ def _cell(r: pd.Series, key: str, columns: pd.Index, pm: str) -> tuple[str, floa
         return f"{r[f'{key}_mean']:.4f}{pm}{r[f'{key}_std']:.4f}", float(r[f"{key}_mean"])
     if key == "clean_accuracy":
         return ("", None) if pd.isna(r[key]) else (f"{r[key]:.4f}", float(r[key]))
+    if key in _OPTIONAL:
+        return ("-", None) if pd.isna(r[key]) else (f"{r[key]:{'+' if key == 'gap' else ''}.4f}", float(r[key]))
     if key in _TEXT_KEYS:
-        return str(r[key]), None
+        return ("" if r[key] is None or (isinstance(r[key], float) and pd.isna(r[key])) else str(r[key])), None
     return str(r[key]), float(r[key])
+
+
+def layout(board: pd.DataFrame, name: str, pm: str = " ± ") -> tuple[list[tuple[str, bool]],
+                                                                      list[list[tuple[str, float | None]]]]:
+    """The header (label, whether a text column) and the rows of ``(text, value)`` cells of a
+    board (value None: text or missing); a transfer board as its matrix, a row per surrogate."""
+    if parse_name(name)[1] == "transfer":
+        m = transfer_matrix(board)
+        header = [("Surrogate", True)] + [(str(c), False) for c in m.columns]
+        rows = [[(str(i), None)] + [("-", None) if pd.isna(v) else (f"{v:.4f}", float(v)) for v in r]
+                for i, r in zip(m.index, m.to_numpy())]
+        return header, rows
+    cols = _COLUMNS[parse_name(name)[1]]
+    header = [(h, k in _TEXT_KEYS) for h, k in cols]
+    return header, [[_cell(r, key, board.columns, pm) for _, key in cols] for _, r in board.iterrows()]
 
 
 def cells(board: pd.DataFrame, name: str, pm: str = " ± ") -> tuple[list[str], list[list[str]]]:
     """Header and formatted rows of a board."""
-    cols = _columns(name)
-    rows = [[_cell(r, key, board.columns, pm)[0] for _, key in cols] for _, r in board.iterrows()]
-    return [h for h, _ in cols], rows
+    header, rows = layout(board, name, pm)
+    return [h for h, _ in header], [[text for text, _ in r] for r in rows]
 
 
 def to_markdown(board: pd.DataFrame, name: str) -> str:
@@ -165,9 +204,9 @@ def to_html(board: pd.DataFrame, name: str, heading: str = "h3", with_legend: bo
     """A board as a heading and a sortable ``<table class="board">`` (numeric cells carry
     their value in ``data-value``), with its :func:`legend` unless ``with_legend`` is false
     (a page that explains the boards once)."""
-    cols = _columns(name)
-    head = "".join(f'<th class="{"text" if k in _TEXT_KEYS else "num"}">{html.escape(h)}</th>' for h, k in cols)
-    rows = [[html_cell(*_cell(r, key, board.columns, " ± ")) for _, key in cols] for _, r in board.iterrows()]
+    header, body = layout(board, name)
+    head = "".join(f'<th class="{"text" if text else "num"}">{html.escape(h)}</th>' for h, text in header)
+    rows = [[html_cell(t, v) for t, v in r] for r in body]
     note = f'<p class="muted legend">{html.escape(legend(name))}</p>\n' if with_legend else ""
     return f"<{heading}>{html.escape(title(name))}</{heading}>\n" + html_table(name, head, rows) + note
 
@@ -193,10 +232,10 @@ def latex_escape(text: str) -> str:
 
 def to_latex(board: pd.DataFrame, name: str) -> str:
     """A board as a booktabs ``table`` (needs ``\\usepackage{booktabs}``)."""
-    cols = _columns(name)
+    kinds = layout(board, name)[0]
     header, rows = cells(board, name, pm=" $\\pm$ ")
-    align = "".join("l" if k in _TEXT_KEYS else "r" for _, k in cols)
-    text_cols = {i for i, (_, k) in enumerate(cols) if k in _TEXT_KEYS}
+    align = "".join("l" if is_text else "r" for _, is_text in kinds)
+    text_cols = {i for i, (_, is_text) in enumerate(kinds) if is_text}
     lines = ["\\begin{table}[htbp]", "\\centering", f"\\caption{{{latex_escape(title(name))}}}",
              f"\\label{{tab:{latex_escape(file_stem(name))}}}", f"\\begin{{tabular}}{{{align}}}", "\\toprule",
              " & ".join(latex_escape(h) for h in header) + " \\\\", "\\midrule"]
@@ -225,9 +264,11 @@ def long_table(boards: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
         parts.append(b.assign(scenario=scenario, board=kind, difficulty=difficulty))
     parts = [p for p in parts if len(p)]
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-    out = out.reindex(columns=LONG_COLUMNS)
+    extra = any(parse_name(n)[1] in ("robustness", "transfer") for n in boards)
+    out = out.reindex(columns=LONG_COLUMNS + (ADAPTIVE_LONG_COLUMNS if extra else []))
     for c in _INT_COLUMNS:
-        out[c] = out[c].astype("Int64")
+        if c in out:
+            out[c] = out[c].astype("Int64")
     return out
 
 
@@ -242,17 +283,17 @@ def to_long_csv(boards: Mapping[str, pd.DataFrame]) -> str:
 def rich_tables(boards: Mapping[str, pd.DataFrame]) -> list["Table"]:
     """The boards as rich tables, for a terminal."""
     from rich.table import Table
+    from rich.text import Text  # names are shown as they are, never read as rich markup
 
     out = []
     for name, board in boards.items():
-        cols = _columns(name)
-        header, rows = cells(board, name)
-        t = Table(title=title(name), title_justify="left", header_style="bold", caption=legend(name),
+        header, rows = layout(board, name)
+        t = Table(title=Text(title(name)), title_justify="left", header_style="bold", caption=Text(legend(name)),
                   caption_justify="left", caption_style="dim")
-        for h, (_, key) in zip(header, cols):
-            t.add_column(h, justify="left" if key in _TEXT_KEYS else "right", no_wrap=True)
+        for h, is_text in header:
+            t.add_column(Text(h), justify="left" if is_text else "right", no_wrap=True)
         for r in rows:
-            t.add_row(*r)
+            t.add_row(*(Text(text) for text, _ in r))
         out.append(t)
     return out
 

@@ -20,10 +20,18 @@ import pandas as pd
 
 from grb_dist.core.checks import output_target
 from grb_dist.core.errors import ConfigError, GrbDistError
-from grb_dist.leaderboard.rank import leaderboards, of_scenario, scenarios_of
+from grb_dist.leaderboard.rank import (
+    board_name,
+    has_adaptive,
+    leaderboards,
+    of_scenario,
+    scenarios_of,
+    transfer_matrix,
+    transfer_rows,
+)
 from grb_dist.core.text import plural
-from grb_dist.report.figures import Figure, budget_lines, difficulty_lines, heatmap, palette, timeline
-from grb_dist.report.page import SECTIONS, build_html
+from grb_dist.report.figures import Figure, budget_lines, difficulty_lines, heatmap, palette, threat_bars, timeline
+from grb_dist.report.page import SECTIONS, AdaptiveView, build_html
 from grb_dist.store.parquet import safe_label
 from grb_dist.report.tables import (
     accuracy_matrix,
@@ -33,6 +41,7 @@ from grb_dist.report.tables import (
     figure_names,
     environment,
     has_budget_sweep,
+    report_difficulty,
     run_info,
 )
 
@@ -50,7 +59,9 @@ class Report:
 
 def report_figures(scores: pd.DataFrame) -> tuple[list[Figure], list[Figure], list[Figure] | None]:
     """Heatmaps (per scenario and difficulty), accuracy-vs-difficulty lines (per scenario)
-    and budget curves (per scenario; None when no attack has several budgets)."""
+    and budget curves (per scenario; None when no attack has several budgets), of the
+    transfer rows (adaptive ones are drawn by :func:`adaptive_views`)."""
+    scores = transfer_rows(scores)
     heatmaps, difficulty, budget = [], [], [] if has_budget_sweep(scores) else None
     colours = palette(figure_names(scores))
     for scenario in scenarios_of(scores):
@@ -75,6 +86,33 @@ def report_figures(scores: pd.DataFrame) -> tuple[list[Figure], list[Figure], li
     return heatmaps, difficulty, budget
 
 
+def adaptive_views(scores: pd.DataFrame, boards: Mapping[str, pd.DataFrame]) -> list[AdaptiveView]:
+    """Per scenario with adaptive rows, on its :func:`report_difficulty`: the robustness board
+    of ``boards`` (:func:`~grb_dist.leaderboard.rank.leaderboards`) drawn as bars (clean,
+    transfer, adaptive per defense, in rank order) and its transfer matrix as a heatmap."""
+    views = []
+    for scenario in scenarios_of(scores):
+        _, mine = of_scenario(scores, scenario)
+        d = report_difficulty(difficulties_of(mine))
+        name = board_name(scenario, "robustness", d or "")
+        if d is None or not has_adaptive(mine) or name not in boards:
+            continue
+        label = f"{safe_label(scenario)}-{safe_label(d)}"
+        figures = [threat_bars(boards[name], f"adaptive-{label}", f"{scenario}, {d}: transfer vs adaptive",
+                               f"Per defense: clean accuracy, and the worst accuracy under transfer and under "
+                               f"adaptive attacks (mean over repeats), {scenario} scenario, {d} difficulty; "
+                               "defenses in rank order of the robustness board.")]
+        matrix = transfer_matrix(boards.get(board_name(scenario, "transfer", d), pd.DataFrame()))
+        if not matrix.empty:
+            figures.append(heatmap(matrix, f"transfer-{label}", f"{scenario}, {d}: transfer matrix",
+                                   f"Mean accuracy per surrogate (row) and defense (column) over the surrogate's "
+                                   f"attacks and repeats; last row: each defense under its own adaptive attacks; "
+                                   f"{scenario} scenario, {d} difficulty.", xlabel="defense", ylabel="surrogate",
+                                   first_column_apart=False, last_row_apart=matrix.index[-1] == "adaptive"))
+        views.append(AdaptiveView(name, boards[name], tuple(figures)))
+    return views
+
+
 def build_report(scores: pd.DataFrame, manifest: Mapping[str, Any], *, env: Mapping[str, str] | None = None,
                  generated_at: dt.datetime | None = None, tasks: pd.DataFrame | None = None) -> Report:
     """The report of a run from its scores (``schema.SCORES`` columns) and manifest, with
@@ -89,8 +127,11 @@ def build_report(scores: pd.DataFrame, manifest: Mapping[str, Any], *, env: Mapp
         spans.append(timeline(tasks, "timeline", f"{plural(len(tasks), 'task')} of "
                               f"{plural(tasks['invocation'].nunique(), 'sweep')}",
                               "Tasks of the run per stage over time, from timeline/."))
-    page = build_html(info, leaderboards(scores), heatmaps, difficulty, budget, spans)
-    return Report(page, tuple(heatmaps + difficulty + (budget or []) + spans))
+    boards = leaderboards(scores)
+    adaptive = adaptive_views(scores, boards)
+    page = build_html(info, boards, heatmaps, difficulty, budget, spans, adaptive)
+    extra = [f for view in adaptive for f in view.figures]
+    return Report(page, tuple(heatmaps + extra + difficulty + (budget or []) + spans))
 
 
 def check_output_dir(path: str | Path, flag: str = "--output") -> Path:
@@ -140,4 +181,5 @@ def write_report(report: Report, directory: str | Path) -> Path:
     return directory / PAGE
 
 
-__all__ = ["PAGE", "Report", "SECTIONS", "build_report", "check_output_dir", "report_figures", "write_report"]
+__all__ = ["PAGE", "Report", "SECTIONS", "adaptive_views", "build_report", "check_output_dir", "report_figures",
+           "write_report"]

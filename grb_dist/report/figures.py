@@ -77,10 +77,12 @@ def _render(fig: Any, name: str, caption: str) -> Figure:
     return Figure(name, caption, png.getvalue(), pdf.getvalue())
 
 
-def heatmap(matrix: pd.DataFrame, name: str, title: str, caption: str) -> Figure:
+def heatmap(matrix: pd.DataFrame, name: str, title: str, caption: str, *, xlabel: str = "attack",
+            ylabel: str = "defense", first_column_apart: bool = True, last_row_apart: bool = False) -> Figure:
     """Defenses x attacks accuracy heatmap (annotated; colours scaled to the board's range,
     :func:`accuracy_scale`, which the colour bar names), the clean column first and set
-    apart by a line."""
+    apart by a line (``first_column_apart``); other matrices name their axes (``xlabel``,
+    ``ylabel``) and may set their last row apart instead (the transfer matrix's adaptive row)."""
     plt = _pyplot()
     values = matrix.to_numpy(dtype=np.float64)
     n_rows, n_cols = values.shape
@@ -89,11 +91,13 @@ def heatmap(matrix: pd.DataFrame, name: str, title: str, caption: str) -> Figure
     im = ax.imshow(np.ma.masked_invalid(values), cmap="viridis", vmin=lo, vmax=hi, aspect="auto")
     ax.set_xticks(range(n_cols), [str(c) for c in matrix.columns], rotation=35, ha="right")
     ax.set_yticks(range(n_rows), [str(i) for i in matrix.index])
-    ax.set_xlabel("attack")
-    ax.set_ylabel("defense")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=11, loc="left")
-    if n_cols > 1:
+    if first_column_apart and n_cols > 1:
         ax.axvline(0.5, color="white", linewidth=3)
+    if last_row_apart and n_rows > 1:
+        ax.axhline(n_rows - 1.5, color="white", linewidth=3)
     if n_rows * n_cols <= 600:
         for i in range(n_rows):
             for j in range(n_cols):
@@ -167,6 +171,40 @@ def budget_lines(curves: Mapping[str, pd.DataFrame], name: str, title: str, capt
     axes[0][-1].legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=8, frameon=False, title="attack")
     fig.suptitle(title, fontsize=11, x=0.02, ha="left")
     fig.tight_layout()
+    return _render(fig, name, caption)
+
+
+#: Colours of the bars of :func:`threat_bars`, the same in every report.
+THREAT_COLOURS = {"clean": "#9aa3b2", "transfer": "#1f77b4", "adaptive": "#d62728"}
+_THREAT_BARS = (("clean", "clean_accuracy", "clean"), ("transfer", "transfer_accuracy", "transfer (worst)"),
+                ("adaptive", "adaptive_accuracy", "adaptive (worst)"))
+
+
+def threat_bars(board: pd.DataFrame, name: str, title: str, caption: str) -> Figure:
+    """Per defense of a robustness board (``schema.ROBUSTNESS_BOARD`` rows, in rank order,
+    the first at the top): horizontal bars of its clean, worst transfer and worst adaptive
+    accuracy (:data:`THREAT_COLOURS`), each annotated; a side without attacks has no bar
+    and a defense without adaptive attacks says so in its label."""
+    plt = _pyplot()
+    n = len(board)
+    fig, ax = plt.subplots(figsize=(7.4, 1.1 + 0.62 * max(n, 1)))
+    height = 0.26
+    y = np.arange(n)
+    for k, (key, column, label) in enumerate(_THREAT_BARS):
+        values = board[column].to_numpy(dtype=np.float64) if n else np.zeros(0)
+        pos = y + (k - 1) * height
+        shown = np.isfinite(values)
+        ax.barh(pos[shown], values[shown], height * 0.92, color=THREAT_COLOURS[key], label=label)
+        for p, v in zip(pos[shown], values[shown]):
+            ax.text(v + 0.008, p, f"{v:.2f}", va="center", ha="left", fontsize=7.5, color="#1d2430")
+    labels = [str(d) + ("" if a > 0 else "\n(transfer only)") for d, a in zip(board["defense"], board["n_adaptive"])]
+    ax.set_yticks(y, labels, fontsize=9)
+    ax.set_ylim(n - 0.5, -0.5)  # rank 1 at the top
+    ax.set_xlim(0, 1.08)
+    ax.set_xlabel("accuracy (worst case over attacks, mean over repeats)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=8, frameon=False, title="accuracy")
+    ax.set_title(title, fontsize=11, loc="left")
     return _render(fig, name, caption)
 
 

@@ -10,13 +10,14 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from grb_dist.leaderboard.rank import parse_name
+from grb_dist.leaderboard.rank import GRB_KINDS, parse_name
 from grb_dist.leaderboard.render import LEGENDS, SORT_SCRIPT, STYLE, html_cell, html_table, to_html
 from grb_dist.report.figures import Figure
 from grb_dist.report.tables import RunInfo
 
-#: Sections of the page, by element id, in order (``budget`` only when the run sweeps budgets).
-SECTIONS = ("run", "leaderboards", "heatmaps", "difficulty", "budget", "timeline")
+#: Sections of the page, by element id, in order (``adaptive`` only when the run has adaptive
+#: rows, ``budget`` only when it sweeps budgets, ``timeline`` only when tasks were recorded).
+SECTIONS = ("run", "leaderboards", "heatmaps", "adaptive", "difficulty", "budget", "timeline")
 #: Sections of a study's page, by element id, in order (``table1`` and ``table2`` only when
 #: the study has a Bayes reference, CSBM graphs).
 STUDY_SECTIONS = ("study", "metrics", "table1", "table2", "figures")
@@ -46,15 +47,47 @@ _READING = (f"<b>Attacks over defenses</b>: {html.escape(LEGENDS['attacks'])} <b
             f"{html.escape(LEGENDS['defenses'])} Click a column header to sort.")
 
 
+@dataclass(frozen=True)
+class AdaptiveView:
+    """One scenario of the "Transfer vs adaptive" section: its robustness board (key and
+    rows) and figures (bars, then the transfer matrix's heatmap when there is one)."""
+
+    name: str
+    board: pd.DataFrame
+    figures: tuple[Figure, ...]
+
+
+_ADAPTIVE_INTRO = ("Transfer attacks are made on surrogate models and replayed against each defense (the GRB "
+                   "setting, as in the leaderboards above); adaptive attacks differentiate through the defense "
+                   "itself (white box), which transfer-only evaluation never tries and so flatters defenses "
+                   "(Mujkanovic et al., NeurIPS 2022). ")
+
+
+def _adaptive(views: Sequence[AdaptiveView]) -> str:
+    """The "Transfer vs adaptive" section: per scenario its bars, robustness table and
+    transfer matrix."""
+    parts = []
+    for view in views:
+        scenario, _, difficulty = parse_name(view.name)
+        figures = "\n".join(_figure(f) for f in view.figures)
+        parts.append(f'<section class="scenario" id="{html.escape(f"adaptive-{scenario}")}" '
+                     f'data-scenario="{html.escape(scenario)}">\n<h3>Scenario: {html.escape(scenario)} '
+                     f"({html.escape(difficulty)})</h3>\n{figures}\n"
+                     f'{to_html(view.board, view.name, heading="h4", with_legend=False)}</section>')
+    note = html.escape(_ADAPTIVE_INTRO + LEGENDS["robustness"] + " Transfer matrix: " + LEGENDS["transfer"])
+    return (f'<section id="adaptive">\n<h2>Transfer vs adaptive</h2>\n<p class="note">{note}</p>\n'
+            + "\n".join(parts) + "\n</section>")
+
+
 def _meta_table(info: RunInfo) -> str:
     rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in info.rows)
     return f'<table class="meta">{rows}</table>'
 
 
 def _leaderboards(boards: Mapping[str, pd.DataFrame]) -> str:
-    """Boards grouped by scenario (one sub-section each), in the order given."""
+    """The GRB boards grouped by scenario (one sub-section each), in the order given."""
     by_scenario: dict[str, list[str]] = {}
-    for name in boards:
+    for name in (n for n in boards if parse_name(n)[1] in GRB_KINDS):  # the others: section adaptive
         by_scenario.setdefault(parse_name(name)[0], []).append(name)
     parts = []
     for scenario, names in by_scenario.items():
@@ -112,9 +145,10 @@ def _section(sid: str, heading: str, intro: str, figures: Sequence[Figure], grid
 
 def build_html(info: RunInfo, boards: Mapping[str, pd.DataFrame], heatmaps: Sequence[Figure],
                difficulty: Sequence[Figure], budget: Sequence[Figure] | None,
-               timeline: Sequence[Figure] = ()) -> str:
+               timeline: Sequence[Figure] = (), adaptive: Sequence[AdaptiveView] = ()) -> str:
     """The report page. ``budget`` None leaves its section out (the run has one budget per
-    attack), as an empty ``timeline`` does (a run made before timelines were recorded)."""
+    attack), as an empty ``timeline`` does (a run made before timelines were recorded) and
+    an empty ``adaptive`` (a run without adaptive rows)."""
     sections = [
         f'<section id="run">\n<h2>Run</h2>\n{_meta_table(info)}\n</section>',
         f'<section id="leaderboards">\n<h2>Leaderboards</h2>\n<p class="note">{_READING}</p>\n'
@@ -122,12 +156,13 @@ def build_html(info: RunInfo, boards: Mapping[str, pd.DataFrame], heatmaps: Sequ
         _section("heatmaps", "Accuracy: attack x defense",
                  "Mean accuracy over repeats per scenario and difficulty; the first column is the clean accuracy, "
                  "attacks follow from the strongest (lowest mean accuracy).", heatmaps, grid=True),
+        *([_adaptive(adaptive)] if adaptive else []),
         _section("difficulty", "Accuracy vs difficulty",
                  "Per defense, on the easy / medium / hard degree bands of the test nodes (GRB's split; low degree "
                  "is easy to attack).", difficulty),
     ]
     links = [("run", "Run"), ("leaderboards", "Leaderboards"), ("heatmaps", "Heatmaps"),
-             ("difficulty", "Difficulty")]
+             *([("adaptive", "Transfer vs adaptive")] if adaptive else []), ("difficulty", "Difficulty")]
     if budget is not None:
         sections.append(_section("budget", "Accuracy vs budget",
                                  "Mean accuracy over defenses for attacks run with several budgets.", budget))

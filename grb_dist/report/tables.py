@@ -2,7 +2,10 @@
 table (``schema.SCORES`` columns) and a run manifest.
 
 Every function works within one scenario at a time and for any set of scenario values:
-each scenario has its own clean rows (attack ``none``), attacks and budgets.
+each scenario has its own clean rows (attack ``none``), attacks and budgets. The figures of
+the GRB setting (heatmaps, difficulty and budget curves) are drawn from the transfer rows
+(:func:`~grb_dist.leaderboard.rank.transfer_rows`), as the GRB leaderboards are; adaptive
+rows have their own section.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from grb_dist.core.names import DIFFICULTIES
-from grb_dist.leaderboard.rank import CLEAN, of_scenario, scenarios_of
+from grb_dist.leaderboard.rank import CLEAN, adaptive_rows, of_scenario, scenarios_of, transfer_rows
 
 #: Column name of the clean accuracy in an accuracy matrix (always the first column).
 CLEAN_COLUMN = "clean"
@@ -28,6 +31,12 @@ def difficulties_of(scores: pd.DataFrame) -> list[str]:
     """Difficulties present in ``scores``, in the GRB order easy, medium, hard, full."""
     present = set(scores["difficulty"].unique()) if len(scores) else set()
     return [d for d in DIFFICULTIES if d in present] + sorted(present.difference(DIFFICULTIES))
+
+
+def report_difficulty(difficulties: list[str]) -> str | None:
+    """The one difficulty a per-scenario figure of the report shows: ``full`` when present
+    (every test node), else the last in GRB order (as the end of a sweep picks its boards)."""
+    return "full" if "full" in difficulties else (difficulties[-1] if difficulties else None)
 
 
 def _attack_labels(attacked: pd.DataFrame) -> pd.Series:
@@ -189,6 +198,8 @@ def run_info(scores: pd.DataFrame, manifest: Mapping[str, Any], env: Mapping[str
                      if isinstance(ds.get(k), int))
     per_scenario = ", ".join(f"{s} {len(of_scenario(scores, s)[1]):,}" for s in scenarios_of(scores))
     attacked = scores[scores["attack"] != CLEAN]
+    adaptive = adaptive_rows(scores)
+    attacked = transfer_rows(attacked)
     run_env = manifest.get("environment") or {}
     rows = [
         ("Dataset", label + (f" ({ds['source']})" if ds.get("source") and ds.get("source") != label else "")),
@@ -203,6 +214,7 @@ def run_info(scores: pd.DataFrame, manifest: Mapping[str, Any], env: Mapping[str
         ("Difficulties", ", ".join(difficulties_of(scores)) or "-"),
         ("Attacks", _joined(attacked["attack"])),
         ("Surrogates", _joined(attacked["surrogate"])),
+        *([("Adaptive attacks", _joined(adaptive["attack"]))] if len(adaptive) else []),
         ("Defenses", _joined(scores["defense"])),
         ("Repeats", str(int(attacked["repeat"].max()) + 1) if len(attacked) else "-"),
         ("Run written by grb-dist", _joined([manifest.get("version"), *scores.get("version", pd.Series()).unique()])),

@@ -18,7 +18,10 @@ Tables under a run directory (``RUN_DIR``):
 * ``models/<name>-<seed>.pt`` (state_dicts) and ``training/<name>-<seed>.parquet`` --
   :data:`MODELS`, one row of training metadata per trained model.
 * ``leaderboard/<scenario>/attacks-<difficulty>.parquet`` / ``defenses-<difficulty>.parquet``
-  -- :data:`ATTACK_BOARD` / :data:`DEFENSE_BOARD`, one board per scenario and difficulty.
+  -- :data:`ATTACK_BOARD` / :data:`DEFENSE_BOARD`, one board per scenario and difficulty;
+  ``robustness-<difficulty>.parquet`` / ``transfer-<difficulty>.parquet`` --
+  :data:`ROBUSTNESS_BOARD` / :data:`TRANSFER_BOARD`, only for a scenario with adaptive
+  (white-box) rows (the transfer matrix also for one with several surrogates).
 
 The rows the sweep writes are built here too (:func:`score_row`, :func:`perturbation_meta`,
 :func:`model_meta`), and every row and the manifest get the writer's version from
@@ -173,6 +176,39 @@ DEFENSE_BOARD = pa.schema([
     pa.field("clean_accuracy", pa.float64()),
     pa.field("n_attacks", pa.int64(), nullable=False),
     pa.field("n_repeats", pa.int64(), nullable=False),
+])
+
+
+#: Transfer vs adaptive, one row per defense (``grb_dist.leaderboard.rank.robustness_board``):
+#: worst cases over the transfer (attack, surrogate) pairs and over the defense's adaptive
+#: attacks, each a mean over repeats; a missing side is null.
+ROBUSTNESS_BOARD = pa.schema([
+    pa.field("scenario", pa.string(), nullable=False),
+    pa.field("difficulty", pa.string(), nullable=False),
+    pa.field("defense", pa.string(), nullable=False),
+    pa.field("rank", pa.int64(), nullable=False),
+    pa.field("clean_accuracy", pa.float64()),
+    pa.field("transfer_accuracy", pa.float64()),
+    pa.field("transfer_attack", pa.string()),  # "pgd from gcn"
+    pa.field("adaptive_accuracy", pa.float64()),
+    pa.field("adaptive_attack", pa.string()),
+    pa.field("gap", pa.float64()),  # transfer_accuracy - adaptive_accuracy
+    pa.field("robust_accuracy", pa.float64()),  # min(transfer_accuracy, adaptive_accuracy)
+    pa.field("n_transfer", pa.int64(), nullable=False),  # (attack, surrogate) pairs
+    pa.field("n_adaptive", pa.int64(), nullable=False),  # attacks with adaptive rows
+    pa.field("note", pa.string(), nullable=False),
+])
+
+#: The transfer matrix in long form (``grb_dist.leaderboard.rank.transfer_board``): per
+#: surrogate (and the row ``adaptive``: each defense attacked through itself) and defense,
+#: the mean accuracy over that surrogate's attacks (each a mean over repeats).
+TRANSFER_BOARD = pa.schema([
+    pa.field("scenario", pa.string(), nullable=False),
+    pa.field("difficulty", pa.string(), nullable=False),
+    pa.field("surrogate", pa.string(), nullable=False),
+    pa.field("defense", pa.string(), nullable=False),
+    pa.field("accuracy_mean", pa.float64(), nullable=False),
+    pa.field("n_attacks", pa.int64(), nullable=False),
 ])
 
 
