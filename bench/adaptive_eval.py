@@ -12,6 +12,7 @@ best surrogate the attacker can have).
     python bench/adaptive_eval.py --out /tmp/adaptive                     # cora-legacy, both scenarios
     python bench/adaptive_eval.py --out /tmp/adaptive --scenario injection
     python bench/adaptive_eval.py --out /tmp/adaptive --report-only      # tables of a finished run
+    python bench/adaptive_eval.py --out /tmp/adaptive --only transfer    # one of the two sweeps
     python bench/adaptive_eval.py --out /tmp/csbm --dataset csbm --job -  # the default job as it ships
 
 Defaults: cora-legacy (GRB layout, found beside the checkout), the grb-cora job (its 23
@@ -46,22 +47,11 @@ def sweep(args, scenario: str, adaptive: bool) -> float:
     start = time.perf_counter()
     done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seconds = time.perf_counter() - start
-    print(f"$ {' '.join(cmd[1:])}\n  exit {done.returncode} in {seconds:.0f} s; " + done.stdout.strip().splitlines()[-1])
+    print(f"$ grb-dist {' '.join(cmd[1:])}\n  exit {done.returncode} in {seconds:.0f} s; " + done.stdout.strip().splitlines()[-1])
     if done.returncode:
         print(done.stdout[-4000:])
         raise SystemExit(done.returncode)
     return seconds
-
-
-def comparison(scores: pd.DataFrame, scenario: str, difficulty: str) -> pd.DataFrame:
-    """Per (defense, attack) of ``scenario`` with adaptive rows: transfer and adaptive accuracy."""
-    df = scores[(scores["scenario"] == scenario) & (scores["difficulty"] == difficulty) & (scores["attack"] != "none")]
-    mean = df.groupby(["threat", "defense", "attack", "surrogate"])["accuracy"].mean().reset_index()
-    transfer = mean[mean["threat"] == "transfer"].groupby(["defense", "attack"])["accuracy"].min()
-    adaptive = mean[mean["threat"] == "adaptive"].groupby(["defense", "attack"])["accuracy"].min()
-    out = pd.DataFrame({"transfer": transfer, "adaptive": adaptive}).dropna().reset_index()
-    out["adaptive_minus_transfer"] = out["adaptive"] - out["transfer"]
-    return out
 
 
 def markdown(df: pd.DataFrame) -> str:
@@ -71,28 +61,28 @@ def markdown(df: pd.DataFrame) -> str:
 
 
 def report(args, times: dict[str, float]) -> None:
+    from grb_dist.leaderboard import adaptive_vs_transfer
     from grb_dist.store import RunStore
 
     scores = RunStore.existing(args.out).read_scores()
     clean = scores[scores["attack"] == "none"].groupby(["scenario", "difficulty", "defense"])["accuracy"].mean()
     for scenario in sorted(set(scores["scenario"])):
-        table = comparison(scores, scenario, args.difficulty)
+        table = adaptive_vs_transfer(scores, scenario, args.difficulty).dropna(subset=["transfer_accuracy",
+                                                                                        "adaptive_accuracy"])
         if table.empty:
             continue
-        print(f"\n## {scenario}, {args.difficulty}: accuracy under each attack, transfer (from the GCN surrogate) vs adaptive\n")
-        wide = table.pivot(index="defense", columns="attack", values=["transfer", "adaptive"])
+        print(f"\n## {scenario}, {args.difficulty}: accuracy under each attack, transfer / adaptive\n")
         rows = []
-        for defense in wide.index:
-            t, a = wide.loc[defense, "transfer"], wide.loc[defense, "adaptive"]
+        for defense, mine in table.groupby("defense"):
+            t, a = mine.set_index("attack")["transfer_accuracy"], mine.set_index("attack")["adaptive_accuracy"]
             row = {"defense": defense, "clean": clean.get((scenario, args.difficulty, defense), float("nan")),
                    "transfer (worst)": t.min(), "adaptive (worst)": a.min(), "gap": t.min() - a.min()}
-            row.update({f"{k} t/a": f"{t[k]:.3f}/{a[k]:.3f}" for k in t.index})
+            row.update({k: f"{t[k]:.3f} / {a[k]:.3f}" for k in t.index})
             rows.append(row)
-        board = pd.DataFrame(rows).sort_values("adaptive (worst)", ascending=False)
-        print(markdown(board))
-        worse = table[table["adaptive_minus_transfer"] > args.tolerance]
+        print(markdown(pd.DataFrame(rows).sort_values("adaptive (worst)", ascending=False)))
+        weaker = table[table["gap"] < -args.tolerance]
         print(f"\nadaptive weaker than transfer by more than {args.tolerance}: "
-              + ("none" if worse.empty else worse.to_string(index=False)))
+              + ("none" if weaker.empty else "\n" + weaker.to_string(index=False)))
     for key, seconds in times.items():
         print(f"{key}: {seconds:.0f} s")
 
@@ -110,12 +100,15 @@ def main() -> None:
     ap.add_argument("--num-cpus", type=int, default=2)
     ap.add_argument("--tolerance", type=float, default=0.01)
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--only", choices=["transfer", "adaptive"], help="run one of the two sweeps")
     args = ap.parse_args()
     times = {}
     if not args.report_only:
         for scenario in (["injection", "modification"] if args.scenario == "all" else [args.scenario]):
-            times[f"{scenario}: transfer sweep"] = sweep(args, scenario, adaptive=False)
-            times[f"{scenario}: --adaptive (growth)"] = sweep(args, scenario, adaptive=True)
+            if args.only != "adaptive":
+                times[f"{scenario}: transfer sweep"] = sweep(args, scenario, adaptive=False)
+            if args.only != "transfer":
+                times[f"{scenario}: --adaptive (growth)"] = sweep(args, scenario, adaptive=True)
     report(args, times)
 
 
