@@ -147,11 +147,23 @@ def test_weighted_surrogate_equals_the_forward_on_the_modified_graph(graph, name
     assert torch.autograd.gradcheck(lambda p: ws.logits(pt, sign * p)[t[:10]], (p,), eps=1e-6, atol=1e-6)
 
 
-def test_attention_surrogates_are_refused(graph):
+class _NoWeights(torch.nn.Module):
+    """A plain module with neither a program nor weighted_forward."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x, edge_index):
+        return self.inner(x, edge_index)
+
+
+def test_surrogates_without_a_weighted_path_are_refused(graph):
     model = build_model("gat", graph.num_features, graph.num_classes, {"hidden_sizes": [8]}).eval()
     attack = MODIFICATION.get("prbcd")(MODIFICATION.get("prbcd").Config(steps=1))
-    with pytest.raises(ConfigError, match="not differentiable in edge weights"):
-        attack.attack(graph, model, graph.targets("easy"))
+    attack.attack(graph, model, graph.targets("easy"))  # GAT: the weighted attention softmax
+    with pytest.raises(ConfigError, match="_NoWeights is not differentiable in edge weights"):
+        attack.attack(graph, _NoWeights(model), graph.targets("easy"))
 
 
 def test_projection_meets_the_budget_and_the_box():

@@ -1,30 +1,57 @@
-"""Adaptive (white-box) attacks: which models an attack can differentiate.
+"""Which models an adaptive (white-box) gradient attack can differentiate.
 
-An adaptive attack uses the defense itself as its surrogate. Injection attacks follow the
-gradient of the loss in the injected nodes' features, so the defense must read features
-differentiably; gradient modification attacks follow the gradient in edge weights, so the
-defense must declare a program differentiable in edge weights
-(:class:`~grb_dist.attacks.modification.weighted.WeightedSurrogate`).
+Adaptive evaluation (Mujkanovic et al., NeurIPS 2022, "Are Defenses for Graph Neural
+Networks Robust?") attacks every defense with itself as the attack's surrogate. The gradient
+attacks of each scenario (:data:`GRADIENT_ATTACKS`) need:
+
+* **injection**: the loss differentiable in the injected nodes' features, which holds for
+  every model that reads node features (any ``forward(x, edge_index)`` built from torch
+  operations); label propagation alone reads none (its class sets ``reads_features =
+  False``), so injected features get no gradient;
+* **modification**: the loss differentiable in edge weights, i.e. a declared program that
+  :class:`~grb_dist.attacks.modification.weighted.WeightedSurrogate` replays with weights, or
+  a ``weighted_forward(x, edge_index, edge_weight)`` (:mod:`grb_dist.models.weighted`); for
+  ``<model>_lp`` the wrapped model needs one too.
+
+:func:`transfer_only_reason` says, from class attributes and a dry run of the declared
+program (no tensor computed), when a model cannot be attacked adaptively: such a defense is
+then evaluated by transfer attacks only. Which defenses are exact and which use a surrogate
+gradient is in ``docs/attacks.md`` ("Adaptive attacks: gradients through each defense").
 """
 
 from __future__ import annotations
 
 import torch
 
+from grb_dist.attacks.modification.weighted import edge_weight_reason
 from grb_dist.core.errors import ConfigError
+
+#: The gradient attacks of each scenario, the ones that get adaptive cells.
+GRADIENT_ATTACKS: dict[str, tuple[str, ...]] = {
+    "injection": ("fgsm", "pgd", "speit", "tdgia"),
+    "modification": ("fga", "pgd", "prbcd", "grbcd"),
+}
 
 
 def transfer_only_reason(model: torch.nn.Module, scenario: str) -> str | None:
-    """``None`` when ``model`` can be attacked adaptively in ``scenario``, else why not."""
+    """``None`` when ``model`` can be attacked adaptively by the gradient attacks of
+    ``scenario`` (``"injection"`` or ``"modification"``), else a one-line reason that starts
+    with what is missing. Static checks only: cheap, nothing is trained or evaluated."""
+    if scenario not in GRADIENT_ATTACKS:
+        raise ConfigError(f"scenario must be one of {', '.join(GRADIENT_ATTACKS)}, got {scenario!r}")
     if scenario == "injection":
-        if getattr(model, "reads_features", True) is False:
-            return f"{type(model).__name__} reads no node features, so injected features get no gradient"
-        return None
-    from grb_dist.attacks.modification.weighted import WeightedSurrogate
+        return feature_reason(model)
+    return edge_weight_reason(model)
 
-    x = torch.zeros(2, 1)
-    try:
-        WeightedSurrogate(model, x, torch.tensor([[0, 1], [1, 0]])).check()
-    except (ConfigError, RuntimeError, TypeError, ValueError, NotImplementedError) as exc:
-        return f"{type(model).__name__} is not differentiable in edge weights ({str(exc).splitlines()[0]})"
-    return None
+
+def feature_reason(model: torch.nn.Module) -> str | None:
+    """Why injected features get no gradient through ``model`` (``None``: they do). A
+    plain ``torch.nn.Module`` is assumed to read its features."""
+    cls = type(model)
+    if getattr(cls, "reads_features", True):
+        return None
+    name = getattr(cls, "display_name", cls.__name__)
+    return f"{name} reads no node features, so injected features get no gradient"
+
+
+__all__ = ["GRADIENT_ATTACKS", "feature_reason", "transfer_only_reason"]

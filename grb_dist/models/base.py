@@ -141,17 +141,24 @@ class GraphModel(nn.Module):
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         if self.sparse_propagation and self.uses_graph:
             edge_index = self._cached_propagation_graph(edge_index, x.shape[0], x.dtype)
+        h = self.run_layers(x, lambda i, layer, h: self.call_layer(i, layer, h, edge_index))
+        return self.output(h, edge_index)
+
+    def run_layers(self, x: torch.Tensor, call) -> torch.Tensor:
+        """The layer stack of :meth:`forward` (input norm, dropout, ``call(i, layer, h)``,
+        norm and ReLU between layers), without :meth:`output`; ``weighted_forward``
+        implementations reuse it with a weighted ``call``."""
         h = self.input_norm(x) if self.input_norm is not None else x
         n_layers = len(self.layers)
         for i, layer in enumerate(self.layers):
             if i > 0:
                 h = nn.functional.dropout(h, p=self.config.dropout, training=self.training)
-            h = self.call_layer(i, layer, h, edge_index)
+            h = call(i, layer, h)
             if i < n_layers - 1:
                 if self.norms:
                     h = self.norms[i](h)
                 h = torch.relu(h)
-        return self.output(h, edge_index)
+        return h
 
     def output(self, h: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         """Hook applied to the last layer's output (APPNP propagates here)."""

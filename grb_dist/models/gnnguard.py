@@ -13,7 +13,17 @@ the features; never an N x N matrix):
    re-weighted by ``a_ij`` and renormalised).
 
 Everything but the drop decision is differentiable, so an adaptive attack sees through the
-defense. Differences to the original code, on purpose: no dense N x N similarity, no
+defense.
+
+Edge weights (adaptive modification attacks, ``weighted_forward``): an input edge weight
+``w_ij`` multiplies the similarity before the row normalisation, ``a_ij = w_ij s_ij / sum_k
+w_ik s_ik``, and the self-weight uses the weighted kept degree ``1 / (1 + sum_k w_ik)``; the
+GAT backbone takes ``a`` in a weighted softmax (``a_ij exp(e_ij) / sum_k a_ik exp(e_ik)``,
+equal to the ``+ log a_ij`` shift for positive ``a``, with weight 0 = absent edge). The hard
+pruning (``s_ij < threshold``) stays as in ``forward``: the mask is piecewise constant, so
+pruned pairs get zero gradient and the gradient is that of the soft-weighted version within
+the current mask (a surrogate of the non-differentiable drop). With every weight 1 the
+values equal ``forward``. Differences to the original code, on purpose: no dense N x N similarity, no
 ``exp`` of the normalised weights, no learned edge-pruning layer and no layer-wise memory
 (beta gate): they are not needed for the re-weighting and the original applied them to
 dense matrices.
@@ -31,6 +41,7 @@ from torch_geometric.utils import remove_self_loops, scatter, softmax
 
 from grb_dist.core.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
+from grb_dist.models.weighted import finish_heads, propagate_attention, weighted_softmax
 
 @dataclass(frozen=True)
 class GNNGuardConfig(ModelConfig):
@@ -115,25 +126,32 @@ def edge_cosine(h: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
 
 
 def guard_weights(
-    h: torch.Tensor, edge_index: torch.Tensor, threshold: float, self_weight: bool
+    h: torch.Tensor, edge_index: torch.Tensor, threshold: float, self_weight: bool,
+    edge_weight: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """GNNGuard edge weights from representations ``h`` (N x d).
 
     Returns ``(edge_index', weight)``: the kept edges (plus self-loops when
-    ``self_weight``) and their weights ``a_ij`` (see the module docstring).
+    ``self_weight``) and their weights ``a_ij`` (see the module docstring). An
+    ``edge_weight`` (E) multiplies the similarities before the normalisation and counts in
+    the kept degree (``weighted_forward``); ``None`` is weight 1 everywhere.
     """
     n = h.size(0)
-    ei, _ = remove_self_loops(edge_index)
+    ei, w = remove_self_loops(edge_index, edge_weight)
     sim = edge_cosine(h, ei)
     keep = sim >= threshold
     # Edges exactly at a zero similarity carry no weight either (threshold 0).
     keep &= sim > 0
     ei, sim = ei[:, keep], sim[keep]
+    ones = torch.ones_like(sim)
+    if w is not None:
+        w = w[keep].to(sim.dtype)
+        sim, ones = sim * w, w
     dst = ei[1]
     row_sum = scatter(sim, dst, dim=0, dim_size=n, reduce="sum")
     weight = sim / row_sum[dst].clamp_min(1e-12)
     if self_weight:
-        kept_deg = scatter(torch.ones_like(sim), dst, dim=0, dim_size=n, reduce="sum")
+        kept_deg = scatter(ones, dst, dim=0, dim_size=n, reduce="sum")
         loops = torch.arange(n, device=h.device)
         ei = torch.cat([ei, torch.stack([loops, loops])], dim=1)
         weight = torch.cat([weight, 1.0 / (1.0 + kept_deg)])
@@ -156,7 +174,11 @@ class GuardGATConv(GATConv):
 
 
 class GNNGuard(GraphModel):
-    """GCN + GNNGuard ("gcnguard" in GRB, registered as ``gnnguard``)."""
+    """GCN + GNNGuard ("gcnguard" in GRB, registered as ``gnnguard``).
+
+    ``weighted_forward``: the input weight multiplies the cosine similarity before the row
+    normalisation; the hard pruning stays (pruned pairs get zero gradient): the gradient of
+    the soft-weighted version within the current pruning mask (module docstring)."""
 
     Config = GNNGuardConfig
 
@@ -167,9 +189,24 @@ class GNNGuard(GraphModel):
         ei, w = guard_weights(h, edge_index, self.config.threshold, self.config.self_weight)
         return layer(h, ei, w)
 
+    def weighted_forward(self, x, edge_index, edge_weight):
+        """Eval-mode logits with edge weights: guard weights of the weighted edges, hard
+        pruning kept (see the module docstring)."""
+        c = self.config
+
+        def call(i, layer, h):
+            ei, w = guard_weights(h, edge_index, c.threshold, c.self_weight, edge_weight)
+            return layer(h, ei, w)
+
+        return self.output(self.run_layers(x, call), edge_index)
+
 
 class GATGuard(GraphModel):
-    """GAT + GNNGuard (``gatguard``): hidden layers concatenate ``heads`` heads."""
+    """GAT + GNNGuard (``gatguard``): hidden layers concatenate ``heads`` heads.
+
+    ``weighted_forward``: GNNGuard's weighted guard weights (see :class:`GNNGuard`) in a
+    weighted attention softmax ``a_ij exp(e_ij) / sum_k a_ik exp(e_ik)`` (the forward's
+    ``+ log a_ij`` shift, with weight 0 = absent edge and a finite gradient)."""
 
     Config = GATGuardConfig
 
@@ -181,3 +218,19 @@ class GATGuard(GraphModel):
     def call_layer(self, i, layer, h, edge_index):
         ei, w = guard_weights(h, edge_index, self.config.threshold, self.config.self_weight)
         return layer(h, ei, edge_attr=w)
+
+    def weighted_forward(self, x, edge_index, edge_weight):
+        """Eval-mode logits with edge weights: guard weights of the weighted edges in a
+        weighted attention softmax, hard pruning kept (see the module docstring)."""
+        c = self.config
+
+        def call(i, layer, h):
+            ei, a = guard_weights(h, edge_index, c.threshold, c.self_weight, edge_weight)
+            heads, width, n = layer.heads, layer.out_channels, h.shape[0]
+            xl = layer.lin(h).view(-1, heads, width)
+            a_src, a_dst = (xl * layer.att_src).sum(-1), (xl * layer.att_dst).sum(-1)
+            src, dst = ei
+            e = F.leaky_relu(a_src[src] + a_dst[dst], layer.negative_slope)
+            return finish_heads(layer, propagate_attention(xl, weighted_softmax(e, a, dst, n), ei, n), h)
+
+        return self.output(self.run_layers(x, call), edge_index)

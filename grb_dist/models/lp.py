@@ -13,6 +13,14 @@ originals), which all start from zero rows (alone) or from the model's predictio
 
 The output is log-probabilities: the rows of ``F`` normalised to sum 1 (rows with no mass,
 nodes that no label reaches, become uniform).
+
+Edge weights (adaptive modification attacks, ``weighted_forward``): ``S = D^-1/2 W D^-1/2``
+with the weighted adjacency ``W`` and weighted degrees; label spreading is differentiable in
+``S``, so this is exact (equal to ``forward`` when every weight is 1). ``<model>_lp`` also
+evaluates the wrapped model with the edge weights (its own ``weighted_forward`` or its
+declared program, :func:`grb_dist.models.weighted.weighted_logits`). Label propagation alone
+reads no node features (``reads_features = False``): injection attacks get no gradient
+through it.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from torch_geometric.utils import remove_self_loops
 
 from grb_dist.core.errors import ConfigError
 from grb_dist.models.base import ModelConfig
+from grb_dist.models.weighted import propagate, weighted_logits, without_self_loops
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,7 @@ def label_spreading(
     """
     n = y0.size(0)
     ei, _ = remove_self_loops(edge_index)
-    ei, w = gcn_norm(ei, None, n, add_self_loops=False)
+    ei, w = gcn_norm(ei, torch.ones(ei.size(1), dtype=y0.dtype, device=ei.device), n, add_self_loops=False)
     # S as one CSR matrix (row = target): each step is a single sparse product, about 4x
     # faster than gathering and scattering the E x C messages (duplicate edges add up in
     # both forms); differentiable in y0.
@@ -78,6 +87,21 @@ def label_spreading(
     f = y0
     for _ in range(iterations):
         f = alpha * (s @ f) + base
+    return f
+
+
+def weighted_label_spreading(
+    y0: torch.Tensor, edge_index: torch.Tensor, edge_weight: torch.Tensor, alpha: float, iterations: int
+) -> torch.Tensor:
+    """:func:`label_spreading` on a weighted graph, ``S = D^-1/2 W D^-1/2`` with weighted
+    degrees; differentiable in ``y0`` and ``edge_weight``."""
+    n = y0.size(0)
+    ei, w = without_self_loops(edge_index, edge_weight.to(y0.dtype))
+    ei, w = gcn_norm(ei, w, n, add_self_loops=False)
+    base = (1 - alpha) * y0
+    f = y0
+    for _ in range(iterations):
+        f = alpha * propagate(f, ei, w, n) + base
     return f
 
 
@@ -116,6 +140,10 @@ class LabelPropagation(_KnownLabels):
     #: Nothing to train; built from the graph's training labels (no ``_ln``/``_at``/``_lp``).
     trainable = False
     uses_train_labels = True
+    #: The output does not depend on ``x`` (injected features get no gradient).
+    reads_features = False
+    #: How adaptive-evaluation messages name it.
+    display_name = "label propagation"
 
     def __init__(self, train_index, train_labels, num_classes: int, config: LPConfig | None = None):
         super().__init__(train_index, train_labels, num_classes)
@@ -125,17 +153,26 @@ class LabelPropagation(_KnownLabels):
         y0 = self.clamp_known(torch.zeros(x.size(0), self.num_classes, device=x.device, dtype=x.dtype))
         return _log_normalise(label_spreading(y0, edge_index, self.config.alpha, self.config.iterations))
 
+    def weighted_forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_weight: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities with edge weights (exact: weighted degrees in ``S``)."""
+        y0 = self.clamp_known(torch.zeros(x.size(0), self.num_classes, device=x.device, dtype=x.dtype))
+        c = self.config
+        return _log_normalise(weighted_label_spreading(y0, edge_index, edge_weight, c.alpha, c.iterations))
+
 
 class LabelPropagationOn(_KnownLabels):
     """A model followed by label spreading on its soft predictions (``<model>_lp``).
 
     ``forward(x, edge_index) -> log-probabilities`` (N' x C); the wrapped model is
-    ``self.model`` (its state_dict keys are prefixed ``model.``). Differentiable in ``x``.
+    ``self.model`` (its state_dict keys are prefixed ``model.``). Differentiable in ``x``;
+    differentiable in edge weights (``weighted_forward``) when the wrapped model is.
     """
 
     Config = LPConfig
     uses_graph = True
     trainable = True
+    #: ``self.model`` is the wrapped model: adaptive attacks need its weighted path too.
+    wraps_model = True
 
     def __init__(self, model: nn.Module, train_index, train_labels, num_classes: int, config: LPConfig | None = None):
         super().__init__(train_index, train_labels, num_classes)
@@ -146,3 +183,12 @@ class LabelPropagationOn(_KnownLabels):
         soft = torch.softmax(self.model(x, edge_index), dim=1)
         y0 = self.clamp_known(soft)
         return _log_normalise(label_spreading(y0, edge_index, self.config.alpha, self.config.iterations))
+
+    def weighted_forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_weight: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities with edge weights: the wrapped model's weighted logits
+        (:func:`~grb_dist.models.weighted.weighted_logits`; :class:`ConfigError` when it has no
+        weighted path) and weighted label spreading."""
+        soft = torch.softmax(weighted_logits(self.model, x, edge_index, edge_weight), dim=1)
+        c = self.config
+        return _log_normalise(weighted_label_spreading(self.clamp_known(soft), edge_index, edge_weight, c.alpha,
+                                                       c.iterations))

@@ -13,6 +13,12 @@ the last layer's Gaussian plus, in training only, ``eps * sqrt(var)`` (a reparam
 sample). At evaluation the output is the mean: deterministic (the original GRB code sampled
 at evaluation time, which made scores non-deterministic).
 
+Edge weights (adaptive modification attacks, :meth:`RGCN.weighted_forward`): both
+propagation matrices are built from the weighted adjacency ``W + I`` with weighted degrees
+``d_i = 1 + sum_j w_ij``: ``w_ij d_i^-1/2 d_j^-1/2`` and ``w_ij / (d_i d_j)``. This is
+the exact relaxation (R-GCN is differentiable in the normalisation), equal to ``forward``
+when every weight is 1; weight 0 is an absent edge.
+
 The KL regulariser of the first layer's Gaussian against N(0, I) is optional
 (``kl_weight``, 0 = off as in GRB); when on, :meth:`RGCN.regularization` returns it for
 the trainer to add to the loss.
@@ -30,6 +36,7 @@ from torch_geometric.utils import add_remaining_self_loops, degree, remove_self_
 
 from grb_dist.core.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
+from grb_dist.models.weighted import propagate, weighted_degree, with_self_loops, without_self_loops
 
 
 @dataclass(frozen=True)
@@ -59,7 +66,7 @@ def gaussian_norms(edge_index: torch.Tensor, num_nodes: int) -> tuple[torch.Tens
     target): ``D^-1/2 (A + I) D^-1/2`` for the mean and ``D^-1 (A + I) D^-1`` for the variance."""
     ei, _ = remove_self_loops(edge_index)
     ei, _ = add_remaining_self_loops(ei, num_nodes=num_nodes)
-    deg = degree(ei[1], num_nodes, dtype=torch.float32)
+    deg = degree(ei[1], num_nodes, dtype=torch.get_default_dtype())  # the model dtype (see GraphModel)
     src, dst = ei
     w_mean = deg[src].rsqrt() * deg[dst].rsqrt()
     w_var = deg[src].reciprocal() * deg[dst].reciprocal()
@@ -92,16 +99,33 @@ class GaussianConv(nn.Module):
 
     def forward(self, mean, var, norms):
         adj_mean, adj_var = norms
+        mean, var = self.messages(mean, var)
+        return spmm(adj_mean, mean), spmm(adj_var, var)
+
+    def messages(self, mean, var):
+        """What is propagated: ``(mean * att, var * att * att)`` of the linear maps."""
         mean = self.lin_mean(mean)
         var = F.relu(self.lin_var(var))
         if self.activate:
             mean = F.elu(mean)
         att = torch.exp(-self.gamma * var)
-        return spmm(adj_mean, mean * att), spmm(adj_var, var * att * att)
+        return mean * att, var * att * att
+
+
+def weighted_gaussian_norms(edge_index: torch.Tensor, weight: torch.Tensor, num_nodes: int):
+    """:func:`gaussian_norms` of a weighted graph as ``(edge_index, mean values, var values)``
+    (self-loops of weight 1, weighted degrees), differentiable in ``weight``."""
+    ei, w = without_self_loops(edge_index, weight)
+    deg = weighted_degree(ei, w, num_nodes) + 1
+    ei, w = with_self_loops(ei, w, num_nodes)
+    src, dst = ei
+    return ei, w * deg[src].rsqrt() * deg[dst].rsqrt(), w / (deg[src] * deg[dst])
 
 
 class RGCN(GraphModel):
-    """R-GCN node classifier; ``forward(x, edge_index) -> logits`` (N x C)."""
+    """R-GCN node classifier; ``forward(x, edge_index) -> logits`` (N x C).
+
+    ``weighted_forward`` is exact: the Gaussian norms from weighted degrees (module docstring)."""
 
     Config = RGCNConfig
 
@@ -112,7 +136,7 @@ class RGCN(GraphModel):
         return GaussianConv(in_width, out_width, self.config.gamma, activate=not last), out_width
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        norms = self._cached_propagation_graph(edge_index, x.size(0))
+        norms = self._cached_propagation_graph(edge_index, x.size(0), x.dtype)
         h = self.input_norm(x) if self.input_norm is not None else x
         mean, var = h, h
         n_layers = len(self.layers)
@@ -131,6 +155,20 @@ class RGCN(GraphModel):
         if self.training and self.config.sample:
             noise = torch.randn_like(var)
             return mean + noise * torch.sqrt(var + 1e-8)
+        return mean
+
+    def weighted_forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_weight: torch.Tensor) -> torch.Tensor:
+        """Eval-mode output (the mean) with edge weights: the Gaussian norms from weighted
+        degrees (the exact relaxation, module docstring)."""
+        n = x.size(0)
+        ei, w_mean, w_var = weighted_gaussian_norms(edge_index, edge_weight.to(x.dtype), n)
+        h = self.input_norm(x) if self.input_norm is not None else x
+        mean, var = h, h
+        for i, layer in enumerate(self.layers):
+            m, v = layer.messages(mean, var)
+            mean, var = propagate(m, ei, w_mean, n), propagate(v, ei, w_var, n)
+            if i < len(self.layers) - 1 and self.norms:
+                mean = self.norms[i](mean)
         return mean
 
     def regularization(self) -> torch.Tensor | None:

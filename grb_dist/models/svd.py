@@ -14,6 +14,16 @@ down-weighted; no new edges are created. (Keeping each row's top-t entries of th
 reconstruction would also add edges but costs O(N^2 k) time, which does not scale to
 grb-aminer; the original code used the dense reconstruction.)
 
+Edge weights (adaptive modification attacks, :meth:`GCNSVD.weighted_forward`): the
+truncated SVD is not usefully differentiable (its basis jumps when singular values cross),
+so the **low-rank projection is kept fixed** as a surrogate: the rank-k basis
+``(U_k, V_k)`` of the weighted adjacency ``W`` is computed without gradient, and the
+reconstruction on the support is ``(U_k U_k^T W V_k V_k^T)_ij = U_k[i] (U_k^T W V_k)
+V_k[j]``. At the basis's own ``W`` this equals ``(U_k S_k V_k^T)_ij`` (the defense's
+values); its gradient is the projection ``P_U dW P_V``. The edge weight is then ``W_ij *
+relu(recon_ij)`` (equal to ``forward``'s when every weight is 1, and a gradient for absent
+pairs at weight 0), followed by the GCN. Cost O(E k + N k^2), nothing N x N.
+
 The SVD is seeded (``svd_seed``) inside a forked RNG, so the result is deterministic and
 the global random state (dropout) is untouched. The structure carries no gradient: the
 adjacency is a constant of the features, so feature attacks still differentiate through
@@ -34,6 +44,7 @@ from torch_geometric.utils import coalesce, remove_self_loops, to_torch_csr_tens
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph
 from grb_dist.models.base import GraphModel, ModelConfig
+from grb_dist.models.weighted import without_self_loops
 
 EDGE_CHUNK = 1 << 20
 
@@ -71,6 +82,20 @@ class WeightedEdges(NamedTuple):
 
 
 @torch.no_grad()
+def svd_basis(edge_index: torch.Tensor, values: torch.Tensor, num_nodes: int, k: int, *, niter: int = 4,
+              oversample: int = 10, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(U_k, S_k, V_k)`` of the seeded randomised SVD of the sparse matrix with entries
+    ``values`` at ``edge_index`` (coalesced, no self-loops)."""
+    adj = torch.sparse_coo_tensor(edge_index, values, (num_nodes, num_nodes), check_invariants=False).coalesce()
+    q = min(k + oversample, num_nodes)
+    devices = [edge_index.device] if edge_index.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        u, s, v = torch.svd_lowrank(adj, q=q, niter=niter)
+    return u[:, :k], s[:k], v[:, :k]
+
+
+@torch.no_grad()
 def svd_edge_weights(
     edge_index: torch.Tensor, num_nodes: int, k: int, *, niter: int = 4, oversample: int = 10, seed: int = 0
 ) -> WeightedEdges:
@@ -84,15 +109,9 @@ def svd_edge_weights(
     ei, _ = remove_self_loops(edge_index)
     ei = coalesce(ei, num_nodes=num_nodes)
     dev = ei.device
-    values = torch.ones(ei.size(1), device=dev)
-    adj = torch.sparse_coo_tensor(ei, values, (num_nodes, num_nodes), check_invariants=False).coalesce()
-    q = min(k + oversample, num_nodes)
-    devices = [dev] if dev.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        u, s, v = torch.svd_lowrank(adj, q=q, niter=niter)
-    us = u[:, :k] * s[:k]
-    v = v[:, :k]
+    u, s, v = svd_basis(ei, torch.ones(ei.size(1), device=dev), num_nodes, k, niter=niter, oversample=oversample,
+                        seed=seed)
+    us = u * s
     weight = torch.empty(ei.size(1), device=dev)
     for c in range(0, ei.size(1), EDGE_CHUNK):
         a, b = ei[0, c : c + EDGE_CHUNK], ei[1, c : c + EDGE_CHUNK]
@@ -132,3 +151,32 @@ class GCNSVD(GraphModel):
 
     def make_layer(self, index, in_width, out_width, last):
         return GCNConv(in_width, out_width, normalize=False), out_width
+
+    def weighted_forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_weight: torch.Tensor) -> torch.Tensor:
+        """Eval-mode logits with edge weights, the low-rank projection kept fixed (module
+        docstring): edge weight ``W_ij * relu(recon_ij)``, then the GCN."""
+        n = x.size(0)
+        ei, w = projected_edge_weights(edge_index, edge_weight.to(x.dtype), n, self.config)
+        ei, w = gcn_norm(ei, w, n, add_self_loops=True)
+        return self.output(self.run_layers(x, lambda i, layer, h: layer(h, ei, w)), ei)
+
+
+def projected_edge_weights(edge_index: torch.Tensor, weight: torch.Tensor, num_nodes: int,
+                           config: GCNSVDConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(edge_index, W_ij * relu((U_k U_k^T W V_k V_k^T)_ij))`` on the coalesced support
+    of the weighted adjacency ``W``; the basis is computed without gradient."""
+    c = config
+    if c.k >= num_nodes:
+        raise ConfigError(f"GCN-SVD rank k={c.k} must be smaller than the number of nodes ({num_nodes}); lower k")
+    ei, w = without_self_loops(edge_index, weight)
+    ei, w = coalesce(ei, w, num_nodes=num_nodes, reduce="sum")
+    u, _, v = svd_basis(ei, w.detach(), num_nodes, c.k, niter=c.niter, oversample=c.oversample, seed=c.svd_seed)
+    u, v = u.to(w.dtype), v.to(w.dtype)
+    wv = torch.zeros(num_nodes, v.shape[1], dtype=w.dtype, device=w.device).index_add(0, ei[0], w[:, None] * v[ei[1]])
+    core = u.T @ wv  # k x k: U_k^T W V_k (= S_k at the basis's own W)
+    left = u @ core  # N x k
+    recon = torch.empty_like(w)
+    for start in range(0, ei.size(1), EDGE_CHUNK):
+        a, b = ei[0, start : start + EDGE_CHUNK], ei[1, start : start + EDGE_CHUNK]
+        recon[start : start + EDGE_CHUNK] = (left[a] * v[b]).sum(1)
+    return ei, w * torch.relu(recon)

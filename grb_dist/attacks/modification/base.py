@@ -36,7 +36,7 @@ from grb_dist.attacks.audit import audit_modification
 from grb_dist.attacks.base import Attack, Budget, check_targets, resolve_feature_limits
 from grb_dist.attacks.injection.common import SurrogateCache
 from grb_dist.attacks.injection.common import surrogate_mode
-from grb_dist.attacks.modification.weighted import WeightedSurrogate
+from grb_dist.attacks.modification.weighted import EdgeWeightSurrogate, WeightedSurrogate, weighted_surrogate
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph, Modification, canonical_pairs, undirected_keys
 from grb_dist.core.names import check_precision
@@ -116,7 +116,8 @@ class ModificationAttack(Attack):
         uses_surrogate: False for attacks that never evaluate the surrogate (RND, FLIP,
             NEA, STACK); their result does not depend on it.
         edge_gradients: True for attacks that differentiate the surrogate in edge weights
-            (their surrogate must be one of :data:`~.weighted.WEIGHTED_MODELS`).
+            (their surrogate needs a weighted program or ``weighted_forward``, see
+            :func:`~.weighted.weighted_surrogate`).
         changes_features: True for attacks that also modify node features (PGD).
     """
 
@@ -271,9 +272,11 @@ class ModContext:
             return self.model(g.x, g.edge_index).argmax(1).cpu().numpy()
 
     @cached_property
-    def weighted(self) -> WeightedSurrogate:
+    def weighted(self) -> WeightedSurrogate | EdgeWeightSurrogate:
+        """The surrogate's edge-weighted evaluation: its program when that is weighted,
+        else its ``weighted_forward`` (:func:`~.weighted.weighted_surrogate`)."""
         g = self.tensors
-        return WeightedSurrogate(self.model, g.x, g.edge_index)
+        return weighted_surrogate(self.model, g.x, g.edge_index)
 
     @cached_property
     def target_tensor(self) -> torch.Tensor:

@@ -17,8 +17,13 @@ perturbed adjacency is ``A + Delta`` with ``Delta`` non-zero on the pairs of a b
 * operations whose inputs do not depend on the weights or on modified features (the first
   layer's ``X W``) are computed on the first call and reused by every later step.
 
-GAT's attention (``attend``) is not a function of edge weights, so attention models cannot
-be surrogates of gradient modification attacks (a clear error says which models can).
+GAT's attention (``attend``) is not a function of edge weights in the program. Models whose
+program cannot be replayed with weights but whose class defines ``weighted_forward(x,
+edge_index, edge_weight)`` (GAT, GATv2, R-GCN, GNNGuard, GATGuard, GCN-SVD, label
+propagation and ``<model>_lp``, see :mod:`grb_dist.models.weighted`) are evaluated by
+:class:`EdgeWeightSurrogate` instead: the clean edges with weight 1 plus the block's pairs
+with weight ``delta``, coalesced. :func:`weighted_surrogate` picks the path (the program
+first: it is faster) and :func:`edge_weight_reason` says why a model has neither.
 """
 
 from __future__ import annotations
@@ -28,11 +33,15 @@ from typing import Callable
 
 import torch
 
-from grb_dist.attacks.injection.incremental import Ops, supports_incremental
+from grb_dist.attacks.injection.incremental import KINDS, Ops, supports_incremental
 from grb_dist.core.errors import ConfigError
+from grb_dist.models.weighted import WEIGHTED_KINDS, has_weighted_forward
 
 #: Surrogates whose program is differentiable in edge weights, for error messages.
 WEIGHTED_MODELS = "gcn, sgc, appnp, tagcn, gin, sage, mlp (and their _ln variants)"
+#: Every built-in model that gradient modification attacks can differentiate, for messages.
+EDGE_WEIGHT_MODELS = (f"{WEIGHTED_MODELS}; through weighted_forward: gat, gatv2, rgcn, gnnguard, gatguard, "
+                      "gcnsvd, lp and <model>_lp")
 
 
 class _Value:
@@ -229,4 +238,132 @@ class WeightedSurrogate:
         return self.model.incremental(ops, handle).t
 
 
-__all__ = ["WEIGHTED_MODELS", "WeightedSurrogate"]
+
+
+class _Probe(Ops):
+    """Runs a program on placeholders, recording the operators it uses (nothing computed)."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+
+    def map(self, fn, *hs):
+        return None
+
+    def propagate(self, h, kind):
+        if kind not in KINDS:
+            raise ValueError(f"unknown propagation {kind!r}; use one of {KINDS}")
+        self.used.add(kind)
+        return None
+
+    def attend(self, xl, a_src, a_dst, negative_slope):
+        self.used.add("attend")
+        return None
+
+
+def program_operators(model: torch.nn.Module) -> set[str] | None:
+    """The operators (:data:`KINDS` and ``"attend"``) of ``model``'s declared program, or
+    ``None`` when its class declares none; cheap (no tensor is computed)."""
+    if not supports_incremental(model):
+        return None
+    probe = _Probe()
+    with torch.no_grad():
+        model.incremental(probe, None)
+    return probe.used
+
+
+def program_is_weighted(model: torch.nn.Module) -> bool:
+    """True when ``model`` declares a program that :class:`WeightedSurrogate` can replay
+    with edge weights (no attention, only :data:`WEIGHTED_KINDS`)."""
+    used = program_operators(model)
+    return used is not None and used <= set(WEIGHTED_KINDS)
+
+
+def edge_weight_reason(model: torch.nn.Module) -> str | None:
+    """``None`` when gradient modification attacks can differentiate ``model`` in edge
+    weights (a weighted program, or ``weighted_forward``), else why not (one line)."""
+    name = type(model).__name__
+    inner = getattr(model, "model", None)
+    if getattr(type(model), "wraps_model", False) and isinstance(inner, torch.nn.Module):
+        reason = edge_weight_reason(inner)
+        if reason is not None:
+            return f"{reason} ({name} runs label propagation on its predictions)"
+    if program_is_weighted(model) or has_weighted_forward(model):
+        return None
+    used = program_operators(model)
+    if used is not None:
+        ops = ", ".join(sorted(used - set(WEIGHTED_KINDS)))
+        return (f"{name} is not differentiable in edge weights: its program uses {ops}, which has no weighted "
+                "form; define weighted_forward(x, edge_index, edge_weight)")
+    return (f"{name} is not differentiable in edge weights: declare GraphModel.incremental or "
+            "weighted_forward(x, edge_index, edge_weight)")
+
+
+class EdgeWeightSurrogate:
+    """``model.weighted_forward`` on ``(x, A + Delta)`` for a block of pair weights: the same
+    interface as :class:`WeightedSurrogate` for models without a weighted program.
+
+    Every call evaluates the clean edges with weight 1 plus the block's pairs (both
+    directions) with weight ``delta``, coalesced by summing: an existing edge removed by
+    ``p`` has weight ``1 - p``, an absent pair added by ``p`` weight ``p`` (present with
+    weight 0 at ``p = 0``, so it still gets a gradient). The clean edge set and the
+    coalesced structure of a block (while its ``pairs`` tensor is unchanged) are cached;
+    only the weights are recomputed per call. Sparse: O(E + B) entries.
+    """
+
+    def __init__(self, model: torch.nn.Module, x: torch.Tensor, edge_index: torch.Tensor):
+        if not has_weighted_forward(model):
+            raise ConfigError(edge_weight_reason(model) or f"{type(model).__name__} defines no weighted_forward")
+        self.model = model
+        self.x = x
+        self.n = x.shape[0]
+        self.edge_index = edge_index
+        self.clean_keys = edge_index[0] * self.n + edge_index[1]
+        self._block: tuple | None = None
+
+    def block_structure(self, pairs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(edge_index, inverse)`` of the clean edges plus ``pairs`` both ways, coalesced:
+        entry ``k`` of the concatenation (clean, pairs, pairs flipped) adds to ``inverse[k]``."""
+        cached = self._block
+        if cached is not None and cached[0] is pairs and cached[1] == pairs._version:
+            return cached[2]
+        n = self.n
+        keys = torch.cat([self.clean_keys, pairs[0] * n + pairs[1], pairs[1] * n + pairs[0]])
+        unique, inverse = torch.unique(keys, return_inverse=True)
+        out = (torch.stack([unique // n, unique % n]), inverse)
+        self._block = (pairs, pairs._version, out)
+        return out
+
+    def check(self) -> None:
+        """Run the model once on the clean graph (raises for a model that cannot)."""
+        empty = torch.zeros(2, 0, dtype=torch.long, device=self.x.device)
+        with torch.no_grad():
+            self.logits(empty, torch.zeros(0, dtype=self.x.dtype, device=self.x.device))
+
+    def logits(self, pairs: torch.Tensor, delta: torch.Tensor, x: torch.Tensor | None = None) -> torch.Tensor:
+        """N x C logits with the pair weights changed by ``delta`` (as
+        :meth:`WeightedSurrogate.logits`) and optionally other features ``x``."""
+        edge_index, inverse = self.block_structure(pairs)
+        ones = torch.ones(self.clean_keys.numel(), dtype=delta.dtype, device=delta.device)
+        values = torch.cat([ones, delta, delta])
+        weight = torch.zeros(edge_index.shape[1], dtype=delta.dtype, device=delta.device).index_add(0, inverse, values)
+        return self.model.weighted_forward(self.x if x is None else x, edge_index, weight)
+
+
+def weighted_surrogate(model: torch.nn.Module, x: torch.Tensor,
+                       edge_index: torch.Tensor) -> "WeightedSurrogate | EdgeWeightSurrogate":
+    """The edge-weighted evaluation of ``model`` for gradient modification attacks: its
+    program (:class:`WeightedSurrogate`, faster) when that is differentiable in edge weights,
+    else its ``weighted_forward`` (:class:`EdgeWeightSurrogate`); :class:`ConfigError` with
+    the reason when it has neither."""
+    if program_is_weighted(model):
+        return WeightedSurrogate(model, x, edge_index)
+    reason = edge_weight_reason(model)
+    if reason is not None:
+        raise ConfigError(f"surrogate {reason}; gradient modification attacks need one of: {EDGE_WEIGHT_MODELS}")
+    return EdgeWeightSurrogate(model, x, edge_index)
+
+
+__all__ = [
+    "EDGE_WEIGHT_MODELS", "EdgeWeightSurrogate", "WEIGHTED_MODELS", "WeightedSurrogate", "edge_weight_reason",
+    "program_is_weighted", "program_operators", "weighted_surrogate",
+]

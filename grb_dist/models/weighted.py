@@ -1,0 +1,186 @@
+"""Models evaluated on edge-weighted graphs, differentiable in the weights.
+
+Adaptive modification attacks (Mujkanovic et al., 2022) differentiate a defense's loss in
+the weights of node pairs. A model class takes part in two ways:
+
+* it declares its program (:meth:`grb_dist.models.base.GraphModel.incremental`), which the
+  attacks' :class:`~grb_dist.attacks.modification.weighted.WeightedSurrogate` replays on a
+  weighted graph (the fast path); or
+* it defines ``weighted_forward(x, edge_index, edge_weight) -> logits``: ``edge_index``
+  2 x E (both directions), ``edge_weight`` E, differentiable in ``edge_weight`` and ``x``;
+  an entry of weight 0 has the value of an absent edge but still carries a gradient, and
+  with every weight 1 the result equals ``forward(x, edge_index)`` (eval mode).
+
+This module holds the shared pieces: the weighted propagation operators, the weighted
+softmax of attention layers and :func:`weighted_logits`, which evaluates any model with
+either declaration on an explicit weighted edge list (used by ``<model>_lp``). Everything
+is O(E F): gathers and scatters over the edges, never an N x N matrix.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from grb_dist.core.errors import ConfigError
+
+#: The propagation operators that are functions of edge weights (see
+#: :data:`grb_dist.attacks.injection.incremental.KINDS`; ``att`` is not).
+WEIGHTED_KINDS = ("gcn", "sym", "sum", "mean")
+
+
+def declares_program(model: nn.Module) -> bool:
+    """True when ``model``'s own class declares its incremental program (the same test as
+    :func:`grb_dist.attacks.injection.incremental.supports_incremental`)."""
+    own = type(model).__dict__
+    return "incremental_layer" in own or "incremental" in own
+
+
+def has_weighted_forward(model: nn.Module) -> bool:
+    """True when ``model``'s class defines ``weighted_forward``."""
+    return callable(getattr(type(model), "weighted_forward", None))
+
+
+def without_self_loops(edge_index: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    keep = edge_index[0] != edge_index[1]
+    return edge_index[:, keep], weight[keep]
+
+
+def with_self_loops(edge_index: torch.Tensor, weight: torch.Tensor, n: int,
+                    fill: torch.Tensor | float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The edges (self-loops removed) followed by one self-loop per node of weight ``fill``."""
+    edge_index, weight = without_self_loops(edge_index, weight)
+    loops = torch.arange(n, device=edge_index.device)
+    fill_t = torch.as_tensor(fill, dtype=weight.dtype, device=weight.device).expand(n)
+    return torch.cat([edge_index, torch.stack([loops, loops])], dim=1), torch.cat([weight, fill_t])
+
+
+def weighted_degree(edge_index: torch.Tensor, weight: torch.Tensor, n: int) -> torch.Tensor:
+    """In-degree of every node: the sum of its in-edges' weights (target = ``edge_index[1]``)."""
+    return torch.zeros(n, dtype=weight.dtype, device=weight.device).index_add(0, edge_index[1], weight)
+
+
+def inv_power(d: torch.Tensor, power: float) -> torch.Tensor:
+    """``d ** -power`` with 0 where ``d`` is 0 (a finite gradient there)."""
+    return torch.where(d > 0, d.clamp_min(1e-12).pow(-power), torch.zeros_like(d))
+
+
+def propagate(h: torch.Tensor, edge_index: torch.Tensor, weight: torch.Tensor, n: int) -> torch.Tensor:
+    """``out_i = sum_j w_ji h_j`` over the edges ``j -> i`` (any trailing shape of ``h``)."""
+    src, dst = edge_index
+    msg = h[src] * weight.to(h.dtype).view(-1, *([1] * (h.dim() - 1)))
+    return torch.zeros((n, *h.shape[1:]), dtype=msg.dtype, device=h.device).index_add(0, dst, msg)
+
+
+def operator(kind: str, edge_index: torch.Tensor, weight: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The entries ``(edge_index, values)`` of propagation operator ``kind`` (one of
+    :data:`WEIGHTED_KINDS`) on the weighted graph, with weighted degrees."""
+    edge_index, weight = without_self_loops(edge_index, weight)
+    d = weighted_degree(edge_index, weight, n)
+    src, dst = edge_index
+    if kind == "gcn":  # D~^-1/2 (A + I) D~^-1/2, D~ = D + I
+        inv = inv_power(d + 1, 0.5)
+        edge_index, weight = with_self_loops(edge_index, weight, n)
+        return edge_index, inv[edge_index[0]] * weight * inv[edge_index[1]]
+    if kind == "sym":
+        inv = inv_power(d, 0.5)
+        return edge_index, inv[src] * weight * inv[dst]
+    if kind == "mean":
+        return edge_index, weight * inv_power(d, 1.0)[dst]
+    if kind == "sum":
+        return edge_index, weight
+    raise ConfigError(f"the {kind!r} operator is not differentiable in edge weights; use one of {WEIGHTED_KINDS}")
+
+
+def weighted_softmax(e: torch.Tensor, weight: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:
+    """``alpha_k = w_k exp(e_k) / sum_{k' -> same target} w_k' exp(e_k')`` (E x H) over the
+    entries grouped by ``index`` (their targets): the softmax of attention layers with edge
+    weights; weight 0 is an absent edge with a finite gradient, all weights 1 the softmax."""
+    heads = e.shape[1:]
+    top = torch.full((n, *heads), float("-inf"), dtype=e.dtype, device=e.device)
+    top = top.scatter_reduce(0, index.view(-1, *([1] * len(heads))).expand_as(e), e.detach(), "amax")
+    num = weight.to(e.dtype).view(-1, *([1] * len(heads))) * torch.exp(e - top[index])
+    den = torch.zeros((n, *heads), dtype=e.dtype, device=e.device).index_add(0, index, num)
+    return num / (den[index] + 1e-16)
+
+
+def attention(xl: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, edge_index: torch.Tensor,
+              weight: torch.Tensor, negative_slope: float) -> torch.Tensor:
+    """GAT aggregation with self-loops of weight 1 on a weighted graph: ``out_i = sum_j
+    alpha_ij xl_j`` with the weighted softmax of ``leaky(a_src_j + a_dst_i)``; ``xl`` is
+    N x heads x C, ``a_src`` / ``a_dst`` N x heads."""
+    n = xl.shape[0]
+    edge_index, weight = with_self_loops(edge_index, weight, n)
+    src, dst = edge_index
+    e = torch.nn.functional.leaky_relu(a_src[src] + a_dst[dst], negative_slope)
+    return propagate_attention(xl, weighted_softmax(e, weight, dst, n), edge_index, n)
+
+
+def propagate_attention(xl: torch.Tensor, alpha: torch.Tensor, edge_index: torch.Tensor, n: int) -> torch.Tensor:
+    """``out_i = sum_j alpha_ji xl_j`` per head (``alpha`` E x heads, ``xl`` N x heads x C)."""
+    src, dst = edge_index
+    msg = xl[src] * alpha.unsqueeze(-1)
+    return torch.zeros((n, *xl.shape[1:]), dtype=msg.dtype, device=xl.device).index_add(0, dst, msg)
+
+
+def gat_layer(layer: nn.Module, h: torch.Tensor, edge_index: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``torch_geometric``'s ``GATConv`` (self-loops added, eval mode) on a weighted graph."""
+    heads, c = layer.heads, layer.out_channels
+    xl = layer.lin(h).view(-1, heads, c)
+    a_src, a_dst = (xl * layer.att_src).sum(-1), (xl * layer.att_dst).sum(-1)
+    out = attention(xl, a_src, a_dst, edge_index, weight, layer.negative_slope)
+    return finish_heads(layer, out, h)
+
+
+def finish_heads(layer: nn.Module, out: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """Concatenate (or average) the heads, add the residual and the bias, as GAT layers do."""
+    out = out.reshape(out.shape[0], -1) if layer.concat else out.mean(dim=1)
+    if getattr(layer, "res", None) is not None:
+        out = out + layer.res(h)
+    return out if layer.bias is None else out + layer.bias
+
+
+class EdgeListOps:
+    """The operations of a model's program (:class:`grb_dist.attacks.injection.incremental.Ops`)
+    evaluated on an explicit weighted edge list; handles are plain tensors."""
+
+    def __init__(self, edge_index: torch.Tensor, edge_weight: torch.Tensor, num_nodes: int):
+        self.edge_index, self.edge_weight, self.n = edge_index, edge_weight, num_nodes
+        self._operators: dict[str, tuple] = {}
+
+    def map(self, fn: Callable[..., torch.Tensor], *hs: torch.Tensor) -> torch.Tensor:
+        return fn(*hs)
+
+    def propagate(self, h: torch.Tensor, kind: str) -> torch.Tensor:
+        if kind not in self._operators:
+            self._operators[kind] = operator(kind, self.edge_index, self.edge_weight, self.n)
+        ei, w = self._operators[kind]
+        flat = h.reshape(h.shape[0], -1)
+        return propagate(flat, ei, w, self.n).reshape(h.shape)
+
+    def attend(self, xl, a_src, a_dst, negative_slope):
+        return attention(xl, a_src, a_dst, self.edge_index, self.edge_weight, negative_slope)
+
+
+def weighted_logits(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor,
+                    edge_weight: torch.Tensor) -> torch.Tensor:
+    """``model``'s eval-mode logits on the weighted graph: its ``weighted_forward`` when its
+    class defines one, else its declared program on the edge list; :class:`ConfigError`
+    when it has neither."""
+    if has_weighted_forward(model):
+        return model.weighted_forward(x, edge_index, edge_weight)
+    if declares_program(model):
+        return model.incremental(EdgeListOps(edge_index, edge_weight, x.shape[0]), x)
+    raise ConfigError(
+        f"{type(model).__name__} is not differentiable in edge weights: declare GraphModel.incremental "
+        "or weighted_forward(x, edge_index, edge_weight)"
+    )
+
+
+__all__ = [
+    "EdgeListOps", "WEIGHTED_KINDS", "attention", "declares_program", "gat_layer", "has_weighted_forward",
+    "operator", "propagate", "propagate_attention", "weighted_degree", "weighted_logits", "weighted_softmax",
+    "with_self_loops", "without_self_loops",
+]
