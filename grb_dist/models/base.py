@@ -169,6 +169,11 @@ class GraphModel(nn.Module):
     # re-evaluate a frozen model on the rows an injection touches only. A class declares
     # it by defining ``incremental_layer`` (and ``incremental_output`` when it overrides
     # ``output``); classes that do not fall back to the ordinary forward.
+    #
+    # Gradient modification attacks replay the same program with edge weights when it uses
+    # only weighted operators; a class whose program cannot be (attention) or that declares
+    # none may define ``weighted_forward(x, edge_index, edge_weight) -> logits`` instead
+    # (see :mod:`grb_dist.models.weighted`).
 
     def incremental(self, ops, x):
         """The eval-mode forward written with ``ops`` (``x`` is a handle of the features)."""
