@@ -263,9 +263,26 @@ def test_attacks_of_the_wrong_scenario_and_bad_sections_are_named():
     with pytest.raises(ConfigError, match="ratio_edge_mod"):
         resolve(parse_job(small(scenario="all", modification={"attack": {"ratio_edge_mod": 2},
                                                                    "attacks": {"rnd": {}}})))
-    with pytest.raises(ConfigError, match="surrogate gat does not support"):
-        resolve(parse_job(small(scenario="modification", surrogates=["gat"],
-                                      modification={"attacks": {"fga": {}}})))
+    # attention models have a weighted forward (a weighted softmax); a plain module has none
+    resolve(parse_job(small(scenario="modification", surrogates=["gat"], modification={"attacks": {"fga": {}}})))
+
+    class Plain(torch.nn.Module):
+        def __init__(self, in_features, num_classes):
+            super().__init__()
+            self.lin = torch.nn.Linear(in_features, num_classes)
+
+        def forward(self, x, edge_index):
+            return self.lin(x)
+
+    from grb_dist import api
+
+    api.register_defense("plainmod", Plain)
+    try:
+        with pytest.raises(ConfigError, match="surrogate plainmod does not support .*not differentiable in edge"):
+            resolve(parse_job(small(scenario="modification", surrogates=["plainmod"],
+                                    modification={"attacks": {"fga": {}}})))
+    finally:
+        api.unregister("plainmod")
     spec = parse_job(small(scenario="all", modification={"attacks": {"rnd": {}}}))
     narrowed = apply_overrides(spec, attacks="fgsm,dice")
     assert set(narrowed.attacks) == {"fgsm"} and set(narrowed.modification["attacks"]) == {"dice"}

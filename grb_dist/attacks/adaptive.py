@@ -2,7 +2,8 @@
 
 Adaptive evaluation (Mujkanovic et al., NeurIPS 2022, "Are Defenses for Graph Neural
 Networks Robust?") attacks every defense with itself as the attack's surrogate. The gradient
-attacks of each scenario (:data:`GRADIENT_ATTACKS`) need:
+attacks of each scenario (those whose ``follows_gradients`` is true: FGSM, PGD, SPEIT,
+TDGIA; FGA, PGD, PR-BCD, GR-BCD) need:
 
 * **injection**: the loss differentiable in the injected nodes' features, which holds for
   every model that reads node features (any ``forward(x, edge_index)`` built from torch
@@ -25,20 +26,15 @@ import torch
 
 from grb_dist.attacks.modification.weighted import edge_weight_reason
 from grb_dist.core.errors import ConfigError
-
-#: The gradient attacks of each scenario, the ones that get adaptive cells.
-GRADIENT_ATTACKS: dict[str, tuple[str, ...]] = {
-    "injection": ("fgsm", "pgd", "speit", "tdgia"),
-    "modification": ("fga", "pgd", "prbcd", "grbcd"),
-}
+from grb_dist.core.names import SCENARIOS
 
 
 def transfer_only_reason(model: torch.nn.Module, scenario: str) -> str | None:
     """``None`` when ``model`` can be attacked adaptively by the gradient attacks of
     ``scenario`` (``"injection"`` or ``"modification"``), else a one-line reason that starts
     with what is missing. Static checks only: cheap, nothing is trained or evaluated."""
-    if scenario not in GRADIENT_ATTACKS:
-        raise ConfigError(f"scenario must be one of {', '.join(GRADIENT_ATTACKS)}, got {scenario!r}")
+    if scenario not in SCENARIOS:
+        raise ConfigError(f"scenario must be one of {', '.join(SCENARIOS)}, got {scenario!r}")
     if scenario == "injection":
         return feature_reason(model)
     return edge_weight_reason(model)
@@ -54,4 +50,4 @@ def feature_reason(model: torch.nn.Module) -> str | None:
     return f"{name} reads no node features, so injected features get no gradient"
 
 
-__all__ = ["GRADIENT_ATTACKS", "feature_reason", "transfer_only_reason"]
+__all__ = ["feature_reason", "transfer_only_reason"]

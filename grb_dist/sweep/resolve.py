@@ -95,20 +95,21 @@ def resolve(job: JobSpec) -> ResolvedJob:
 
 def check_weighted_surrogate(attack: str, surrogate: str, params: Mapping[str, Any]) -> None:
     """Gradient modification attacks differentiate the surrogate in edge weights: its class
-    must declare its program without attention. Checked on a two-node graph, before any work."""
-    import torch
-
-    from grb_dist.attacks.modification.weighted import WEIGHTED_MODELS, WeightedSurrogate
+    must declare a weighted program or ``weighted_forward``
+    (:func:`~grb_dist.attacks.modification.weighted.edge_weight_reason`). Checked on the
+    model built for a tiny graph, before any work."""
+    from grb_dist.attacks.modification.weighted import EDGE_WEIGHT_MODELS, edge_weight_reason
     from grb_dist.models.registry import build_model
 
     try:
-        model = build_model(surrogate, 3, 2, {k: v for k, v in params.items() if k != "lp"}).eval()
-        WeightedSurrogate(model, torch.zeros(2, 3), torch.tensor([[0, 1], [1, 0]])).check()
-    except (ConfigError, TypeError, ValueError, RuntimeError, NotImplementedError):
+        reason = edge_weight_reason(build_model(surrogate, 3, 2, {k: v for k, v in params.items() if k != "lp"}))
+    except (ConfigError, TypeError, ValueError, RuntimeError, NotImplementedError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if reason:
         raise ConfigError(
             f"modification attack {attack} differentiates its surrogate in edge weights, which surrogate "
-            f"{surrogate} does not support; use a surrogate among: {WEIGHTED_MODELS}"
-        ) from None
+            f"{surrogate} does not support ({reason}); use a surrogate among: {EDGE_WEIGHT_MODELS}"
+        )
 
 
 def transfer_only(resolved: ResolvedJob, graph: Any) -> dict[tuple[str, str], str]:
