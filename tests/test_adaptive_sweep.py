@@ -97,6 +97,7 @@ def test_the_switch_grows_a_run_by_its_adaptive_cells_only(tmp_path, graph, monk
 def test_adaptive_perturbations_attack_the_stored_defense_and_pass_the_audit(tmp_path, graph, monkeypatch):
     p, store, _, _ = run(tmp_path, graph, InProcessEdge(), monkeypatch, job={**JOB, "adaptive": True})
     params = {t.file_stem: dict(t.params) for t in p.models}
+    names = {t.file_stem: t.name for t in p.models}
     for a in (a for a in p.attacks if a.threat == ADAPTIVE):
         stored = store.read_perturbation(a.perturbation_id)
         attack = build_attack(a.attack, dict(a.params), a.scenario)
@@ -108,9 +109,14 @@ def test_adaptive_perturbations_attack_the_stored_defense_and_pass_the_audit(tmp
             audit_injection(graph, stored, n_inject=budget.n_inject, edges_per_node=budget.edges_per_node,
                             feat_min=budget.feat_min, feat_max=budget.feat_max, targets=targets)
         # the same attack run here on the stored weights of the defense gives the same perturbation
-        state = torch.load(store.root / "models" / f"{a.surrogate_model}.pt", weights_only=True)
-        defense = worker.load_model(graph, a.surrogate, params[a.surrogate_model], state)
-        again = worker.attack_task(graph, a, defense).perturbation
+        def load(stem):
+            state = torch.load(store.root / "models" / f"{stem}.pt", weights_only=True)
+            return worker.load_model(graph, names[stem], params[stem], state)
+
+        # it fights the predictions of the attacker's own (first) surrogate, as transfer does
+        assert a.labels_from == p.surrogates[0].file_stem
+        labels = worker.attacker_labels(graph, load(a.labels_from))
+        again = worker.attack_task(graph, a, load(a.surrogate_model), labels=labels).perturbation
         for name in ("features", "edges", "added", "removed"):
             if hasattr(stored, name):
                 np.testing.assert_allclose(np.asarray(getattr(again, name)), np.asarray(getattr(stored, name)),
@@ -124,3 +130,22 @@ def test_rows_written_before_the_threat_column_read_as_transfer(tmp_path, graph,
     assert "threat" not in pq.read_schema(next((store.root / "scores").rglob("*.parquet"))).names
     scores = RunStore.existing(store.root).read_scores()
     assert len(scores) == len(p.scores) and set(scores["threat"]) == {TRANSFER}
+
+
+@pytest.mark.parametrize("scenario, name, params", [
+    ("injection", "fgsm", {"n_inject": 4, "edges_per_node": 2, "steps": 3}),
+    ("modification", "pgd", {"ratio_edge_mod": 0.02, "steps": 3}),
+])
+def test_given_labels_replace_the_surrogates_predictions(graph, scenario, name, params):
+    from grb_dist.models.registry import build_model
+
+    torch.manual_seed(0)
+    model = build_model("gcn", graph.num_features, graph.num_classes, {"hidden_sizes": [8]}).eval()
+    targets = graph.targets("full")
+    attack = build_attack(name, {**params, "seed": 3}, scenario)
+    own = worker.attacker_labels(graph, model)
+    plain, same = (attack.attack(graph, model, targets, labels=labels) for labels in (None, own))
+    flipped = attack.attack(graph, model, targets, labels=(own + 1) % graph.num_classes)
+    key = "features" if scenario == "injection" else "added"
+    assert np.array_equal(getattr(plain, key), getattr(same, key))  # its own predictions: the default
+    assert not np.array_equal(np.asarray(getattr(plain, key)), np.asarray(getattr(flipped, key)))

@@ -69,16 +69,17 @@ class InProcessEdge:
         self.submitted["train"] += 1
         return self._ref(worker.train_task(self._value(graph_ref), task))
 
-    def submit_attack(self, graph_ref, cells, model, params, state_ref, registrations, opts, name):
+    def submit_attack(self, graph_ref, cells, models, registrations, opts, name):
         self.submitted["attack"] += 1
         graph = self._value(graph_ref)
-        surrogate = worker.load_model(graph, model, params, self._value(state_ref))
+        surrogate, *labeler = [worker.load_model(graph, m, p, self._value(ref)) for m, p, ref in models]
         refs = []
         for cell in cells:
             if cell.attack == self.fail_attack:
                 refs.append(self._ref(TaskFailed(f"ConfigError: {cell.attack} refused")))
             else:
-                refs.append(self._ref(worker.attack_batch(graph, [cell], surrogate)[0]))
+                refs.append(self._ref(worker.attack_batch(graph, [cell], surrogate,
+                                                          labeler=labeler[0] if labeler else None)[0]))
         return refs
 
     def start_scorer(self, name, opts):

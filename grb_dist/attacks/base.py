@@ -190,10 +190,14 @@ class Attack:
         raise NotImplementedError
 
     def attack(self, graph: Graph, surrogate: torch.nn.Module, targets: np.ndarray, *,
-               device: str | torch.device = "cpu", cache: SurrogateCache | None = None) -> Injection | Modification:
+               device: str | torch.device = "cpu", cache: SurrogateCache | None = None,
+               labels: np.ndarray | None = None) -> Injection | Modification:
         """An audited perturbation of ``graph`` against ``surrogate`` on ``targets``,
         carrying its feature limits. ``cache`` shares a surrogate's clean pass between
-        attacks on the same graph, surrogate and targets (where the attack can use it)."""
+        attacks on the same graph, surrogate and targets (where the attack can use it).
+        ``labels``: a class per node of ``graph``, the labels the attack fights (default:
+        the surrogate's own clean predictions); an adaptive attack on a defense passes the
+        predictions of the attacker's own model, its best guess of the truth."""
         raise NotImplementedError
 
 
@@ -245,6 +249,7 @@ class InjectionAttack(Attack):
         device: str | torch.device = "cpu",
         incremental: bool = True,
         cache: SurrogateCache | None = None,
+        labels: np.ndarray | None = None,
     ) -> Injection:
         """Generate an audited injection against ``surrogate`` on ``graph``.
 
@@ -261,6 +266,8 @@ class InjectionAttack(Attack):
                 perturbed graph every step. Both give the same injection.
             cache: a :class:`SurrogateCache` shared by several attacks on the same graph,
                 surrogate and targets: the surrogate's clean pass is then computed once.
+            labels: a class per node of ``graph`` the attack fights on the targets instead
+                of the surrogate's clean predictions (see :meth:`Attack.attack`).
 
         Returns:
             an :class:`Injection` with ``features`` (n_inject x D float32) and ``edges``
@@ -272,6 +279,8 @@ class InjectionAttack(Attack):
         gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
         with surrogate_mode(surrogate):
             ctx = build_context(graph, surrogate, targets, lo, hi, device, incremental=incremental, cache=cache)
+            if labels is not None:
+                ctx.labels = torch.as_tensor(np.asarray(labels)[targets], dtype=torch.long, device=ctx.device)
             log.info(
                 "%s: %d injected x %d edges on %s (%d targets, %d/%d nodes in the receptive field)",
                 self.name, cfg.n_inject, cfg.edges_per_node, graph.name, targets.size,

@@ -14,7 +14,8 @@ Those are the ``transfer`` cells (GRB's black-box protocol). A job with ``adapti
 adds ``adaptive`` cells: per (defense, gradient attack of the scenario, difficulty, repeat)
 one perturbation generated with the defense itself as the surrogate (white-box, the same
 parameters and audit), scored on that defense only; their surrogate column names the
-defense. A defense whose program an attack cannot differentiate gets no adaptive cells in
+defense. The labels it fights are the predictions of the attacker's first surrogate, as
+in its transfer attacks (the attacker has no test labels). A defense whose program an attack cannot differentiate gets no adaptive cells in
 that scenario (``transfer_only``, with the reason). Adaptive ids hash the threat too, and
 transfer ids are what they were, so switching adaptive on grows a run by its adaptive cells.
 
@@ -67,6 +68,9 @@ class AttackCell:
     perturbation_id: str
     scenario: str = "injection"
     threat: str = TRANSFER
+    #: file stem of the model whose predictions the attack fights (adaptive cells: the
+    #: attacker's first surrogate); ``None``: the attacked model's own
+    labels_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -154,25 +158,29 @@ def plan(job: JobSpec | ResolvedJob, fingerprint: str,
                     continue
                 for t in targets:
                     if (scenario, t.name) not in excluded:
-                        _cells(spec, base, scenario, attack, t, (t,), ADAPTIVE, attacks, scores)
+                        _cells(spec, base, scenario, attack, t, (t,), ADAPTIVE, attacks, scores, surrogates[0])
     return Plan(spec, spec.config_hash, targets, surrogates, tuple(attacks), tuple(scores),
                 {k: v for k, v in excluded.items() if k[0] in spec.scenarios})
 
 
 def _cells(spec: JobSpec, base: Mapping[str, Any], scenario: str, attack: str, attacker: ModelTask,
-           targets: tuple[ModelTask, ...], threat: str, attacks: list[AttackCell], scores: list[ScoreCell]) -> None:
-    """The perturbations of ``attack`` on ``attacker``'s model (every difficulty and repeat)
-    and their score cells against ``targets``. Transfer ids hash what they always did;
-    adaptive ids also the threat."""
+           targets: tuple[ModelTask, ...], threat: str, attacks: list[AttackCell], scores: list[ScoreCell],
+           labeler: ModelTask | None = None) -> None:
+    """The perturbations of ``attack`` on ``attacker``'s model (every difficulty and repeat),
+    fighting ``labeler``'s predictions when given, and their score cells against
+    ``targets``. Transfer ids hash what they always did; adaptive ids also the threat and
+    the labeler."""
     for difficulty in spec.difficulties:
         for repeat in range(spec.repeats):
             seed = spec.attack_seed(repeat)
             params = spec.attack_params(attack, difficulty, seed, scenario)
             ident = {**base, "attack": attack, "params": params, "surrogate": attacker.model_id,
                      "difficulty": difficulty, "repeat": repeat}
-            pid = content_hash(ident if threat == TRANSFER else {**ident, "threat": threat})
+            if threat != TRANSFER:
+                ident.update(threat=threat, labels=labeler.model_id if labeler else None)
+            pid = content_hash(ident)
             attacks.append(AttackCell(attack, attacker.name, difficulty, repeat, seed, params, attacker.file_stem,
-                                      pid, scenario, threat))
+                                      pid, scenario, threat, labeler.file_stem if labeler else None))
             for t in targets:
                 cid = content_hash({"perturbation": pid, "defense": t.model_id})
                 scores.append(ScoreCell(cid, attack, attacker.name, t.name, difficulty, repeat, seed, t.file_stem,
@@ -210,7 +218,8 @@ def needed_work(p: Plan, done_cells: set[str], has_perturbation: Callable[[str],
     wanted = {c.perturbation_id for c in todo}
     needed = tuple(a for a in p.attacks if a.perturbation_id in wanted)
     to_run = tuple(a for a in needed if not has_perturbation(a.perturbation_id))
-    attacker_stems = {a.surrogate_model for a in to_run}  # an adaptive attack's is a defense's
+    # an adaptive attack's model is a defense's, its labels a surrogate's
+    attacker_stems = {a.surrogate_model for a in to_run} | {a.labels_from for a in to_run if a.labels_from}
     targets = {c.defense for c in todo}
     models = tuple(s for s in p.surrogates if s.file_stem in attacker_stems) + tuple(
         t for t in p.targets if t.name in targets or t.file_stem in attacker_stems)

@@ -377,15 +377,18 @@ def _train_remote(graph: Graph, task, registrations: list) -> worker.TrainedMode
 
 
 @ray.remote
-def _attack_remote(graph: Graph, cells: list, name: str, params: dict, state_ref: list, registrations: list):
+def _attack_remote(graph: Graph, cells: list, models: list, registrations: list):
     """A batch of attack cells on one surrogate and difficulty: the surrogate is loaded and
-    its clean pass computed once (:func:`worker.attack_batch`); one return value per cell
-    (submitted with ``num_returns=len(cells)``), so each perturbation goes to the Scorers
-    as soon as the batch ends, without passing through the driver."""
+    its clean pass computed once (:func:`worker.attack_batch`); ``models``: ``(name,
+    params, [state_ref])`` of the surrogate, then of the model whose predictions the cells
+    fight when they have one (adaptive cells); one return value per cell (submitted with
+    ``num_returns=len(cells)``), so each perturbation goes to the Scorers as soon as the
+    batch ends, without passing through the driver."""
     _start_worker(registrations)
     device = _device()
-    surrogate = worker.load_model(graph, name, params, ray.get(state_ref[0]), device)
-    results = worker.attack_batch(graph, cells, surrogate, device=device)
+    surrogate, *labeler = [worker.load_model(graph, name, params, ray.get(ref[0]), device)
+                           for name, params, ref in models]
+    results = worker.attack_batch(graph, cells, surrogate, device=device, labeler=labeler[0] if labeler else None)
     return results[0] if len(results) == 1 else tuple(results)
 
 
@@ -394,11 +397,12 @@ def submit_train(graph_ref: Any, task: Any, registrations: list, opts: dict, nam
     return _train_remote.options(**opts, name=name).remote(graph_ref, task, registrations)
 
 
-def submit_attack(graph_ref: Any, cells: list, model: str, params: dict, state_ref: Any, registrations: list,
-                  opts: dict, name: str) -> list:
-    """An attack task over a batch of cells on one stored surrogate; one ref per cell."""
+def submit_attack(graph_ref: Any, cells: list, models: list, registrations: list, opts: dict, name: str) -> list:
+    """An attack task over a batch of cells on one stored surrogate (``models``: ``(name,
+    params, state_ref)`` of the surrogate, and of the labels' model when the cells have
+    one); one ref per cell."""
     refs = _attack_remote.options(**opts, num_returns=len(cells), name=name).remote(
-        graph_ref, cells, model, params, [state_ref], registrations)
+        graph_ref, cells, [(m, p, [ref]) for m, p, ref in models], registrations)
     return list(refs) if len(cells) > 1 else [refs]
 
 

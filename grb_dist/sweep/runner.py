@@ -325,11 +325,11 @@ class _Sweep:
         except GrbDistError as exc:  # unreadable: recompute it
             log.warning("%s", exc)
             self.attack_queue.append(a)
-            if a.surrogate_model not in self.state_refs and all(
-                    t.file_stem != a.surrogate_model for t in self.train_queue):
-                added = [s for s in self.plan.models if s.file_stem == a.surrogate_model][:1]
-                self.train_queue[:0] = added
-                self.trained.total += len(added)
+            for stem in filter(None, (a.surrogate_model, a.labels_from)):
+                if stem not in self.state_refs and all(t.file_stem != stem for t in self.train_queue):
+                    added = [s for s in self.plan.models if s.file_stem == stem][:1]
+                    self.train_queue[:0] = added
+                    self.trained.total += len(added)
             return
         self.attacked.done += 1
         self.attacked.skipped += 1
@@ -384,13 +384,16 @@ class _Sweep:
         """Training and attack tasks alternate once an attack can run (its surrogate is
         stored), so that defenses, perturbations and scores all progress early."""
         attack_queue = self.attack_queue
-        ready = next((a for a in attack_queue if a.surrogate_model in self.state_refs), None)
+        stored = self.state_refs
+        ready = next((a for a in attack_queue if a.surrogate_model in stored and (a.labels_from or a.surrogate_model)
+                      in stored), None)
         if self.train_queue and (ready is None or self.running["train"] <= self.running["attack"]):
             return "train", self.train_queue.pop(0)
         if ready is not None:
             # cells on the same surrogate and difficulty share its clean pass; batch
             # them, but keep enough batches to occupy every CPU
-            same = [b for b in attack_queue if (b.surrogate_model, b.difficulty) == (ready.surrogate_model, ready.difficulty)]
+            same = [b for b in attack_queue if (b.surrogate_model, b.labels_from, b.difficulty) ==
+                    (ready.surrogate_model, ready.labels_from, ready.difficulty)]
             size = max(1, min(ATTACK_BATCH, len(same) // max(1, int(self.ray.cpus))))
             batch = same[:size]
             for b in batch:
@@ -417,9 +420,9 @@ class _Sweep:
         self.begin(self.trained)
 
     def submit_attack(self, batch: list[AttackCell]) -> None:
-        stem = batch[0].surrogate_model
-        refs = edge.submit_attack(self.ray.graph_ref, batch, self.name_of[stem], self.params_of[stem],
-                                  self.state_refs[stem], self.ray.registrations, self.ray.attack_opts,
+        stems = filter(None, (batch[0].surrogate_model, batch[0].labels_from))
+        models = [(self.name_of[s], self.params_of[s], self.state_refs[s]) for s in stems]
+        refs = edge.submit_attack(self.ray.graph_ref, batch, models, self.ray.registrations, self.ray.attack_opts,
                                   attack_task_name(batch))
         batch_id = next(self.batch_ids)
         self.batch_left[batch_id] = len(batch)

@@ -76,29 +76,43 @@ class AttackResult:
 
 
 def attack_task(graph: Graph, cell: AttackCell, surrogate: torch.nn.Module, *, device: str = "cpu",
-                cache: SurrogateCache | None = None) -> AttackResult:
+                cache: SurrogateCache | None = None, labels: np.ndarray | None = None) -> AttackResult:
     """Run ``cell``'s attack (of its scenario) on ``surrogate`` against the difficulty's
     targets (audited).
 
     ``cache`` shares an injection surrogate's clean pass between cells on the same surrogate
-    and difficulty (see :func:`attack_batch`)."""
+    and difficulty (see :func:`attack_batch`); ``labels`` (one per node) are the labels
+    the attack fights instead of the surrogate's predictions (:func:`attacker_labels`)."""
     torch.manual_seed(cell.seed)
     attack = build_attack(cell.attack, dict(cell.params), cell.scenario)
     start = time.perf_counter()
     targets = graph.targets(cell.difficulty)
-    perturbation = attack.attack(graph, surrogate, targets, device=device, cache=cache)
+    perturbation = attack.attack(graph, surrogate, targets, device=device, cache=cache, labels=labels)
     seconds = time.perf_counter() - start
     return AttackResult(cell.perturbation_id, perturbation, seconds)
 
 
+def attacker_labels(graph: Graph, model: torch.nn.Module, device: str = "cpu") -> np.ndarray:
+    """``model``'s clean predictions on every node of ``graph``: the labels an adaptive
+    attack fights. The attacker has no test labels (GRB's threat model); its own surrogate's
+    predictions are its best guess of them, the same guess its transfer attacks use, so an
+    adaptive attack differs from a transfer one by its gradients only. (Fighting the
+    defense's own predictions would push its mistakes towards the truth.)"""
+    with torch.no_grad():
+        return predict_tensors(model, graph_tensors(graph, device)).cpu().numpy()
+
+
 def attack_batch(graph: Graph, cells: list[AttackCell], surrogate: torch.nn.Module, *,
-                 device: str = "cpu") -> list[AttackResult]:
-    """Run several cells on one surrogate, computing its clean pass once per difficulty.
+                 device: str = "cpu", labeler: torch.nn.Module | None = None) -> list[AttackResult]:
+    """Run several cells on one surrogate, computing its clean pass once per difficulty;
+    with a ``labeler`` (adaptive cells: the attacker's own model) the cells fight its
+    predictions (:func:`attacker_labels`).
 
     Each result's ``seconds`` is the cell's own attack time; the first cell of a
     difficulty also carries the shared clean pass."""
     cache = SurrogateCache()
-    return [attack_task(graph, cell, surrogate, device=device, cache=cache) for cell in cells]
+    labels = attacker_labels(graph, labeler, device) if labeler is not None else None
+    return [attack_task(graph, cell, surrogate, device=device, cache=cache, labels=labels) for cell in cells]
 
 
 # ----------------------------------------------------------------- scoring

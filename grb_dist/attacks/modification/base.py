@@ -157,7 +157,8 @@ class ModificationAttack(Attack):
         return targets, self.budget(graph, targets.size)
 
     def attack(self, graph: Graph, surrogate: torch.nn.Module, targets: np.ndarray, *,
-               device: str | torch.device = "cpu", cache: SurrogateCache | None = None) -> Modification:
+               device: str | torch.device = "cpu", cache: SurrogateCache | None = None,
+               labels: np.ndarray | None = None) -> Modification:
         """Generate an audited modification of ``graph`` against ``surrogate``.
 
         Args:
@@ -168,11 +169,13 @@ class ModificationAttack(Attack):
             device: where the computation runs.
             cache: accepted for the one attack interface; modification attacks compute
                 their surrogate's clean pass on their own.
+            labels: a class per node fought instead of the surrogate's clean predictions
+                (see :meth:`Attack.attack`).
         """
         targets, budget = self.check_inputs(graph, targets)
         gen = torch.Generator(device="cpu").manual_seed(self.config.seed)
         with surrogate_mode(surrogate):
-            ctx = ModContext(graph, surrogate, targets, budget, torch.device(device))
+            ctx = ModContext(graph, surrogate, targets, budget, torch.device(device), labels)
             if self.edge_gradients:
                 ctx.weighted.check()
             log.info("%s: %d flips, %d feature rows on %s (%d targets)", self.name, budget.n_edge_mod,
@@ -193,8 +196,9 @@ class ModContext:
     and its edge-weighted evaluation (built on first use)."""
 
     def __init__(self, graph: Graph, surrogate: torch.nn.Module, targets: np.ndarray, budget: Budget,
-                 device: torch.device):
+                 device: torch.device, labels: np.ndarray | None = None):
         self.graph = graph
+        self.labels = None if labels is None else np.asarray(labels, dtype=np.int64)
         self.model = surrogate
         self.targets = targets
         self.budget = budget
@@ -266,7 +270,10 @@ class ModContext:
 
     @cached_property
     def predictions(self) -> np.ndarray:
-        """The surrogate's clean predictions for every node (the labels attacks use)."""
+        """The labels attacks fight, for every node: the given ``labels``, else the
+        surrogate's clean predictions."""
+        if self.labels is not None:
+            return self.labels
         with torch.no_grad():
             g = self.tensors
             return self.model(g.x, g.edge_index).argmax(1).cpu().numpy()
