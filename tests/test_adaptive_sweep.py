@@ -149,3 +149,22 @@ def test_given_labels_replace_the_surrogates_predictions(graph, scenario, name, 
     key = "features" if scenario == "injection" else "added"
     assert np.array_equal(getattr(plain, key), getattr(same, key))  # its own predictions: the default
     assert not np.array_equal(np.asarray(getattr(plain, key)), np.asarray(getattr(flipped, key)))
+
+
+@pytest.mark.parametrize("name", ["fga", "grbcd", "pgd", "prbcd"])
+def test_gradient_modification_attacks_run_on_a_model_that_reads_no_graph(graph, name):
+    """An MLP's output does not depend on the edges: the edge gradient is 0 (the attacks
+    still run and stay within budget), and PGD's feature part still attacks its features."""
+    from grb_dist.models.registry import build_model
+
+    torch.manual_seed(0)
+    mlp = build_model("mlp", graph.num_features, graph.num_classes, {"hidden_sizes": [8]}).eval()
+    targets = graph.targets("full")
+    params = {"ratio_edge_mod": 0.02, "steps": 3, "seed": 1}
+    if name == "pgd":
+        params["n_node_mod"] = 3
+    attack = build_attack(name, params, "modification")
+    mod = attack.attack(graph, mlp, targets)  # audited inside
+    assert mod.n_edge_flips <= attack.check_inputs(graph, targets)[1].n_edge_mod
+    if name == "pgd":
+        assert mod.n_nodes_modified == 3 and not np.allclose(mod.features, graph.features[mod.nodes])

@@ -47,13 +47,19 @@ def surrogate_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
             model.train(was_training)
 
 
-def input_grad(loss: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """``d loss / d x``; zeros when the loss does not depend on ``x`` (e.g. an MLP
-    surrogate, or injected nodes that reach no target)."""
+def gradients(loss: torch.Tensor, inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """``d loss / d v`` for each ``v`` of ``inputs``; zeros for an input the loss does not
+    depend on (injected nodes that reach no target, the edge weights of a model that reads
+    no graph, such as an MLP)."""
     if not loss.requires_grad:
-        return torch.zeros_like(x)
-    (grad,) = torch.autograd.grad(loss, x, allow_unused=True)
-    return torch.zeros_like(x) if grad is None else grad
+        return tuple(torch.zeros_like(v) for v in inputs)
+    grads = torch.autograd.grad(loss, inputs, allow_unused=True)
+    return tuple(torch.zeros_like(v) if g is None else g for g, v in zip(grads, inputs))
+
+
+def input_grad(loss: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``d loss / d x`` (:func:`gradients` of one input)."""
+    return gradients(loss, (x,))[0]
 
 
 def receptive_hops(model: torch.nn.Module) -> int | None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from grb_dist.attacks.injection.common import input_grad
 from grb_dist.attacks.modification.base import (
     ModContext, ModificationAttack, ModificationConfig, candidate_pairs, check_loss,
 )
@@ -71,7 +72,7 @@ def greedy_flips(ctx: ModContext, gen: torch.Generator, *, rounds: int, block_si
         p = torch.zeros(block.shape[1], dtype=dtype, device=ctx.device, requires_grad=True)
         weights = torch.cat([torch.ones(flipped.shape[1], dtype=dtype, device=ctx.device), p])
         value = ctx.loss(ctx.weighted.logits(torch.as_tensor(pairs, device=ctx.device), sign * weights), loss)
-        (grad,) = torch.autograd.grad(value, p)
+        grad = input_grad(value, p)
         k = min(quota, int((grad > 0).sum()))
         if k == 0:
             continue

@@ -25,9 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from grb_dist.attacks.modification.base import ModContext, ModificationAttack, ModificationConfig, check_loss
+from grb_dist.attacks.injection.common import gradients, input_grad
+from grb_dist.attacks.modification.base import (
+    ModContext, ModificationAttack, ModificationConfig, check_loss, project_budget,
+)
 from grb_dist.attacks.modification.prbcd import Block
-from grb_dist.attacks.modification.base import project_budget
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Modification
 
@@ -91,7 +93,7 @@ class PGD(ModificationAttack):
             p = block.p.detach().requires_grad_(True)
             f = feats.detach().requires_grad_(True)
             loss = block.loss(p, cfg.loss, features(f))
-            grad_p, grad_f = torch.autograd.grad(loss, (p, f))
+            grad_p, grad_f = gradients(loss, (p, f))
             lr = cfg.lr * b.n_edge_mod / ctx.n / math.sqrt(t + 1)
             block.p = project_budget(block.p + lr * grad_p, b.n_edge_mod)
             feats = (feats + cfg.feat_step_size * grad_f.sign()).clamp(b.feat_min, b.feat_max)
@@ -103,7 +105,7 @@ class PGD(ModificationAttack):
         """The ``n_node_mod`` targets whose features move the loss most (gradient norm)."""
         x = ctx.tensors.x.detach().requires_grad_(True)
         loss = block.loss(block.p, loss_kind, x)
-        (grad,) = torch.autograd.grad(loss, x)
+        grad = input_grad(loss, x)
         score = grad[ctx.target_tensor].norm(dim=1)
         top = torch.topk(score, ctx.budget.n_node_mod).indices.cpu().numpy()
         return np.sort(ctx.targets[top])

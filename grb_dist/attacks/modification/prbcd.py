@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from grb_dist.attacks.injection.common import input_grad
 from grb_dist.attacks.modification.base import (
     ModContext, ModificationAttack, ModificationConfig, check_loss, project_budget, sample_flips,
 )
@@ -95,7 +96,7 @@ class Block:
     def gradient(self, kind: str, x: torch.Tensor | None = None) -> tuple[float, torch.Tensor]:
         p = self.p.detach().requires_grad_(True)
         loss = self.loss(p, kind, x)
-        (grad,) = torch.autograd.grad(loss, p)
+        grad = input_grad(loss, p)
         return float(loss.detach()), grad
 
     def top_loss(self, budget: int, kind: str, x: torch.Tensor | None = None) -> float:
