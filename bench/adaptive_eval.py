@@ -14,6 +14,7 @@ best surrogate the attacker can have).
     python bench/adaptive_eval.py --out /tmp/adaptive --report-only      # tables of a finished run
     python bench/adaptive_eval.py --out /tmp/adaptive --only transfer    # one of the two sweeps
     python bench/adaptive_eval.py --out /tmp/csbm --dataset csbm --job -  # the default job as it ships
+    python bench/adaptive_eval.py --out /tmp/adaptive --scenario modification --defenses gcn,sgc,appnp_ln
 
 Defaults: cora-legacy (GRB layout, found beside the checkout), the grb-cora job (its 23
 defenses, GRB budgets), the full difficulty, one repeat, 200 steps, the gradient attacks of
@@ -42,6 +43,8 @@ def sweep(args, scenario: str, adaptive: bool) -> float:
     if args.job != "-":
         cmd += ["--job", args.job, "--attacks", GRADIENT[scenario], "--difficulties", args.difficulty,
                 "--repeats", str(args.repeats), "--steps", str(args.steps)]
+    if args.defenses:
+        cmd += ["--defenses", args.defenses]
     if adaptive:
         cmd.append("--adaptive")
     start = time.perf_counter()
@@ -99,6 +102,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--num-cpus", type=int, default=2)
     ap.add_argument("--tolerance", type=float, default=0.01)
+    ap.add_argument("--defenses", help="comma-separated subset of the job's defenses (default: all)")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--only", choices=["transfer", "adaptive"], help="run one of the two sweeps")
     args = ap.parse_args()

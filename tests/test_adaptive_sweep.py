@@ -168,3 +168,24 @@ def test_gradient_modification_attacks_run_on_a_model_that_reads_no_graph(graph,
     assert mod.n_edge_flips <= attack.check_inputs(graph, targets)[1].n_edge_mod
     if name == "pgd":
         assert mod.n_nodes_modified == 3 and not np.allclose(mod.features, graph.features[mod.nodes])
+
+
+def test_adaptive_cells_take_the_attacks_defaults_under_the_jobs_settings(graph):
+    def params(p, threat):
+        return {(a.scenario, a.attack): {k: v for k, v in a.params.items() if k != "seed"}
+                for a in p.attacks if a.threat == threat}
+
+    p = _plan(graph, adaptive=True)
+    transfer, adaptive = params(p, TRANSFER), params(p, ADAPTIVE)
+    # modification gradient attacks fight a defense with the probability margin, injection ones as transferred
+    assert adaptive["modification", "pgd"] == {**transfer["modification", "pgd"], "loss": "prob_margin"}
+    assert "loss" not in transfer["modification", "pgd"]
+    assert adaptive["injection", "fgsm"] == transfer["injection", "fgsm"]
+    # a loss the job names wins, in both threats
+    mod = {**JOB["modification"], "attacks": {"dice": {}, "pgd": {"loss": "ce"}}}
+    named = _plan(graph, adaptive=True, modification=mod)
+    assert params(named, ADAPTIVE)["modification", "pgd"]["loss"] == params(named, TRANSFER)["modification", "pgd"]["loss"] == "ce"
+    # the run manifest keeps the adaptive settings under their own names
+    from grb_dist.sweep.plan import run_components
+    attacks = run_components(p)["attacks"]
+    assert attacks["modification/pgd/full/adaptive"]["loss"] == "prob_margin" and "loss" not in attacks["modification/pgd/full"]

@@ -27,7 +27,7 @@ import logging
 import math
 import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -183,6 +183,13 @@ class Attack:
         """Whether the attack follows its surrogate's gradients (FGSM, PGD, PR-BCD ...), so
         that attacking a defense itself (adaptive) is another attack than transferring."""
         return False
+
+    @property
+    def adaptive_defaults(self) -> dict[str, Any]:
+        """Config values an adaptive cell (the defense itself as the surrogate) runs the
+        attack with where the job does not set them: what suits the logits of any defense,
+        which the plain surrogate of a transfer attack never shows (``docs/adaptive.md``)."""
+        return {}
 
     def check_inputs(self, graph: Graph, targets: np.ndarray) -> tuple[np.ndarray, Budget]:
         """Validate ``targets`` and resolve the budget on ``graph``; raise

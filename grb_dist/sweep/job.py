@@ -182,11 +182,13 @@ class JobSpec:
         """Hash of the whole job: a run directory belongs to exactly one."""
         return content_hash(self.to_dict())
 
-    def attack_params(self, attack: str, difficulty: str, seed: int, scenario: str = "injection") -> dict[str, Any]:
-        """Parameters of ``build_attack``: ``attack:`` <- ``budgets[difficulty]`` <- ``attacks[name]`` <- seed
-        (of the top level for injection, of ``modification:`` for modification)."""
+    def attack_params(self, attack: str, difficulty: str, seed: int, scenario: str = "injection",
+                      defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Parameters of ``build_attack``: ``defaults`` <- ``attack:`` <- ``budgets[difficulty]`` <-
+        ``attacks[name]`` <- seed (of the top level for injection, of ``modification:`` for
+        modification); ``defaults``: an adaptive cell's (``Attack.adaptive_defaults``)."""
         s = self.section(scenario)
-        return {**s.attack, **s.budgets.get(difficulty, {}), **s.attacks[attack], "seed": seed}
+        return {**(defaults or {}), **s.attack, **s.budgets.get(difficulty, {}), **s.attacks[attack], "seed": seed}
 
     def attack_seed(self, repeat: int) -> int:
         return self.seed + ATTACK_SEED_STRIDE * (repeat + 1)

@@ -154,26 +154,28 @@ def plan(job: JobSpec | ResolvedJob, fingerprint: str,
                 _cells(spec, base, scenario, attack, s, targets, TRANSFER, attacks, scores)
         if spec.adaptive:
             for attack in spec.scenario_attacks(scenario):
-                if not resolved.attack(scenario, attack, spec.difficulties[0]).follows_gradients:
+                built = resolved.attack(scenario, attack, spec.difficulties[0])
+                if not built.follows_gradients:
                     continue
                 for t in targets:
                     if (scenario, t.name) not in excluded:
-                        _cells(spec, base, scenario, attack, t, (t,), ADAPTIVE, attacks, scores, surrogates[0])
+                        _cells(spec, base, scenario, attack, t, (t,), ADAPTIVE, attacks, scores, surrogates[0],
+                               built.adaptive_defaults)
     return Plan(spec, spec.config_hash, targets, surrogates, tuple(attacks), tuple(scores),
                 {k: v for k, v in excluded.items() if k[0] in spec.scenarios})
 
 
 def _cells(spec: JobSpec, base: Mapping[str, Any], scenario: str, attack: str, attacker: ModelTask,
            targets: tuple[ModelTask, ...], threat: str, attacks: list[AttackCell], scores: list[ScoreCell],
-           labeler: ModelTask | None = None) -> None:
+           labeler: ModelTask | None = None, defaults: Mapping[str, Any] | None = None) -> None:
     """The perturbations of ``attack`` on ``attacker``'s model (every difficulty and repeat),
-    fighting ``labeler``'s predictions when given, and their score cells against
-    ``targets``. Transfer ids hash what they always did; adaptive ids also the threat and
-    the labeler."""
+    fighting ``labeler``'s predictions when given, with the attack's ``defaults`` under the
+    job's parameters, and their score cells against ``targets``. Transfer ids hash what
+    they always did; adaptive ids also the threat and the labeler."""
     for difficulty in spec.difficulties:
         for repeat in range(spec.repeats):
             seed = spec.attack_seed(repeat)
-            params = spec.attack_params(attack, difficulty, seed, scenario)
+            params = spec.attack_params(attack, difficulty, seed, scenario, defaults)
             ident = {**base, "attack": attack, "params": params, "surrogate": attacker.model_id,
                      "difficulty": difficulty, "repeat": repeat}
             if threat != TRANSFER:
@@ -234,8 +236,9 @@ def run_components(p: Plan) -> dict[str, dict[str, Any]]:
 
     ``job``: the job seed (it seeds models and attacks); ``models``: per file stem the
     model's id, parameters and training settings; ``attacks``: per ``<attack>/<difficulty>``
-    (``modification/<attack>/<difficulty>`` for modification attacks) the attack parameters
-    (without the per-repeat seed).
+    (``modification/<attack>/<difficulty>`` for modification attacks; ``.../adaptive`` for
+    adaptive cells, which may run with other parameters: ``Attack.adaptive_defaults``) the
+    attack parameters (without the per-repeat seed).
     """
     spec = p.spec
     models = {t.file_stem: {"role": t.role, "name": t.name, "model_id": t.model_id, "params": dict(t.params),
@@ -244,6 +247,8 @@ def run_components(p: Plan) -> dict[str, dict[str, Any]]:
     attacks = {}
     for a in p.attacks:
         key = f"{a.attack}/{a.difficulty}" if a.scenario == "injection" else f"{a.scenario}/{a.attack}/{a.difficulty}"
+        if a.threat != TRANSFER:
+            key = f"{key}/{a.threat}"
         attacks[key] = {k: v for k, v in a.params.items() if k != "seed"}
     return json.loads(canonical_json({"job": {"seed": {"seed": spec.seed}}, "models": models, "attacks": attacks}))
 

@@ -75,12 +75,11 @@ def resolve(job: JobSpec) -> ResolvedJob:
             attack_class(attack, scenario)
             for difficulty in dict.fromkeys((*job.difficulties, *section.budgets)):
                 params = job.attack_params(attack, difficulty, job.attack_seed(0), scenario)
-                try:
-                    built = build_attack(attack, params, scenario)
-                except GrbDistError:
-                    raise
-                except (TypeError, ValueError) as exc:
-                    raise ConfigError(f"{scenario} attack {attack} ({difficulty}): {exc}") from None
+                built = _build(attack, params, scenario, difficulty)
+                if job.adaptive and built.follows_gradients and built.adaptive_defaults:
+                    # an adaptive cell's parameters: the attack's defaults under the job's
+                    _build(attack, job.attack_params(attack, difficulty, job.attack_seed(0), scenario,
+                                                     built.adaptive_defaults), scenario, f"{difficulty}, adaptive")
                 if scenario in job.scenarios and difficulty in job.difficulties:
                     attacks[scenario, attack, difficulty] = built
     weighted = {attack for (_, attack, _), built in attacks.items() if getattr(built, "edge_gradients", False)}
@@ -110,6 +109,15 @@ def check_weighted_surrogate(attack: str, surrogate: str, params: Mapping[str, A
             f"modification attack {attack} differentiates its surrogate in edge weights, which surrogate "
             f"{surrogate} does not support ({reason}); use a surrogate among: {EDGE_WEIGHT_MODELS}"
         )
+
+
+def _build(attack: str, params: Mapping[str, Any], scenario: str, where: str) -> Any:
+    try:
+        return build_attack(attack, params, scenario)
+    except GrbDistError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{scenario} attack {attack} ({where}): {exc}") from None
 
 
 def transfer_only(resolved: ResolvedJob, graph: Any) -> dict[tuple[str, str], str]:

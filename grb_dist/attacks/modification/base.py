@@ -26,7 +26,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -131,6 +131,14 @@ class ModificationAttack(Attack):
     @property
     def follows_gradients(self) -> bool:
         return self.edge_gradients
+
+    @property
+    def adaptive_defaults(self) -> dict[str, Any]:
+        """The gradient attacks fight a defense with the probability margin (bounded per
+        node) unless the job names a loss: the margin of log-probabilities, the transfer
+        default, lets a defense with large or sharp logits (layer norm, attention, label
+        propagation) steer the gradient towards nodes it is already sure of."""
+        return {"loss": "prob_margin"} if self.edge_gradients else {}
 
     def budget(self, graph: Graph, num_targets: int) -> Budget:
         """The budget of this config on ``graph`` with ``num_targets`` targets; raises
