@@ -161,6 +161,24 @@ def test_random_choice_is_distinct_per_row_and_blocked():
     assert pos.min() >= 0 and pos.max() < 9
 
 
+def test_random_choice_of_few_among_many_is_distinct_and_uniform():
+    gen = torch.Generator().manual_seed(0)
+    # 8 k <= n_targets: k draws per row, repeats drawn again (here about half of the rows have one)
+    pos = random_target_choice(20_000, 10, 100, gen)
+    assert pos.shape == (20_000, 10) and pos.min() >= 0 and pos.max() < 100
+    assert (pos.sort(dim=1).values.diff(dim=1) != 0).all()  # distinct per row
+    counts = torch.bincount(pos.reshape(-1), minlength=100).double()
+    chi2 = float(((counts - 2000) ** 2 / 2000).sum())  # 99 degrees of freedom: mean 99, sd 14
+    assert chi2 < 99 + 5 * 14
+    # two given targets share a row as often as in a uniform k-subset: 20000 * 10 * 9 / (100 * 99)
+    for a, b in ((0, 1), (0, 99), (42, 57)):
+        together = int(((pos == a).any(dim=1) & (pos == b).any(dim=1)).sum())
+        assert abs(together - 181.8) < 5 * 13.4, (a, b, together)
+    # no n_targets-long array per row: a target set no key array could hold
+    huge = random_target_choice(4, 3, 10**15, gen)
+    assert huge.shape == (4, 3) and all(len(set(r.tolist())) == 3 for r in huge) and huge.max() < 10**15
+
+
 def test_chunked_edges_reuse_never_duplicates_within_a_node():
     gen = torch.Generator().manual_seed(0)
     pos = chunked_edges(torch.arange(7), n_inject=9, k=3, n_targets=7, gen=gen)

@@ -253,18 +253,35 @@ def _surrogate_parts(graph: Graph, model: torch.nn.Module, targets: np.ndarray, 
 def random_target_choice(n_rows: int, k: int, n_targets: int, gen: torch.Generator) -> torch.Tensor:
     """``k`` distinct positions in ``[0, n_targets)`` for each of ``n_rows`` rows, uniformly.
 
-    Returns an int64 tensor n_rows x k (CPU). Vectorised: the top-k of random keys per row,
-    computed in blocks of rows so that at most ~4M keys exist at once.
+    Returns an int64 tensor n_rows x k (CPU). Vectorised, without an ``n_targets``-long
+    array per row when ``k`` is small against ``n_targets`` (GRB's injection: 100 edges per
+    node among up to 197k targets): ``k`` uniform draws per row, the repeats within a row
+    drawn again until none is left (about ``k^2 / 2 n_targets`` per row and round; the set
+    is uniform over the k-subsets, since the procedure commutes with any relabelling of the
+    targets). Otherwise (``8 k > n_targets``) the top-k of random keys per row, in blocks of
+    rows so that at most ~4M keys exist at once.
     """
     if k > n_targets:
         raise ValueError(f"cannot choose {k} distinct targets out of {n_targets}")
-    rows_per_block = max(1, _KEY_BLOCK // max(n_targets, 1))
+    if n_rows == 0 or k == 0:
+        return torch.empty(n_rows, k, dtype=torch.long)
+    if 8 * k <= n_targets:
+        pos = torch.randint(n_targets, (n_rows, k), generator=gen)
+        while True:
+            pos = pos.sort(dim=1).values
+            repeat = torch.zeros_like(pos, dtype=torch.bool)
+            repeat[:, 1:] = pos[:, 1:] == pos[:, :-1]
+            count = int(repeat.sum())
+            if not count:
+                return pos
+            pos[repeat] = torch.randint(n_targets, (count,), generator=gen)
+    rows_per_block = max(1, _KEY_BLOCK // n_targets)
     out = []
     for start in range(0, n_rows, rows_per_block):
         m = min(rows_per_block, n_rows - start)
         keys = torch.rand(m, n_targets, generator=gen)
         out.append(keys.topk(k, dim=1).indices)
-    return torch.cat(out, 0) if out else torch.empty(0, k, dtype=torch.long)
+    return torch.cat(out, 0)
 
 
 def random_edges(
