@@ -49,6 +49,7 @@ CASES = {
     # name: (dataset, hidden sizes, n_inject, edges_per_node)
     "cora": (str(CORA_LEGACY), [64, 64, 64], 60, 20),
     "aminer": ("csbm-grb-aminer", [128, 128, 128], 1500, 100),
+    "csbm": ("csbm", [64, 64, 64], 60, 20),  # the built-in default graph: a quick check
 }
 
 
@@ -88,6 +89,7 @@ def run_case(dataset: str, hidden: list[int], n_inject: int, edges: int, attack:
         "train_epochs": train_epochs, "setup_s": round(timings[0], 2), "attack_s": round(timings[steps], 2),
         "s_per_step": round((timings[steps] - timings[0]) / max(total_steps, 1), 4),
         "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+        "peak_gpu_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if device != "cpu" else None,
         "threads": threads, "device": device, "path": "incremental" if incremental else "full",
     }
 

@@ -12,6 +12,7 @@ Usage::
 
     python bench/bench_precision.py                 # CPU: fp32 vs bf16
     python bench/bench_precision.py --device cuda   # GPU: fp32 vs tf32 vs bf16
+    python bench/bench_precision.py --dataset csbm --attacks fgsm --steps 5 --epochs 5   # a quick check
 """
 
 from __future__ import annotations
@@ -42,21 +43,26 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--attacks", default=",".join(SETTINGS))
+    ap.add_argument("--dataset", default=str(CORA_LEGACY), help="dataset name or path (default: cora-legacy)")
+    ap.add_argument("--steps", type=int, help="attack steps (default: each attack's above)")
+    ap.add_argument("--epochs", type=int, help="training epochs of surrogate and target (default: TrainConfig's)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
     precisions = ["fp32", "tf32", "bf16"] if args.device.startswith("cuda") else ["fp32", "bf16"]
-    g = load_dataset(CORA_LEGACY)
+    g = load_dataset(args.dataset)
     params = {"hidden_sizes": [64, 64]}
-    surrogate = train("gcn", g, params, TrainConfig(seed=0), device=args.device).model
-    target = train("gcn", g, params, TrainConfig(seed=1), device=args.device).model
+    epochs = {} if args.epochs is None else {"epochs": args.epochs}
+    surrogate = train("gcn", g, params, TrainConfig(seed=0, **epochs), device=args.device).model
+    target = train("gcn", g, params, TrainConfig(seed=1, **epochs), device=args.device).model
     clean = evaluate(target, g, device=args.device)["full"]
-    print(f"cora-legacy, full difficulty, 60 x 20, GCN surrogate -> GCN target; clean accuracy {clean:.4f}")
+    print(f"{g.name}, full difficulty, 60 x 20, GCN surrogate -> GCN target; clean accuracy {clean:.4f}")
     print(f"\n| attack | precision | accuracy after | drop | drop vs fp32 | seconds |\n|---|---|---:|---:|---:|---:|")
     for name in args.attacks.split(","):
         ref = None
         for prec in precisions:
-            attack = build_attack(name, dict(n_inject=60, edges_per_node=20, seed=0, precision=prec, **SETTINGS[name]))
+            settings = {**SETTINGS[name], **({} if args.steps is None else {"steps": args.steps})}
+            attack = build_attack(name, dict(n_inject=60, edges_per_node=20, seed=0, precision=prec, **settings))
             t0 = time.perf_counter()
             inj = attack.attack(g, surrogate, g.targets("full"), device=args.device)
             secs = time.perf_counter() - t0

@@ -1,0 +1,177 @@
+"""The GPU suite: every GPU figure the docs need, in one command, on the first CUDA machine.
+
+    python bench/gpu_suite.py --out /tmp/gpu            # on a CUDA machine (at most 9.5 minutes)
+    python bench/gpu_suite.py --out /tmp/gpu --tiny     # the CPU fallback: every stage on the built-in csbm graph
+
+On a machine with a CUDA GPU it runs, each stage in its own process with its own time limit:
+
+1. ``env``: torch, CUDA, the GPU and its memory;
+2. ``attacks``: FGSM and TDGIA at the grb-aminer twin's shape (660k nodes, 1500 x 100
+   injected, GCN 3 x 128; ``bench/bench_attacks.py``): seconds per step, measured over
+   ``--steps`` steps (per TDGIA round), and the paper's 5000 steps at that rate next to its V100 figures
+   (FGSM 954.5 s, TDGIA 4079.4 s), peak GPU memory;
+3. ``prbcd``: PR-BCD on the same twin (5% budget, 20 steps, the job's GCN, random weights:
+   the cost of a step does not depend on them): seconds per step and peak GPU memory;
+4. ``precision``: attack strength in fp32, tf32 and bf16 (``bench/bench_precision.py``);
+5. ``sweep-default``: the default sweep (``grb-dist sweep``), timed;
+6. ``sweep-aminer``: a ``csbm-grb-aminer`` injection sweep at GRB's budgets, full
+   difficulty, one repeat, FGSM, on GCN and GCN+LN (what fits the stage's limit).
+
+Without a GPU (or with ``--tiny``) the same stages run on the built-in ``csbm`` graph with a
+few steps, so the suite cannot rot: ``tests/test_gpu_suite.py`` runs it in CI. The last
+lines are a Markdown table ready for the docs; the exit status is non-zero when a stage
+failed or ran out of time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+GRB_V100 = {"fgsm": 954.5, "tdgia": 4079.4}  # seconds, grb-aminer full, 5000 steps (seed 001 Table 11)
+PAPER_STEPS = 5000
+
+
+def prbcd_case(dataset: str, steps: int, device: str) -> dict:
+    """Seconds per PR-BCD step on ``dataset`` (the difference of ``steps`` and one step)."""
+    import torch
+
+    from grb_dist.attacks import build_attack
+    from grb_dist.datasets import load_dataset
+    from grb_dist.defenses import resolve_params
+    from grb_dist.models.registry import build_model
+    from grb_dist.sweep.job import default_job_path, load_job
+
+    spec = load_job(default_job_path(dataset))
+    graph = load_dataset(dataset, normalize=spec.normalize, seed=spec.seed)
+    params, _ = resolve_params("gcn", spec.models)
+    torch.manual_seed(0)
+    surrogate = build_model("gcn", graph.num_features, graph.num_classes, params).to(device).eval()
+    targets = graph.targets("full")
+    base = {**spec.attack_params("prbcd", "full", 0, "modification"), "ratio_edge_mod": 0.05, "n_samples": 2}
+    seconds = {}
+    for k in (1, steps):
+        attack = build_attack("prbcd", {**base, "steps": k}, "modification")
+        start = time.perf_counter()
+        mod = attack.attack(graph, surrogate, targets, device=device)
+        if device != "cpu":
+            torch.cuda.synchronize()
+        seconds[k] = time.perf_counter() - start
+    return {"dataset": dataset, "nodes": graph.num_nodes, "edges": graph.num_edges, "flips": mod.n_edge_flips,
+            "steps": steps, "s_per_step": (seconds[steps] - seconds[1]) / max(steps - 1, 1),
+            "total_s": seconds[steps],
+            "peak_gpu_gib": torch.cuda.max_memory_allocated() / 2**30 if device != "cpu" else None,
+            "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+
+
+def stages(args, device: str, tiny: bool) -> list[tuple[str, list[str], int]]:
+    """``(name, command, time limit in seconds)`` of every stage; on a GPU the limits add up
+    to 9.5 minutes, so that the whole suite fits one 10-minute call."""
+    py = sys.executable
+    grb = str(Path(sys.executable).parent / "grb-dist")
+    steps = args.steps or (3 if tiny else 100)
+    dataset = "csbm" if tiny else "csbm-grb-aminer"
+    narrow = ["--attacks", "rnd,fgsm", "--defenses", "gcn", "--difficulties", "full", "--repeats", "1",
+              "--steps", "3"] if tiny else []
+    limit = (lambda s: 600) if tiny else (lambda s: s)
+    return [
+        ("attacks", [py, str(BENCH / "bench_attacks.py"), "--datasets", "csbm" if tiny else "aminer",
+                     "--attacks", "fgsm,tdgia", "--steps", str(steps), "--paths", "incremental",
+                     "--device", device, "--train-epochs", "3"], limit(180)),
+        ("prbcd", [py, __file__, "--case", json.dumps({"dataset": dataset, "steps": 3 if tiny else 20,
+                                                        "device": device})], limit(100)),
+        ("precision", [py, str(BENCH / "bench_precision.py"), "--device", device, "--attacks", "fgsm,tdgia"]
+         + (["--dataset", "csbm", "--steps", "3", "--epochs", "5"] if tiny else []), limit(60)),
+        ("sweep-default", [grb, "sweep", "--out", str(args.out / "sweep-default")] + narrow, limit(110)),
+        ("sweep-aminer", [grb, "sweep", "--dataset", dataset, "--out", str(args.out / "sweep-aminer"),
+                          "--attacks", "fgsm", "--defenses", "gcn,gcn_ln", "--difficulties", "full",
+                          "--repeats", "1"] + (["--steps", "3"] if tiny else []), limit(120)),
+    ]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, help="folder for the stages' logs and runs (required)")
+    ap.add_argument("--tiny", action="store_true", help="the CPU fallback on the built-in csbm graph")
+    ap.add_argument("--steps", type=int, help="FGSM/TDGIA steps measured (default: 100 on a GPU, 3 with --tiny)")
+    ap.add_argument("--only", help="comma-separated stages to run (default: all)")
+    ap.add_argument("--case", help=argparse.SUPPRESS)  # internal: one PR-BCD case in this process
+    args = ap.parse_args()
+    if args.case:
+        print(json.dumps(prbcd_case(**json.loads(args.case))))
+        return
+    if args.out is None:
+        ap.error("--out is required: a folder for the stages' logs and runs")
+    import torch
+
+    cuda = torch.cuda.is_available()
+    tiny = args.tiny or not cuda
+    device = "cuda" if cuda and not args.tiny else "cpu"
+    args.out.mkdir(parents=True, exist_ok=True)
+    env = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": device,
+           "gpu": torch.cuda.get_device_name(0) if cuda else None,
+           "gpu_memory_gib": round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1) if cuda else None,
+           "cpus": os.cpu_count(), "mode": "tiny (CPU fallback)" if tiny else "GPU"}
+    print("env:", json.dumps(env), flush=True)
+    if not cuda and not args.tiny:
+        print("no CUDA GPU here: running the CPU fallback (--tiny)", flush=True)
+    only = set(args.only.split(",")) if args.only else None
+    rows, failed = [("env", "ok", 0.0, f"{env['gpu'] or 'no GPU'}, torch {env['torch']}, {env['mode']}")], False
+    for name, cmd, limit in stages(args, device, tiny):
+        if only and name not in only:
+            continue
+        log = args.out / f"{name}.log"
+        print(f"\n## {name}: {' '.join(Path(c).name if i < 2 else c for i, c in enumerate(cmd))}", flush=True)
+        start = time.perf_counter()
+        try:
+            done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=limit,
+                                  cwd=ROOT)
+            status, text = ("ok" if done.returncode == 0 else f"exit {done.returncode}"), done.stdout
+        except subprocess.TimeoutExpired as exc:
+            status, text = f"over {limit} s", (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        seconds = time.perf_counter() - start
+        log.write_text(text)
+        failed |= status != "ok"
+        print("\n".join(text.strip().splitlines()[-12:]), flush=True)
+        rows.append((name, status, seconds, summary(name, text, tiny)))
+    print("\n| stage | status | seconds | figures |\n|---|---|---:|---|")
+    for name, status, seconds, figures in rows:
+        print(f"| {name} | {status} | {seconds:.0f} | {figures} |")
+    print(f"\nlogs in {args.out}")
+    raise SystemExit(1 if failed else 0)
+
+
+def summary(name: str, text: str, tiny: bool) -> str:
+    """The stage's key figures, from its output."""
+    rows = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    if name == "attacks" and rows:
+        parts = []
+        for r in rows:
+            paper = "" if tiny else (f", {PAPER_STEPS} steps at that rate {r['s_per_step'] * PAPER_STEPS:.0f} s "
+                                     f"(GRB on a V100: {GRB_V100[r['attack']]:.0f} s)")
+            gpu = f", {r['peak_gpu_gib']} GiB GPU" if r.get("peak_gpu_gib") is not None else ""
+            parts.append(f"{r['attack']} {r['s_per_step']:.4f} s/step{paper}{gpu}")
+        return "; ".join(parts)
+    if name == "prbcd" and rows:
+        r = rows[-1]
+        gpu = f", {r['peak_gpu_gib']:.2f} GiB GPU" if r.get("peak_gpu_gib") is not None else ""
+        return f"{r['s_per_step']:.3f} s/step on {r['nodes']:,} nodes, {r['flips']} flips{gpu}"
+    if name == "precision":
+        lines = [line for line in text.splitlines() if line.startswith("| ") and "precision" not in line]
+        return "; ".join(" ".join(c.strip() for c in line.strip("|").split("|")[:3]) for line in lines)
+    if name.startswith("sweep"):
+        lines = [line for line in text.splitlines() if "cells (" in line]
+        return lines[-1].strip() if lines else ""
+    return ""
+
+
+if __name__ == "__main__":
+    main()
