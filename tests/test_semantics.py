@@ -578,6 +578,13 @@ def test_study_tune_cli_writes_a_tuned_job(tmp_path):
     assert set(tuned.per_K) == {1.0} and set(tuned.per_K[1.0]) == {"gcn", "lp"}
     assert tuned.per_K[1.0]["lp"]["alpha"] in (0.1, 0.9) and "val accuracy" in result.output
     assert tuned.models == load_spec(path).models  # the job's own settings are kept
+    # "-": the tuned job alone on standard output (the table on standard error), no file named "-"
+    runner = CliRunner(mix_stderr=False) if "mix_stderr" in CliRunner.__init__.__code__.co_varnames else CliRunner()
+    result = runner.invoke(app, ["study-tune", "-", "--job", str(path), "--graphs", "1", "--no-ray"],
+                           catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(result.stdout)["per_K"] == yaml.safe_load(out.read_text())["per_K"]
+    assert "val accuracy" in result.stderr and not (Path.cwd() / "-").exists()
     # errors before any work, nothing written
     for extra, message in [({"search": {"gcn_lp": {"dropout": [0.1]}},
                              "models": {**TINY["models"], "gcn_lp": {"hidden_sizes": [8]}}}, "takes the best settings"),

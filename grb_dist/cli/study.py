@@ -6,6 +6,8 @@ by :mod:`grb_dist.semantics` (imported when a command runs).
 
 from __future__ import annotations
 
+import sys
+
 from pathlib import Path
 from typing import Optional
 
@@ -131,7 +133,7 @@ def _study_job(job: Optional[Path]) -> Path:
 @app.command("study-tune")
 @handle_errors
 def study_tune(
-    output: Path = typer.Argument(..., parser=path_value, help="Where to write the tuned job (YAML): the job with its per_K section filled (a symlink to a regular file writes its target; a device, FIFO or socket is refused)."),
+    output: Path = typer.Argument(..., parser=path_value, help="Where to write the tuned job (YAML): the job with its per_K section filled; - prints it to standard output (a symlink to a regular file writes its target; a device, FIFO or socket is refused)."),
     job: Optional[Path] = typer.Option(None, "--job", parser=path_value, help="Study job file with a search: section, or a shipped study (default: over-robustness-csbm)."),
     graphs: int = typer.Option(3, "--graphs", help="Graphs per K each setting is trained on (the paper: 10)."),
     k: Optional[str] = typer.Option(None, "--k", help="K values to tune, comma-separated (default: the job's)."),
@@ -154,7 +156,9 @@ def study_tune(
     from grb_dist.core.fileio import write_output
 
     job = _study_job(job)
-    check_output_file(output, "OUTPUT")
+    to_stdout = str(output) == "-"
+    if not to_stdout:
+        check_output_file(output, "OUTPUT")
     _check_num_cpus(num_cpus)
     data = load_job_document(job, allow_import=allow_import) or {}
     spec = _study_spec(job, k, None, epochs, allow_import=allow_import)
@@ -169,11 +173,18 @@ def study_tune(
     check_ray_address(address)
     table = tune(spec, search, graphs=graphs, address=address, num_cpus=num_cpus, use_ray=ray_on,
                  progress=lambda msg: base.err_console.print(msg, highlight=False, markup=False))
-    write_output(tuned_job(data, spec, table, graphs).encode(), output, "OUTPUT")
+    text = tuned_job(data, spec, table, graphs)
+    if not to_stdout:
+        write_output(text.encode(), output, "OUTPUT")
     best = table[table["best"]]
     view = Table("K", "model", "best setting", "val accuracy")
     for row in best.itertuples():
         view.add_row(f"{row.K:g}", row.model, ", ".join(f"{a}={b}" for a, b in row.setting.items()), f"{row.val_accuracy:.3f}")
+    if to_stdout:  # standard output is the job alone, so that it can be redirected
+        base.err_console.print(view)
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
     base.console.print(view)
     base.console.print(f"wrote {output}", highlight=False)
 
