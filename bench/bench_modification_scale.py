@@ -25,7 +25,7 @@ import time
 import torch
 
 
-def child(dataset: str, attack: str, steps: int, threads: int) -> dict:
+def child(dataset: str, attack: str, steps: int, threads: int, device: str = "cpu") -> dict:
     from grb_dist.attacks import build_attack
     from grb_dist.datasets import load_dataset
     from grb_dist.defenses import resolve_params
@@ -39,7 +39,7 @@ def child(dataset: str, attack: str, steps: int, threads: int) -> dict:
     load_s = time.perf_counter() - start
     params, _ = resolve_params("gcn", spec.models)
     torch.manual_seed(0)
-    surrogate = build_model("gcn", graph.num_features, graph.num_classes, params).eval()
+    surrogate = build_model("gcn", graph.num_features, graph.num_classes, params).to(device).eval()
     targets = graph.targets("full")
     out = {"dataset": dataset, "attack": attack, "nodes": graph.num_nodes, "edges": graph.num_edges,
            "targets": int(targets.size), "load_s": load_s}
@@ -49,7 +49,9 @@ def child(dataset: str, attack: str, steps: int, threads: int) -> dict:
         params = dict(base) if k is None else {**base, "steps": k, "n_samples": 2} if attack == "prbcd" else {**base, "steps": k}
         a = build_attack(attack, params, "modification")
         start = time.perf_counter()
-        mod = a.attack(graph, surrogate, targets)
+        mod = a.attack(graph, surrogate, targets, device=device)
+        if device != "cpu":
+            torch.cuda.synchronize()
         out[f"seconds_{k or 'total'}"] = time.perf_counter() - start
         out["flips"] = mod.n_edge_flips
         out["budget"] = a.budget(graph, targets.size).n_edge_mod
@@ -59,6 +61,7 @@ def child(dataset: str, attack: str, steps: int, threads: int) -> dict:
 
             out["block"] = default_block_size(out["budget"], candidate_pairs(graph.num_nodes, targets.size))
     out["peak_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    out["peak_gpu_gib"] = torch.cuda.max_memory_allocated() / 2**30 if device != "cpu" else None
     return out
 
 
@@ -68,10 +71,11 @@ def main() -> None:
     ap.add_argument("--attacks", default="prbcd,flip")
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child[0], args.child[1], args.steps, args.threads)))
+        print(json.dumps(child(args.child[0], args.child[1], args.steps, args.threads, args.device)))
         return
     print(f"$ python bench/bench_modification_scale.py {' '.join(sys.argv[1:])}  (torch {torch.__version__}, "
           f"{args.threads} thread(s))")
@@ -80,7 +84,7 @@ def main() -> None:
     for dataset in args.datasets.split(","):
         for attack in args.attacks.split(","):
             cmd = [sys.executable, __file__, "--child", dataset, attack, "--steps", str(args.steps),
-                   "--threads", str(args.threads)]
+                   "--threads", str(args.threads), "--device", args.device]
             res = subprocess.run(cmd, capture_output=True, text=True)
             if res.returncode != 0:
                 print(f"| {dataset} | | | | {attack} | failed: {res.stderr.strip().splitlines()[-1]} |")

@@ -10,8 +10,8 @@ On a machine with a CUDA GPU it runs, each stage in its own process with its own
    injected, GCN 3 x 128; ``bench/bench_attacks.py``): seconds per step, measured over
    ``--steps`` steps (per TDGIA round), and the paper's 5000 steps at that rate next to its V100 figures
    (FGSM 954.5 s, TDGIA 4079.4 s), peak GPU memory;
-3. ``prbcd``: PR-BCD on the same twin (5% budget, 20 steps, the job's GCN, random weights:
-   the cost of a step does not depend on them): seconds per step and peak GPU memory;
+3. ``prbcd``: PR-BCD on the same twin (``bench/bench_modification_scale.py``: 5% budget, 20
+   steps, the job's GCN, random weights): seconds per step and peak GPU memory;
 4. ``precision``: attack strength in fp32, tf32 and bf16 (``bench/bench_precision.py``);
 5. ``sweep-default``: the default sweep (``grb-dist sweep``), timed;
 6. ``sweep-aminer``: a ``csbm-grb-aminer`` injection sweep at GRB's budgets, full
@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -38,38 +37,6 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 GRB_V100 = {"fgsm": 954.5, "tdgia": 4079.4}  # seconds, grb-aminer full, 5000 steps (seed 001 Table 11)
 PAPER_STEPS = 5000
-
-
-def prbcd_case(dataset: str, steps: int, device: str) -> dict:
-    """Seconds per PR-BCD step on ``dataset`` (the difference of ``steps`` and one step)."""
-    import torch
-
-    from grb_dist.attacks import build_attack
-    from grb_dist.datasets import load_dataset
-    from grb_dist.defenses import resolve_params
-    from grb_dist.models.registry import build_model
-    from grb_dist.sweep.job import default_job_path, load_job
-
-    spec = load_job(default_job_path(dataset))
-    graph = load_dataset(dataset, normalize=spec.normalize, seed=spec.seed)
-    params, _ = resolve_params("gcn", spec.models)
-    torch.manual_seed(0)
-    surrogate = build_model("gcn", graph.num_features, graph.num_classes, params).to(device).eval()
-    targets = graph.targets("full")
-    base = {**spec.attack_params("prbcd", "full", 0, "modification"), "ratio_edge_mod": 0.05, "n_samples": 2}
-    seconds = {}
-    for k in (1, steps):
-        attack = build_attack("prbcd", {**base, "steps": k}, "modification")
-        start = time.perf_counter()
-        mod = attack.attack(graph, surrogate, targets, device=device)
-        if device != "cpu":
-            torch.cuda.synchronize()
-        seconds[k] = time.perf_counter() - start
-    return {"dataset": dataset, "nodes": graph.num_nodes, "edges": graph.num_edges, "flips": mod.n_edge_flips,
-            "steps": steps, "s_per_step": (seconds[steps] - seconds[1]) / max(steps - 1, 1),
-            "total_s": seconds[steps],
-            "peak_gpu_gib": torch.cuda.max_memory_allocated() / 2**30 if device != "cpu" else None,
-            "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
 
 
 def stages(args, device: str, tiny: bool) -> list[tuple[str, list[str], int]]:
@@ -86,8 +53,8 @@ def stages(args, device: str, tiny: bool) -> list[tuple[str, list[str], int]]:
         ("attacks", [py, str(BENCH / "bench_attacks.py"), "--datasets", "csbm" if tiny else "aminer",
                      "--attacks", "fgsm,tdgia", "--steps", str(steps), "--paths", "incremental",
                      "--device", device, "--train-epochs", "3"], limit(180)),
-        ("prbcd", [py, __file__, "--case", json.dumps({"dataset": dataset, "steps": 3 if tiny else 20,
-                                                        "device": device})], limit(100)),
+        ("prbcd", [py, str(BENCH / "bench_modification_scale.py"), "--child", dataset, "prbcd",
+                   "--steps", str(3 if tiny else 20), "--device", device], limit(100)),
         ("precision", [py, str(BENCH / "bench_precision.py"), "--device", device, "--attacks", "fgsm,tdgia"]
          + (["--dataset", "csbm", "--steps", "3", "--epochs", "5"] if tiny else []), limit(60)),
         ("sweep-default", [grb, "sweep", "--out", str(args.out / "sweep-default")] + narrow, limit(110)),
@@ -103,11 +70,7 @@ def main() -> None:
     ap.add_argument("--tiny", action="store_true", help="the CPU fallback on the built-in csbm graph")
     ap.add_argument("--steps", type=int, help="FGSM/TDGIA steps measured (default: 100 on a GPU, 3 with --tiny)")
     ap.add_argument("--only", help="comma-separated stages to run (default: all)")
-    ap.add_argument("--case", help=argparse.SUPPRESS)  # internal: one PR-BCD case in this process
     args = ap.parse_args()
-    if args.case:
-        print(json.dumps(prbcd_case(**json.loads(args.case))))
-        return
     if args.out is None:
         ap.error("--out is required: a folder for the stages' logs and runs")
     import torch
@@ -162,8 +125,10 @@ def summary(name: str, text: str, tiny: bool) -> str:
         return "; ".join(parts)
     if name == "prbcd" and rows:
         r = rows[-1]
+        steps = max(int(k.split("_")[1]) for k in r if k.startswith("seconds_"))
+        per_step = (r[f"seconds_{steps}"] - r["seconds_1"]) / (steps - 1)
         gpu = f", {r['peak_gpu_gib']:.2f} GiB GPU" if r.get("peak_gpu_gib") is not None else ""
-        return f"{r['s_per_step']:.3f} s/step on {r['nodes']:,} nodes, {r['flips']} flips{gpu}"
+        return f"{per_step:.3f} s/step on {r['nodes']:,} nodes, {r['flips']} flips{gpu}"
     if name == "precision":
         lines = [line for line in text.splitlines() if line.startswith("| ") and "precision" not in line]
         return "; ".join(" ".join(c.strip() for c in line.strip("|").split("|")[:3]) for line in lines)

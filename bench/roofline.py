@@ -75,6 +75,12 @@ def machine(dataset: str) -> dict:
 
 
 def stage(name: str, dataset: str) -> dict:
+    if name in ("prbcd", "nea", "stack"):  # bench_modification_scale's case (PR-BCD: 2 steps and 1)
+        from bench_modification_scale import child
+
+        r = child(dataset, name, 2, torch.get_num_threads())
+        return {"stage": name, "seconds": r["seconds_2"] - r["seconds_1"] if name == "prbcd" else r["seconds_total"],
+                "budget": r["budget"], "peak_gib": r["peak_gib"], **({"block": r["block"]} if name == "prbcd" else {})}
     from grb_dist.attacks import build_attack
     from grb_dist.datasets import load_dataset
     from grb_dist.defenses import resolve_params
@@ -97,28 +103,6 @@ def stage(name: str, dataset: str) -> dict:
             seconds[steps] = time.perf_counter() - start
         out.update(seconds=(seconds[2] - seconds[0]) / 2, setup_s=seconds[0],
                    budget=f"{params['n_inject']} x {params['edges_per_node']}")
-    elif name in ("prbcd", "nea", "stack"):
-        params, _ = resolve_params("gcn", spec.models)
-        model = build_model("gcn", g.num_features, g.num_classes, params).eval()
-        base = {**spec.attack_params(name, "full", 0, "modification"), "ratio_edge_mod": 0.05}
-        if name == "prbcd":
-            from grb_dist.attacks.modification.base import candidate_pairs
-            from grb_dist.attacks.modification.prbcd import default_block_size
-
-            seconds = {}
-            for steps in (1, 2):
-                attack = build_attack(name, {**base, "steps": steps, "n_samples": 2}, "modification")
-                start = time.perf_counter()
-                attack.attack(g, model, targets)
-                seconds[steps] = time.perf_counter() - start
-            budget = attack.budget(g, targets.size).n_edge_mod
-            out.update(seconds=seconds[2] - seconds[1], budget=budget,
-                       block=default_block_size(budget, candidate_pairs(g.num_nodes, targets.size)))
-        else:
-            attack = build_attack(name, base, "modification")
-            start = time.perf_counter()
-            attack.attack(g, model, targets)
-            out.update(seconds=time.perf_counter() - start, budget=attack.budget(g, targets.size).n_edge_mod)
     else:
         from grb_dist.defenses import train_defense
         from grb_dist.models.train import TrainConfig

@@ -174,19 +174,17 @@ def study_tune(
     table = tune(spec, search, graphs=graphs, address=address, num_cpus=num_cpus, use_ray=ray_on,
                  progress=lambda msg: base.err_console.print(msg, highlight=False, markup=False))
     text = tuned_job(data, spec, table, graphs)
-    if not to_stdout:
-        write_output(text.encode(), output, "OUTPUT")
-    best = table[table["best"]]
     view = Table("K", "model", "best setting", "val accuracy")
-    for row in best.itertuples():
+    for row in table[table["best"]].itertuples():
         view.add_row(f"{row.K:g}", row.model, ", ".join(f"{a}={b}" for a, b in row.setting.items()), f"{row.val_accuracy:.3f}")
     if to_stdout:  # standard output is the job alone, so that it can be redirected
         base.err_console.print(view)
         sys.stdout.write(text)
         sys.stdout.flush()
-        return
-    base.console.print(view)
-    base.console.print(f"wrote {output}", highlight=False)
+    else:
+        write_output(text.encode(), output, "OUTPUT")
+        base.console.print(view)
+        base.console.print(f"wrote {output}", highlight=False)
 
 
 @app.command("study-plot")
