@@ -5,6 +5,7 @@ The sweep (:mod:`grb_dist.sweep`), torch and Ray are imported when the command r
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -47,6 +48,10 @@ def sweep(
     data_dir: Optional[Path] = DataDir,
     download: bool = typer.Option(True, help="Download missing official datasets."),
     verify: bool = VerifyOption,
+    plan_only: bool = typer.Option(False, "--plan", help="Predict the sweep's cost and stop: cells per stage, wall time per stage and in total, peak memory per task, from a short calibration on this machine (cached in ~/.cache/grb-dist/calibration). Computes and writes nothing of the run."),
+    cpus: Optional[float] = typer.Option(None, "--cpus", help="With --plan: the CPUs of the cluster to plan for (default: the cluster of --address, else this machine's or --num-cpus)."),
+    gpus: Optional[float] = typer.Option(None, "--gpus", help="With --plan: the GPUs of that cluster (default: 0 with --cpus, else the cluster's)."),
+    gpu_kind: Optional[str] = typer.Option(None, "--gpu-kind", help="With --plan and --gpus: the cluster's GPU (h100, a100 ...), calibrated once on a node with it; default: this machine's GPU."),
 ) -> None:
     """Run the benchmark: every attack of the scenario(s) against every defense, per difficulty, on Ray.
 
@@ -61,6 +66,7 @@ def sweep(
     check_ray_address(address)
     _check_flush(flush_rows, flush_seconds)
     check_threads(threads)
+    _check_plan_options(plan_only, cpus, gpus, gpu_kind)
     if keep_ray and address:
         from grb_dist.core.errors import ConfigError
 
@@ -70,7 +76,13 @@ def sweep(
                      scenario=scenario, ratio_edge_mod=ratio_edge_mod, adaptive=adaptive)
     with interruptible(INTERRUPTED):  # Ctrl-C and SIGTERM: the same clean stop
         spec = resolve_job(dataset, job, overrides, allow_import=allow_import)
+        loading = time.perf_counter()
         prepared = prepare(spec, out=out, data_dir=data_dir, download=download, verify=verify)  # writes nothing
+        if plan_only:
+            # the sweep's own start: this process so far (its start, imports, the graph)
+            started = _process_age(time.perf_counter() - loading)
+            _plan(prepared, _plan_cluster(address, num_cpus, cpus, gpus, threads), gpu_kind, started, dashboard)
+            return
         outcome = finished(prepared, on_warning=warn)  # every cell stored: no lock, no Ray, no write
         if outcome is not None:
             _show(prepared, outcome, 0.0)
@@ -195,6 +207,133 @@ def _check_cluster_memory(prepared) -> None:
     size = largest_node_memory()
     if size > 0:
         check_memory(sweep_memory(prepared.resolved, prepared.graph), size, "the largest node of the cluster")
+
+
+def _check_plan_options(plan_only: bool, cpus: Optional[float], gpus: Optional[float],
+                        gpu_kind: Optional[str]) -> None:
+    from grb_dist.core.errors import ConfigError
+
+    given = [flag for flag, v in (("--cpus", cpus), ("--gpus", gpus), ("--gpu-kind", gpu_kind)) if v is not None]
+    if given and not plan_only:
+        raise ConfigError(f"{given[0]} describes the cluster of a plan: add --plan (or leave it out)")
+    if cpus is not None and not 1 <= cpus <= 1_000_000:
+        raise ConfigError(f"--cpus must be in 1..1,000,000, got {cpus:g}")
+    if gpus is not None and not 0 <= gpus <= 100_000:
+        raise ConfigError(f"--gpus must be in 0..100,000, got {gpus:g}")
+    if gpu_kind is not None and not (gpu_kind.replace("-", "").isalnum() and len(gpu_kind) <= 40):
+        raise ConfigError(f"--gpu-kind must be a GPU's name such as h100 or a100, got {gpu_kind!r}")
+    if gpu_kind is not None and not gpus:
+        raise ConfigError("--gpu-kind names the GPUs of --gpus: give --gpus N (N > 0)")
+
+
+def _plan_cluster(address: Optional[str], num_cpus: Optional[int], cpus: Optional[float], gpus: Optional[float],
+                  threads: Optional[int]):
+    """The cluster of ``--plan``: the one described by ``--cpus``/``--gpus``, else the joined
+    cluster's size (``--address``), else the local Ray's (this machine, ``--num-cpus``)."""
+    import os
+
+    from grb_dist.sweep.forecast import Cluster
+
+    if cpus is None and address:
+        from grb_dist.sweep.ray_edge import cluster_size, connect, disconnect
+        from grb_dist.sweep.settings import RaySettings
+
+        ctx = connect(RaySettings(address=address, include_dashboard=False))
+        try:
+            cpus, found = cluster_size()
+        finally:
+            disconnect(ctx)
+        gpus = found if gpus is None else gpus
+    elif cpus is None:
+        import torch
+
+        cpus = float(num_cpus or os.cpu_count() or 1)
+        gpus = float(torch.cuda.device_count()) if gpus is None else gpus
+    return Cluster(cpus=cpus, gpus=gpus or 0.0, local=not address, threads=threads or 1)
+
+
+def _process_age(fallback: float) -> float:
+    """Seconds since this process started (Linux), else ``fallback``."""
+    import os
+
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(fallback, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return fallback
+
+
+def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashboard: Optional[bool]) -> None:
+    """``--plan``: calibrate, forecast and print the plan (stdout: Markdown; stderr: progress)."""
+    from grb_dist.sweep.session import predict_cost
+
+    spec = prepared.spec
+    status = base.err_console.status("calibrating") if base.err_console.is_terminal else None
+    if status is None:
+        base.err_console.print("calibrating on this machine (a few epochs and steps of each kind of task) ...",
+                               highlight=False)
+        step = None
+    else:
+        status.start()
+        step = lambda what: status.update(f"calibrating: {what}")  # noqa: E731
+    try:
+        work, cal, fc = predict_cost(prepared, cluster, load_seconds=load_seconds, gpu_kind=gpu_kind,
+                                     dashboard=dashboard, on_step=step)
+    finally:
+        if status is not None:
+            status.stop()
+    where = "the cluster at --address" if not cluster.local and cluster.cpus else "this machine"
+    print_ = lambda text: base.console.print(text, highlight=False, markup=False, soft_wrap=True)  # noqa: E731
+    print_(f"plan: {spec.dataset} ({plural(prepared.graph.num_nodes, 'node')}, {' + '.join(spec.scenarios)}): "
+           f"{plural(len(prepared.plan.scores), 'cell')}, {len(work.todo):,} to compute -> {prepared.run_dir} "
+           "(nothing computed or written)")
+    print_(f"cluster: {cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs, {plural(cluster.threads, 'thread')} per task "
+           f"({where if not cluster.gpus or gpu_kind is None else gpu_kind}); calibrated on {cal.machine['device']} "
+           f"({cal.machine['processor']}) in {_duration(cal.seconds)}: {cal.measured} figures measured, the others "
+           "from the cache")
+    if not work.todo:
+        print_("nothing to compute: every cell of this job is stored")
+        return
+    s = fc.stages
+    rows = [("train", f"{plural(s['train'].count, 'model')}",
+             f"{_duration(s['train'].task_seconds)} (at most {_duration(s['train'].upper)})"),
+            ("attack", f"{plural(s['attack'].count, 'perturbation')}", _duration(s["attack"].task_seconds)),
+            ("score", f"{plural(s['score'].count, 'cell')}", _duration(s["score"].task_seconds))]
+    print_("")
+    print_("| stage | to compute | task time | runs, in the schedule | peak memory per task |")
+    print_("|---|---|---|---|---|")
+    for name, count, task_time in rows:
+        st = s[name]
+        span = f"{_clock(st.start)} - {_clock(st.end)}" if st.count else "-"
+        print_(f"| {name} | {count} | {task_time} | {span} | {_gib(fc.peak_task(name))} |")
+    print_(f"| total | | | setup {_duration(fc.setup)} + schedule {_duration(fc.schedule)} + end "
+           f"{_duration(fc.total - fc.setup - fc.schedule)} | |")
+    print_("")
+    print_(f"predicted wall time: {_duration(fc.total)}" + (
+        f" (at most {_duration(fc.upper)} if no training stops early)" if fc.upper > fc.total * 1.005 else ""))
+    for note in fc.notes:
+        print_(f"note: {note}")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
+    return f"{int(seconds // 86400)} d {int(seconds % 86400 // 3600):02d} h"
+
+
+def _clock(seconds: float) -> str:
+    """A moment of the schedule as h:mm:ss from its start."""
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:.2f} GiB" if size else "-"
 
 
 def _check_flush(rows: int, seconds: float) -> None:

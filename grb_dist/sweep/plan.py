@@ -36,6 +36,10 @@ from grb_dist.sweep.job import SURROGATE_SEED_OFFSET, JobSpec, content_hash
 from grb_dist.sweep.resolve import ResolvedJob, resolve
 
 
+#: At most this many attack cells (same surrogate and difficulty) run in one task.
+ATTACK_BATCH = 4
+
+
 @dataclass(frozen=True)
 class ModelTask:
     """Train one model: a defense (``role="target"``) or a surrogate (``role="surrogate"``)."""
@@ -253,4 +257,4 @@ def run_components(p: Plan) -> dict[str, dict[str, Any]]:
     return json.loads(canonical_json({"job": {"seed": {"seed": spec.seed}}, "models": models, "attacks": attacks}))
 
 
-__all__ = ["AttackCell", "ModelTask", "Plan", "ScoreCell", "Work", "needed_work", "plan", "run_components"]
+__all__ = ["ATTACK_BATCH", "AttackCell", "ModelTask", "Plan", "ScoreCell", "Work", "needed_work", "plan", "run_components"]

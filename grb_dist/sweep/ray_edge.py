@@ -250,6 +250,38 @@ def disconnect(context: RayContext) -> None:
             context.reaper.stop()
 
 
+@ray.remote
+def _worker_size() -> int:
+    """A fresh worker's resident bytes once it holds what every task imports (the worker
+    module: torch and the models)."""
+    import importlib
+    import resource
+
+    importlib.import_module(worker.__name__)  # what a task's first call imports
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def startup_report(num_cpus: int, include_dashboard: bool | None) -> None:
+    """Print (JSON) what a sweep's Ray costs before and after its work on this machine: the
+    seconds of ``ray.init`` for a local Ray of ``num_cpus`` CPUs (as :func:`connect` starts
+    it), of its first task on every one of those fresh workers (process start and imports, all
+    at once), of ``ray.shutdown``, and a worker's resident bytes. Run by ``sweep --plan``'s
+    calibration in a process of its own (its imports are timed by the caller)."""
+    import json
+    import time
+
+    start = time.perf_counter()
+    ctx = connect(RaySettings(num_cpus=num_cpus, include_dashboard=include_dashboard))
+    up = time.perf_counter()
+    try:
+        sizes = ray.get([_worker_size.options(num_cpus=1).remote() for _ in range(num_cpus)])
+        ready = time.perf_counter()
+    finally:
+        disconnect(ctx)
+    print(json.dumps({"ray_start": up - start, "workers": ready - up, "shutdown": time.perf_counter() - ready,
+                      "worker_bytes": max(sizes)}))
+
+
 # ---------------------------------------------------------------- object store and results
 
 

@@ -50,7 +50,7 @@ from grb_dist.models.io import state_dict_from_bytes, state_dict_to_bytes
 from grb_dist.store import RunStore, ScoreWriter, schema
 from grb_dist.sweep import ray_edge as edge
 from grb_dist.sweep import worker
-from grb_dist.sweep.plan import AttackCell, Plan, ScoreCell, needed_work
+from grb_dist.sweep.plan import ATTACK_BATCH, AttackCell, Plan, ScoreCell, needed_work
 from grb_dist.sweep.progress import Stage
 from grb_dist.sweep.ray_edge import ActorLost, TaskFailed
 from grb_dist.sweep.settings import RaySettings
@@ -60,10 +60,6 @@ log = logging.getLogger(__name__)
 
 class SweepError(GrbDistError):
     """A sweep could not run (training failed, Ray refused the resources ...)."""
-
-
-#: At most this many attack cells (same surrogate and difficulty) run in one task.
-ATTACK_BATCH = 4
 
 
 def train_task_name(task: Any) -> str:

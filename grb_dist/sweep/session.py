@@ -146,6 +146,44 @@ def open_store(prepared: Prepared, lock: RunLock) -> RunStore:
                          config=prepared.spec.to_dict(), config_hash=prepared.spec.config_hash, lock=lock)
 
 
+def predict_cost(prepared: Prepared, cluster: Any, *, load_seconds: float = 0.0, gpu_kind: str | None = None,
+                 dashboard: bool | None = None, on_step=None) -> Any:
+    """``sweep --plan``: the :class:`~grb_dist.sweep.forecast.Forecast` of the missing cells
+    of a prepared run on ``cluster`` (a :class:`~grb_dist.sweep.forecast.Cluster`), from a
+    calibration on this machine (its CUDA device when the cluster has GPUs and this machine
+    has one), or, with ``gpu_kind``, from the cached calibration of a GPU of that kind.
+    Reads the run directory; writes nothing there (the calibration cache lives in the
+    user's cache directory). ``dashboard``: whether the sweep's local Ray would start its
+    dashboard (``None``: Ray's choice), which its start-up time depends on."""
+    import torch
+
+    from grb_dist.sweep.calibrate import calibrate, gpu_machine
+    from grb_dist.sweep.forecast import forecast
+    from grb_dist.sweep.plan import needed_work
+
+    p = prepared.plan
+    missing = {c.cell_id for c in missing_cells(prepared)}
+    done = {c.cell_id for c in p.scores if c.cell_id not in missing}
+    store = RunStore.existing(prepared.run_dir) if prepared.resume else None
+    work = needed_work(p, done, store.has_perturbation if store else (lambda _: False))
+    stored = frozenset(t.file_stem for t in work.models if store is not None and store.has_model(t.file_stem, t.model_id))
+    here_gpu = torch.cuda.is_available()
+    machine = gpu_machine(gpu_kind, cluster.threads) if gpu_kind and not (
+        here_gpu and gpu_kind.lower() in torch.cuda.get_device_name(0).lower()) else None
+    device = "cuda" if cluster.gpus and here_gpu and machine is None else "cpu"
+    if cluster.gpus and device == "cpu" and machine is None:
+        from grb_dist.core.errors import ConfigError
+
+        raise ConfigError("this machine has no GPU to calibrate a GPU cluster on: name the cluster's GPU with "
+                          "--gpu-kind (its calibration cached from a GPU node), or plan for CPUs (--gpus 0)")
+    calibration = calibrate(p, work, prepared.graph, prepared.fingerprint, device=device, threads=cluster.threads,
+                            cpus=int(cluster.cpus), dashboard=dashboard, on_step=on_step, machine=machine)
+    g = prepared.graph
+    graph_bytes = int(g.features.nbytes + g.edge_index.nbytes + g.labels.nbytes)
+    return work, calibration, forecast(p, work, calibration, cluster, load_seconds=load_seconds,
+                                       graph_bytes=graph_bytes, stored=stored)
+
+
 @dataclass
 class Outcome:
     """What :func:`execute` did: the run's store, the sweep's summary (``None`` when no cell
@@ -199,5 +237,5 @@ def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None
 
 
 __all__ = ["Outcome", "Prepared", "RESULTS_DIR", "dataset_identity", "default_run_dir", "execute", "finished",
-           "lock_run", "missing_cells", "open_store", "stage_totals",
+           "lock_run", "missing_cells", "open_store", "predict_cost", "stage_totals",
            "prepare", "resolve_job"]

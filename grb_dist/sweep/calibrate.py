@@ -1,0 +1,427 @@
+"""Calibration of a sweep's cost: a few epochs and steps of each kind of task, on the actual
+graph and this machine, timed (plain Python, no Ray).
+
+Each kind of work is measured where it runs: a training task on a fresh model, an attack on
+its surrogate (or, for an adaptive cell, on the defense it attacks), a scoring call on a
+held defense. Costs are linear in what the job sets (:class:`Rate`):
+
+* training: ``fixed + epochs * unit``: an untimed 1-epoch run (first calls allocate), then
+  two timed runs of a few epochs (:func:`_counts`: 1 and 2 on a large graph, up to 10 and
+  40 on a small one), early stopping off;
+* an attack: ``clean + fixed + steps * unit``: ``clean`` is the surrogate's clean pass, which
+  the cells of one attack task share; measured as a cold 1-step run, then two warm runs of a
+  few steps;
+* scoring: one forward pass of a defense on the graph (the best of three).
+
+Alongside the time, the peak resident memory of each measurement above the process's own
+(sampled every 2 ms) bounds the task's memory from below. Adaptive attacks are measured on
+the last difficulty and scaled to the others by their transfer counterpart.
+
+Results are cached per machine (CPU model, cores, torch and package versions, device,
+threads) in ``$XDG_CACHE_HOME/grb-dist/calibration/`` (default ``~/.cache``), one JSON file
+per machine, keyed by what each figure depends on (the graph's content, the model or attack
+parameters without epochs, steps and seeds): a second ``--plan`` of the same job measures
+nothing. The cache holds numbers only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from grb_dist.core.config import canonical_json
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.fileio import write_bytes
+from grb_dist.core.names import TRANSFER
+from grb_dist.core.version import __version__
+from grb_dist.sweep.job import content_hash
+from grb_dist.sweep.plan import AttackCell, ModelTask, Plan, Work
+
+#: Bump when what a calibration measures changes: older cache entries are not read.
+CALIBRATION_VERSION = 1
+
+#: The longer of the two timed runs of a measurement lasts about this long (seconds), in
+#: 2 to 40 epochs or steps: short ones are noise on a small graph, long ones a waste on a
+#: large one.
+RUN_S = 0.3
+
+
+def _counts(one: float) -> tuple[int, int]:
+    """Epochs (steps) of the two timed runs, given that one took ``one`` seconds."""
+    longer = int(min(40, max(2, round(RUN_S / max(one, 1e-6)))))
+    return (1, longer) if longer < 8 else (longer // 4, longer)
+
+
+@dataclass(frozen=True)
+class Rate:
+    """The measured cost of one kind of work: ``fixed + n * unit`` seconds (``n`` epochs or
+    steps), plus ``clean`` seconds shared per attack task; ``peak``: the bytes its work
+    held above the process's own, at most."""
+
+    fixed: float
+    unit: float
+    peak: int
+    clean: float = 0.0
+
+    def seconds(self, n: int) -> float:
+        return self.fixed + n * self.unit
+
+    def scaled(self, factor: float) -> "Rate":
+        return Rate(self.fixed * factor, self.unit * factor, self.peak, self.clean * factor)
+
+
+@dataclass
+class Calibration:
+    """The rates of every model, attack shape and defense of a plan's work, on one machine,
+    and what Ray costs around them (``startup``); ``measured``: how many figures were measured now (the others
+    came from the cache); ``seconds``: how long measuring took."""
+
+    machine: dict[str, Any]
+    train: dict[str, Rate]  # model file stem -> rate per epoch
+    attack: dict[str, Rate]  # perturbation id -> rate per step
+    score: dict[str, Rate]  # defense -> seconds of one forward pass (``fixed``)
+    startup: Startup
+    measured: int = 0
+    seconds: float = 0.0
+
+
+# ------------------------------------------------------------------------------ machine
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_identity(device: str, threads: int) -> dict[str, Any]:
+    """What makes a calibration valid on a machine: its CPU, cores, device, threads, and the
+    versions of torch and of this package."""
+    import torch
+
+    name = torch.cuda.get_device_name(0) if device.startswith("cuda") else _cpu_model()
+    return {"host": platform.node(), "device": device, "processor": name, "cores": os.cpu_count(),
+            "threads": threads, "torch": torch.__version__, "grb_dist": __version__, "version": CALIBRATION_VERSION}
+
+
+def cache_path(machine: Mapping[str, Any]) -> Path:
+    """The calibration cache file of a machine."""
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return root / "grb-dist" / "calibration" / f"{content_hash(dict(machine))}.json"
+
+
+def _read_cache(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _rate(entry: Any) -> Rate | None:
+    try:
+        return Rate(float(entry["fixed"]), float(entry["unit"]), int(entry["peak"]), float(entry.get("clean", 0.0)))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def gpu_machine(kind: str, threads: int) -> dict[str, Any]:
+    """The identity of a GPU machine whose calibration this machine's cache holds: a CUDA
+    device whose name contains ``kind`` (``h100``, ``a100`` ...), with ``threads`` threads."""
+    root = cache_path({}).parent
+    found = []
+    for path in sorted(root.glob("*.json")) if root.is_dir() else ():
+        machine = _read_cache(path).get("machine")
+        if (isinstance(machine, dict) and str(machine.get("device", "")).startswith("cuda")
+                and kind.lower() in str(machine.get("processor", "")).lower() and machine.get("threads") == threads
+                and machine.get("version") == CALIBRATION_VERSION and cache_path(machine) == path):
+            found.append(machine)
+    if not found:
+        raise ConfigError(
+            f"no calibration of a {kind!r} GPU in {root}: run `grb-dist sweep ... --plan` once on a node with that GPU "
+            f"(it calibrates there and caches the figures) and copy its {root.name}/*.json files here")
+    return found[-1]
+
+
+# ------------------------------------------------------------------------------ measuring
+
+
+class _PeakMemory:
+    """The largest resident set of this process while the block runs, above its size at the
+    start (Linux ``/proc/self/statm``; 0 elsewhere)."""
+
+    PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+
+    @classmethod
+    def rss(cls) -> int:
+        try:
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * cls.PAGE
+        except (OSError, ValueError, IndexError):
+            return 0
+
+    def _sample(self, start: int) -> None:
+        while not self._stop.wait(0.002):
+            self.peak = max(self.peak, self.rss() - start)
+
+    def __enter__(self) -> "_PeakMemory":
+        start = self.rss()
+        self._thread = threading.Thread(target=self._sample, args=(start,), daemon=True)
+        self._thread.start()
+        self._start = start
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.rss() - self._start, 0)
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, int, Any]:
+    with _PeakMemory() as mem:
+        start = time.perf_counter()
+        out = fn()
+        seconds = time.perf_counter() - start
+    return seconds, mem.peak, out
+
+
+@dataclass(frozen=True)
+class Startup:
+    """What a sweep's Ray costs around its work (seconds): the driver importing torch and the
+    Ray edge, a local Ray's start, its fresh workers' first task (all at once: process start
+    and imports), its shutdown; and a worker's resident bytes."""
+
+    driver_import: float
+    ray_start: float
+    workers: float
+    shutdown: float
+    worker_bytes: int
+
+
+def measure_startup(cpus: int, dashboard: bool | None) -> Startup:
+    """:class:`Startup` on this machine: a process of its own imports torch and the Ray
+    edge, starts a local Ray of ``cpus`` CPUs as a sweep does, runs a first task on each
+    worker and stops it (:func:`grb_dist.sweep.ray_edge.startup_report`)."""
+    code = ("import json, time; t = time.perf_counter(); import torch; from grb_dist.sweep import ray_edge; "
+            f"print(json.dumps({{'driver_import': time.perf_counter() - t}})); "
+            f"ray_edge.startup_report({int(cpus)}, {dashboard!r})")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
+    lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    merged = {k: v for line in lines for k, v in line.items()}
+    return Startup(float(merged["driver_import"]), float(merged["ray_start"]), float(merged["workers"]),
+                   float(merged["shutdown"]), int(merged["worker_bytes"]))
+
+
+def _fit(n: tuple[int, int], seconds: tuple[float, float], peak: int, clean: float = 0.0) -> Rate:
+    unit = max(0.0, (seconds[1] - seconds[0]) / (n[1] - n[0]))
+    fixed = max(0.0, seconds[0] - n[0] * unit)
+    return Rate(fixed, unit, peak, max(0.0, clean))
+
+
+class _Calibrator:
+    """Measures the rates a plan's work needs, reusing the cache and the models it trained."""
+
+    def __init__(self, plan: Plan, graph: Any, device: str, threads: int, fingerprint: str,
+                 on_step: Callable[[str], None] | None, machine: Mapping[str, Any] | None = None) -> None:
+        self.plan, self.graph, self.device, self.threads = plan, graph, device, threads
+        self.fingerprint = fingerprint
+        self.on_step = on_step or (lambda _: None)
+        self.elsewhere = machine is not None  # another machine's figures: read, never measured here
+        self.machine = dict(machine) if machine is not None else machine_identity(device, threads)
+        self.path = cache_path(self.machine)
+        self.cache = _read_cache(self.path).get("entries", {})
+        self.tasks = {t.file_stem: t for t in plan.models}
+        self.models: dict[str, Any] = {}  # file stem -> a briefly trained model
+        self.measured = 0
+
+    # -- keys: what each figure depends on
+    def model_key(self, task: ModelTask) -> str:
+        train = {k: v for k, v in task.train.items() if k not in ("epochs", "patience")}
+        return content_hash({"dataset": self.fingerprint, "name": task.name, "params": dict(task.params),
+                             "train": train, "at": task.at})
+
+    def attack_key(self, a: AttackCell) -> str:
+        params = {k: v for k, v in a.params.items() if k not in ("steps", "seed")}
+        labels = self.model_key(self.tasks[a.labels_from]) if a.labels_from else None
+        return content_hash({"dataset": self.fingerprint, "scenario": a.scenario, "attack": a.attack,
+                             "params": params, "difficulty": a.difficulty,
+                             "model": self.model_key(self.tasks[a.surrogate_model]), "labels": labels})
+
+    def startup(self, cpus: int, dashboard: bool | None) -> Startup:
+        key = f"startup:{cpus}:{dashboard}"
+        try:
+            return Startup(**self.cache[key])
+        except (KeyError, TypeError):
+            pass
+        if self.elsewhere:
+            self._missing()
+        self.on_step(f"starting Ray with {cpus} CPUs")
+        found = measure_startup(cpus, dashboard)
+        self.cache[key] = dataclasses.asdict(found)
+        self.measured += 1
+        return found
+
+    def _missing(self) -> None:
+        raise ConfigError(
+            f"the calibration of {self.machine.get('processor')} has no figure for part of this job's work; "
+            f"run the same `grb-dist sweep ... --plan` once on a node with that GPU and copy its "
+            f"{self.path.parent}/{self.path.name} here")
+
+    def cached(self, key: str, measure: Callable[[], Rate]) -> Rate:
+        rate = _rate(self.cache.get(key))
+        if rate is None and self.elsewhere:
+            self._missing()
+        if rate is None:
+            rate = measure()
+            self.cache[key] = dataclasses.asdict(rate)
+            self.measured += 1
+        return rate
+
+    # -- measurements
+    def model(self, stem: str) -> Any:
+        """A model of ``stem`` trained for one epoch (what attacks and scoring run on)."""
+        if stem not in self.models:
+            self._train(self.tasks[stem], 1)
+        return self.models[stem]
+
+    def _train(self, task: ModelTask, epochs: int) -> tuple[float, int]:
+        from grb_dist.sweep.worker import train_task
+
+        quick = dataclasses.replace(task, train={**task.train, "epochs": epochs, "patience": epochs + 1})
+        seconds, peak, result = _timed(lambda: train_task(self.graph, quick, device=self.device))
+        self.models[task.file_stem] = _to_model(self.graph, task, result.state_dict, self.device)
+        return seconds, peak
+
+    def train_rate(self, task: ModelTask) -> Rate:
+        def measure() -> Rate:
+            self.on_step(f"training {task.name}")
+            warm = self._train(task, 1)  # first calls allocate and compile: not timed
+            epochs = _counts(warm[0])
+            runs = [self._train(task, e) for e in epochs]
+            return _fit(epochs, (runs[0][0], runs[1][0]), max(p for _, p in (warm, *runs)))
+
+        return self.cached(self.model_key(task), measure)
+
+    def attack_rate(self, a: AttackCell) -> Rate:
+        def measure() -> Rate:
+            from grb_dist.attacks import SurrogateCache
+            from grb_dist.sweep.worker import attack_task, attacker_labels
+
+            who = a.surrogate if a.threat == TRANSFER else f"{a.threat} {a.surrogate}"
+            self.on_step(f"{a.scenario} {a.attack} on {who}, {a.difficulty}")
+            model = self.model(a.surrogate_model)
+            labels = attacker_labels(self.graph, self.model(a.labels_from), self.device) if a.labels_from else None
+            cache = SurrogateCache()
+
+            def run(steps: int) -> tuple[float, int]:
+                cell = dataclasses.replace(a, params={**a.params, "steps": steps})
+                seconds, peak, _ = _timed(lambda: attack_task(self.graph, cell, model, device=self.device,
+                                                              cache=cache, labels=labels))
+                return seconds, peak
+
+            cold, warm = run(1), run(1)  # the cold run computes the shared clean pass
+            steps = _counts(warm[0])
+            runs = [warm if steps[0] == 1 else run(steps[0]), run(steps[1])]
+            return _fit(steps, (runs[0][0], runs[1][0]), max(cold[1], warm[1], runs[1][1]), cold[0] - warm[0])
+
+        return self.cached(self.attack_key(a), measure)
+
+    def score_rate(self, defense: str) -> Rate:
+        task = next(t for t in self.plan.targets if t.name == defense)
+
+        def measure() -> Rate:
+            from grb_dist.evaluation.evaluate import predict_tensors
+            from grb_dist.models.tensors import graph_tensors
+
+            self.on_step(f"scoring {defense}")
+            model = self.model(task.file_stem)
+            tensors = graph_tensors(self.graph, self.device)
+            runs = [_timed(lambda: predict_tensors(model, tensors)) for _ in range(3)]
+            return Rate(min(s for s, _, _ in runs), 0.0, max(p for _, p, _ in runs))
+
+        return self.cached("score:" + self.model_key(task), measure)
+
+    def save(self) -> None:
+        if not self.measured or self.elsewhere:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_bytes(canonical_json({"machine": self.machine, "entries": self.cache}).encode(), self.path)
+        except OSError:  # a cache that cannot be written costs a calibration next time, nothing else
+            pass
+
+
+def _to_model(graph: Any, task: ModelTask, state_dict: Mapping[str, Any], device: str) -> Any:
+    from grb_dist.sweep.worker import load_model
+
+    return load_model(graph, task.name, dict(task.params), state_dict, device)
+
+
+def calibrate(plan: Plan, work: Work, graph: Any, fingerprint: str, *, device: str = "cpu", threads: int = 1,
+              cpus: int = 1, dashboard: bool | None = None, on_step: Callable[[str], None] | None = None,
+              machine: Mapping[str, Any] | None = None) -> Calibration:
+    """The rates of every kind of task in ``work`` (of ``plan``, on ``graph`` whose content
+    fingerprint is ``fingerprint``), measured with ``threads`` torch threads on ``device``
+    or read from this machine's cache; Ray's start-up with ``cpus`` workers (at most this
+    machine's cores) and ``dashboard`` as the sweep would start it. ``on_step(what)`` is
+    called before each measurement.
+    ``machine``: another machine's identity (:func:`gpu_machine`), whose cached figures
+    are used instead (a figure it lacks is an error: nothing is measured here)."""
+    import torch
+
+    start = time.perf_counter()
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    c = _Calibrator(plan, graph, device, threads, fingerprint, on_step, machine)
+    try:
+        startup = c.startup(max(1, min(int(cpus), os.cpu_count() or 1)), dashboard)
+        train = {t.file_stem: c.train_rate(t) for t in work.models}
+        attack = _attack_rates(c, plan, work)
+        score = {d: c.score_rate(d) for d in sorted({cell.defense for cell in work.todo})}
+    finally:
+        torch.set_num_threads(before)
+        c.save()
+    return Calibration(c.machine, train, attack, score, startup, c.measured, time.perf_counter() - start)
+
+
+def _attack_rates(c: _Calibrator, plan: Plan, work: Work) -> dict[str, Rate]:
+    """Per perturbation to compute, its rate: one measurement per shape (the cells of a
+    shape differ by seed and steps only). An adaptive shape is measured on the last
+    difficulty and scaled to the others by the ratio of its transfer counterpart's costs."""
+    last = plan.spec.difficulties[-1]
+    transfer = {(a.scenario, a.attack, a.difficulty): a for a in plan.attacks if a.threat == TRANSFER}
+    rates: dict[str, Rate] = {}
+    for a in work.attacks_to_run:
+        ref = transfer.get((a.scenario, a.attack, last))
+        here = transfer.get((a.scenario, a.attack, a.difficulty))
+        if a.threat == TRANSFER or a.difficulty == last or ref is None or here is None:
+            rates[a.perturbation_id] = c.attack_rate(a)
+            continue
+        at_last = next(b for b in plan.attacks if (b.scenario, b.attack, b.surrogate_model, b.threat, b.difficulty)
+                       == (a.scenario, a.attack, a.surrogate_model, a.threat, last))
+        base, ref_rate, here_rate = c.attack_rate(at_last), c.attack_rate(ref), c.attack_rate(here)
+        total = ref_rate.seconds(10) + ref_rate.clean
+        factor = (here_rate.seconds(10) + here_rate.clean) / total if total > 0 else 1.0
+        rates[a.perturbation_id] = base.scaled(factor)
+    return rates
+
+
+__all__ = ["CALIBRATION_VERSION", "Calibration", "Rate", "cache_path", "calibrate", "gpu_machine", "machine_identity",
+           "measure_startup", "Startup"]

@@ -1,0 +1,259 @@
+"""What a sweep will cost: its work (:class:`~grb_dist.sweep.plan.Work`) priced by a
+:class:`~grb_dist.sweep.calibrate.Calibration` and scheduled on a described cluster, the way
+the runner schedules it (plain Python: no Ray, no torch).
+
+The cost model, in epochs, steps and calls:
+
+* a training task runs ``fixed + epochs * unit`` seconds. Early stopping ends it
+  ``patience`` epochs after its best epoch, which is unknown before training: the forecast
+  assumes the best epoch lands halfway through the epochs early stopping leaves open
+  (``patience + (epochs - patience) / 2`` epochs) and also gives the bound with every
+  epoch run;
+* an attack task (up to :data:`~grb_dist.sweep.plan.ATTACK_BATCH` cells on one surrogate
+  and difficulty) runs its surrogate's clean pass once plus ``fixed + steps * unit`` per cell;
+* a scoring call runs one forward pass per defense it scores plus :data:`CALL_S`.
+
+The schedule replays the runner's order: surrogates first, then training and attack tasks
+alternating, one CPU each (a GPU share on GPU clusters); each Scorer actor serves its calls
+one at a time, on the same cores (its reservation is 0 CPUs), so busy cores share their time
+(processor sharing) when tasks and Scorers ask for more threads than the cluster has.
+Around the schedule: the command's start and loading the graph (timed by the plan itself),
+the driver's imports, starting a local Ray and its workers and stopping it (calibrated:
+:class:`~grb_dist.sweep.calibrate.Startup`), and the reduction at the end (:data:`REDUCE_S`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from grb_dist.core.errors import ConfigError
+from grb_dist.sweep.calibrate import Calibration
+from grb_dist.sweep.plan import ATTACK_BATCH, AttackCell, Plan, ScoreCell, Work
+
+#: Seconds of a scoring call beyond its forward passes (the actor call, assembling the
+#: perturbed graph).
+CALL_S = 0.005
+#: Seconds of the end of a sweep besides stopping Ray: the last rows, the timeline, the
+#: leaderboards.
+REDUCE_S = 1.0
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The cluster a sweep would run on: CPUs, GPUs, whether Ray starts locally, and the
+    torch threads of each task."""
+
+    cpus: float
+    gpus: float = 0.0
+    local: bool = True
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.cpus >= 1:
+            raise ConfigError(f"--cpus must be >= 1, got {self.cpus:g}")
+        if self.gpus < 0:
+            raise ConfigError(f"--gpus must be >= 0, got {self.gpus:g}")
+
+
+@dataclass
+class StageForecast:
+    """One stage: its tasks (models, perturbations, score cells), the task-seconds they
+    cost, when the stage starts and ends in the schedule, and the largest memory one of
+    its tasks holds (above the graph and a worker's own size, which ``peak_task`` adds)."""
+
+    name: str
+    count: int
+    task_seconds: float = 0.0
+    start: float = 0.0
+    end: float = 0.0
+    peak: int = 0
+    upper: float = 0.0  # training: task-seconds with every epoch run
+
+
+@dataclass
+class Forecast:
+    """A sweep's predicted cost: its stages, the time before the first task (loading the
+    graph, starting Ray and the workers), the schedule's length, and the whole command."""
+
+    stages: dict[str, StageForecast]
+    setup: float
+    schedule: float
+    total: float
+    upper: float  # the total with every training running all its epochs
+    cluster: Cluster
+    worker_bytes: int
+    graph_bytes: int
+    notes: list[str] = field(default_factory=list)
+
+    def peak_task(self, stage: str) -> int:
+        """The resident memory of the stage's largest task: a worker, the graph, its work."""
+        s = self.stages[stage]
+        return self.worker_bytes + self.graph_bytes + s.peak if s.count else 0
+
+
+def expected_epochs(train: dict[str, Any]) -> float:
+    """Epochs a training is expected to run (see the module's cost model)."""
+    epochs, patience = int(train.get("epochs", 200)), int(train.get("patience", 0) or 0)
+    if patience <= 0 or patience >= epochs:
+        return float(epochs)
+    return min(float(epochs), patience + 1 + (epochs - patience) / 2)
+
+
+def _steps(cell: AttackCell) -> int:
+    return int(cell.params.get("steps", 0) or 0)
+
+
+def forecast(plan: Plan, work: Work, calibration: Calibration, cluster: Cluster, *, load_seconds: float = 0.0,
+             graph_bytes: int = 0, stored: frozenset[str] = frozenset(), n_scorers: int = 0) -> Forecast:
+    """The predicted cost of ``work`` on ``cluster``: ``stored`` are the file stems of the
+    models the run already holds (loaded, not trained); ``load_seconds`` how long loading
+    the graph took and ``graph_bytes`` its size; ``n_scorers``: Scorer actors (0 = the
+    runner's default)."""
+    cal = calibration
+    to_train = [t for t in work.models if t.file_stem not in stored]
+    epochs = {t.file_stem: expected_epochs(dict(t.train)) for t in to_train}
+    train_s = {t.file_stem: cal.train[t.file_stem].seconds(epochs[t.file_stem]) for t in to_train}
+    upper_s = sum(cal.train[t.file_stem].seconds(int(t.train.get("epochs", 200))) for t in to_train)
+    stages = {
+        "train": StageForecast("train", len(to_train), sum(train_s.values()),
+                               peak=max((cal.train[t.file_stem].peak for t in to_train), default=0), upper=upper_s),
+        "attack": StageForecast("attack", len(work.attacks_to_run),
+                                peak=max((cal.attack[a.perturbation_id].peak for a in work.attacks_to_run), default=0)),
+        "score": StageForecast("score", len(work.todo),
+                               peak=max((cal.score[c.defense].peak for c in work.todo), default=0)),
+    }
+    schedule = _Schedule(plan, work, cal, cluster, train_s, stored, n_scorers, stages).run()
+    up = cal.startup
+    setup = load_seconds + up.driver_import + (up.ray_start if cluster.local else 0.0) + up.workers
+    total = setup + schedule + REDUCE_S + (up.shutdown if cluster.local else 0.0)
+    upper = total + max(0.0, upper_s - stages["train"].task_seconds) / max(1.0, cluster.cpus)
+    notes = []
+    if to_train:
+        notes.append("training assumes early stopping halfway through the epochs patience leaves open; "
+                     "with every epoch run it is at most the upper figure")
+    return Forecast(stages, setup, schedule, total, max(total, upper), cluster, up.worker_bytes, graph_bytes, notes)
+
+
+class _Schedule:
+    """An event simulation of the runner (see the module docstring)."""
+
+    def __init__(self, plan: Plan, work: Work, cal: Calibration, cluster: Cluster, train_s: dict[str, float],
+                 stored: frozenset[str], n_scorers: int, stages: dict[str, StageForecast]) -> None:
+        self.cal, self.cluster, self.stages = cal, cluster, stages
+        self.slots = int(cluster.cpus) if not cluster.gpus else max(1, min(int(cluster.cpus), int(cluster.gpus * 4)))
+        self.threads = cluster.threads
+        self.ready = set(stored) | {t.file_stem for t in work.models if t.file_stem in stored}
+        self.train_queue = [t for t in work.models if t.file_stem not in stored]
+        self.train_s = train_s
+        self.attack_queue = list(work.attacks_to_run)
+        stem_of = {t.name: t.file_stem for t in plan.targets}
+        self.stem_of = stem_of
+        defenses = sorted({c.defense for c in work.todo})
+        n = n_scorers or max(1, int(cluster.gpus) if cluster.gpus else int(cluster.cpus) // 2)
+        n = max(1, min(n, len(defenses) or 1))
+        self.holder = {d: i % n for i, d in enumerate(defenses)}
+        self.scorer_queue: list[list[float]] = [[] for _ in range(n)]
+        self.scorer_busy = [False] * n
+        # score cells by perturbation and difficulty; cells waiting for their defense
+        self.by_pert: dict[str | None, list[ScoreCell]] = {}
+        for c in work.todo:
+            self.by_pert.setdefault(c.perturbation_id, []).append(c)
+        self.waiting: dict[str, list[tuple[str | None, ScoreCell]]] = {}
+        self.running: list[list[Any]] = []  # [remaining seconds, kind, payload]
+        self.tasks = {"train": 0, "attack": 0}
+        self.now = 0.0
+        self.started: set[str] = set()
+        stored_perts = {a.perturbation_id for a in work.attacks_needed} - {a.perturbation_id for a in work.attacks_to_run}
+        for pid in [None, *sorted(stored_perts)]:
+            if pid in self.by_pert:
+                self.perturbation_done(pid)
+
+    # -- events
+    def perturbation_done(self, pid: str | None) -> None:
+        groups: dict[tuple[int, str], float] = {}
+        for c in self.by_pert.get(pid, []):
+            if self.stem_of[c.defense] in self.ready:
+                key = (self.holder[c.defense], c.difficulty)
+                groups[key] = groups.get(key, CALL_S) + self.cal.score[c.defense].fixed
+            else:
+                self.waiting.setdefault(c.defense, []).append((pid, c))
+        for (i, _), seconds in groups.items():
+            self.scorer_queue[i].append(seconds)
+
+    def model_done(self, stem: str) -> None:
+        self.ready.add(stem)
+        for defense, stem_d in self.stem_of.items():
+            if stem_d != stem:
+                continue
+            groups: dict[tuple[str | None, str], float] = {}
+            for pid, c in self.waiting.pop(defense, []):
+                groups[(pid, c.difficulty)] = groups.get((pid, c.difficulty), CALL_S) + self.cal.score[defense].fixed
+            self.scorer_queue[self.holder[defense]].extend(groups.values())
+
+    def next_work(self) -> tuple[str, Any, float] | None:
+        ready = next((a for a in self.attack_queue if a.surrogate_model in self.ready
+                      and (a.labels_from or a.surrogate_model) in self.ready), None)
+        if self.train_queue and (ready is None or self.tasks["train"] <= self.tasks["attack"]):
+            t = self.train_queue.pop(0)
+            return "train", t.file_stem, self.train_s[t.file_stem]
+        if ready is None:
+            return None
+        same = [b for b in self.attack_queue if (b.surrogate_model, b.labels_from, b.difficulty)
+                == (ready.surrogate_model, ready.labels_from, ready.difficulty)]
+        batch = same[:max(1, min(ATTACK_BATCH, len(same) // max(1, int(self.cluster.cpus))))]
+        for b in batch:
+            self.attack_queue.remove(b)
+        rates = [self.cal.attack[b.perturbation_id] for b in batch]
+        seconds = rates[0].clean + sum(r.seconds(_steps(b)) for r, b in zip(rates, batch))
+        self.stages["attack"].task_seconds += seconds
+        return "attack", batch, seconds
+
+    def mark(self, stage: str) -> None:
+        s = self.stages[stage]
+        if stage not in self.started:
+            self.started.add(stage)
+            s.start = self.now
+        s.end = self.now
+
+    def run(self) -> float:
+        while True:
+            while self.tasks["train"] + self.tasks["attack"] < self.slots:
+                job = self.next_work()
+                if job is None:
+                    break
+                kind, payload, seconds = job
+                self.tasks[kind] += 1
+                self.mark(kind)
+                self.running.append([seconds, kind, payload])
+            for i, queue in enumerate(self.scorer_queue):
+                if not self.scorer_busy[i] and queue:
+                    seconds = queue.pop(0)
+                    self.scorer_busy[i] = True
+                    self.stages["score"].task_seconds += seconds
+                    self.mark("score")
+                    self.running.append([seconds, "score", i])
+            if not self.running:
+                return self.now
+            demand = self.threads * len(self.running)
+            rate = 1.0 if self.cluster.gpus else min(1.0, self.cluster.cpus / demand)
+            step = min(r[0] for r in self.running) / rate
+            self.now += step
+            finished = [r for r in self.running if r[0] <= step * rate + 1e-12]
+            self.running = [r for r in self.running if r[0] > step * rate + 1e-12]
+            for r in self.running:
+                r[0] -= step * rate
+            for _, kind, payload in finished:
+                self.mark(kind)
+                if kind == "train":
+                    self.tasks["train"] -= 1
+                    self.model_done(payload)
+                elif kind == "attack":
+                    self.tasks["attack"] -= 1
+                    for a in payload:
+                        self.perturbation_done(a.perturbation_id)
+                else:
+                    self.scorer_busy[payload] = False
+
+
+__all__ = ["CALL_S", "Cluster", "Forecast", "REDUCE_S", "StageForecast", "expected_epochs", "forecast"]
