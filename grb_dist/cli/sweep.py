@@ -270,10 +270,15 @@ def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashb
 
     spec = prepared.spec
     status = base.err_console.status("calibrating") if base.err_console.is_terminal else None
-    if status is None:
+    if status is None:  # a pipe: a line now, then one whenever a measurement starts 5 s after the last line
         base.err_console.print("calibrating on this machine (a few epochs and steps of each kind of task) ...",
                                highlight=False)
-        step = None
+        last = [time.perf_counter()]
+
+        def step(what: str) -> None:
+            if time.perf_counter() - last[0] >= 5.0:
+                last[0] = time.perf_counter()
+                base.err_console.print(f"calibrating: {what}", highlight=False, markup=False)
     else:
         status.start()
         step = lambda what: status.update(f"calibrating: {what}")  # noqa: E731
@@ -289,15 +294,18 @@ def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashb
            f"{plural(len(prepared.plan.scores), 'cell')}, {len(work.todo):,} to compute -> {prepared.run_dir} "
            "(nothing computed or written)")
     print_(f"cluster: {cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs, {plural(cluster.threads, 'thread')} per task "
-           f"({where if not cluster.gpus or gpu_kind is None else gpu_kind}); calibrated on {cal.machine['device']} "
-           f"({cal.machine['processor']}) in {_duration(cal.seconds)}: {cal.measured} figures measured, the others "
-           "from the cache")
+           f"({where if not cluster.gpus or gpu_kind is None else gpu_kind}); calibration on {cal.machine['device']} "
+           f"({cal.machine['processor']}): "
+           + (f"{plural(cal.measured, 'figure')} measured in {_duration(cal.seconds)}"
+              + (f", {cal.reused:,} from the cache" if cal.reused else "") if cal.measured
+              else "every figure from the cache"))
     if not work.todo:
         print_("nothing to compute: every cell of this job is stored")
         return
     s = fc.stages
-    rows = [("train", f"{plural(s['train'].count, 'model')}",
-             f"{_duration(s['train'].task_seconds)} (at most {_duration(s['train'].upper)})"),
+    more = s["train"].upper > s["train"].task_seconds * 1.005
+    rows = [("train", f"{plural(s['train'].count, 'model')}", _duration(s["train"].task_seconds)
+             + (f" (at most {_duration(s['train'].upper)})" if more else "")),
             ("attack", f"{plural(s['attack'].count, 'perturbation')}", _duration(s["attack"].task_seconds)),
             ("score", f"{plural(s['score'].count, 'cell')}", _duration(s["score"].task_seconds))]
     print_("")
@@ -312,8 +320,9 @@ def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashb
     print_("")
     print_(f"predicted wall time: {_duration(fc.total)}" + (
         f" (at most {_duration(fc.upper)} if no training stops early)" if fc.upper > fc.total * 1.005 else ""))
-    for note in fc.notes:
-        print_(f"note: {note}")
+    if more:
+        for note in fc.notes:
+            print_(f"note: {note}")
 
 
 def _duration(seconds: float) -> str:

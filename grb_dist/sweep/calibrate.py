@@ -5,13 +5,18 @@ Each kind of work is measured where it runs: a training task on a fresh model, a
 its surrogate (or, for an adaptive cell, on the defense it attacks), a scoring call on a
 held defense. Costs are linear in what the job sets (:class:`Rate`):
 
-* training: ``fixed + epochs * unit``: an untimed 1-epoch run (first calls allocate), then
-  two timed runs of a few epochs (:func:`_counts`: 1 and 2 on a large graph, up to 10 and
-  40 on a small one), early stopping off;
+* training: ``fixed + epochs * unit``: a 1-epoch run (first calls allocate: untimed on a
+  small graph, the first point on a large one), then timed runs of a few epochs
+  (:func:`_counts`: 1 and 2 on a large graph, up to 10 and 40 on a small one), early
+  stopping off;
 * an attack: ``clean + fixed + steps * unit``: ``clean`` is the surrogate's clean pass, which
   the cells of one attack task share; measured as a cold 1-step run, then two warm runs of a
   few steps;
-* scoring: one forward pass of a defense on the graph (the best of three).
+* scoring: one forward pass of a defense on freshly assembled tensors of a perturbed graph
+  (the best of two), plus assembling them once per call;
+* sharing the machine: the surrogate's training timed alone and in as many forked
+  processes at once as the sweep runs tasks on this machine's cores: tasks that share
+  memory bandwidth and caches run slower than alone.
 
 Alongside the time, the peak resident memory of each measurement above the process's own
 (sampled every 2 ms) bounds the task's memory from below. Adaptive attacks are measured on
@@ -39,7 +44,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from grb_dist.core.config import canonical_json
-from grb_dist.core.errors import ConfigError
+from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.core.fileio import write_bytes
 from grb_dist.core.names import TRANSFER
 from grb_dist.core.version import __version__
@@ -53,6 +58,10 @@ CALIBRATION_VERSION = 1
 #: 2 to 40 epochs or steps: short ones are noise on a small graph, long ones a waste on a
 #: large one.
 RUN_S = 0.3
+
+
+#: A first run longer than this (seconds) is a large graph's: it is timed, not repeated.
+LARGE_S = 1.0
 
 
 def _counts(one: float) -> tuple[int, int]:
@@ -82,15 +91,18 @@ class Rate:
 @dataclass
 class Calibration:
     """The rates of every model, attack shape and defense of a plan's work, on one machine,
-    and what Ray costs around them (``startup``); ``measured``: how many figures were measured now (the others
-    came from the cache); ``seconds``: how long measuring took."""
+    and what Ray costs around them (``startup``); ``measured`` / ``reused``: how many
+    figures were measured now / read from the cache; ``seconds``: how long measuring took."""
 
     machine: dict[str, Any]
     train: dict[str, Rate]  # model file stem -> rate per epoch
     attack: dict[str, Rate]  # perturbation id -> rate per step
     score: dict[str, Rate]  # defense -> seconds of one forward pass (``fixed``)
     startup: Startup
+    perturb: dict[str, Rate] = dataclasses.field(default_factory=dict)  # scenario -> assembling a perturbed graph
+    contention: Rate = Rate(1.0, 1.0, 0)  # slowdown (``fixed``) with ``unit`` tasks at once
     measured: int = 0
+    reused: int = 0
     seconds: float = 0.0
 
 
@@ -129,6 +141,11 @@ def _read_cache(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _entries(path: Path) -> dict[str, Any]:
+    entries = _read_cache(path).get("entries")
+    return dict(entries) if isinstance(entries, dict) else {}
 
 
 def _rate(entry: Any) -> Rate | None:
@@ -222,7 +239,12 @@ def measure_startup(cpus: int, dashboard: bool | None) -> Startup:
     code = ("import json, time; t = time.perf_counter(); import torch; from grb_dist.sweep import ray_edge; "
             f"print(json.dumps({{'driver_import': time.perf_counter() - t}})); "
             f"ray_edge.startup_report({int(cpus)}, {dashboard!r})")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        last = (str(exc.stderr or "").strip().splitlines() or [str(exc)])[-1][:200]
+        raise GrbDistError(f"could not start a local Ray to time its start-up ({last}); "
+                           "check that `grb-dist sweep` runs on this machine") from None
     lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     merged = {k: v for line in lines for k, v in line.items()}
     return Startup(float(merged["driver_import"]), float(merged["ray_start"]), float(merged["workers"]),
@@ -246,10 +268,13 @@ class _Calibrator:
         self.elsewhere = machine is not None  # another machine's figures: read, never measured here
         self.machine = dict(machine) if machine is not None else machine_identity(device, threads)
         self.path = cache_path(self.machine)
-        self.cache = _read_cache(self.path).get("entries", {})
+        self.cache = _entries(self.path)
         self.tasks = {t.file_stem: t for t in plan.models}
         self.models: dict[str, Any] = {}  # file stem -> a briefly trained model
+        self.perturbation: Any = None  # the last one an attack made (what scoring is timed on)
+        self.perturbation_scenario = ""
         self.measured = 0
+        self.reused = 0
 
     # -- keys: what each figure depends on
     def model_key(self, task: ModelTask) -> str:
@@ -267,8 +292,11 @@ class _Calibrator:
     def startup(self, cpus: int, dashboard: bool | None) -> Startup:
         key = f"startup:{cpus}:{dashboard}"
         try:
-            return Startup(**self.cache[key])
-        except (KeyError, TypeError):
+            found = Startup(**{k: float(v) for k, v in self.cache[key].items() if k != "worker_bytes"},
+                            worker_bytes=int(self.cache[key]["worker_bytes"]))
+            self.reused += 1
+            return found
+        except (KeyError, TypeError, ValueError, AttributeError):
             pass
         if self.elsewhere:
             self._missing()
@@ -276,6 +304,7 @@ class _Calibrator:
         found = measure_startup(cpus, dashboard)
         self.cache[key] = dataclasses.asdict(found)
         self.measured += 1
+        self.save()
         return found
 
     def _missing(self) -> None:
@@ -286,12 +315,14 @@ class _Calibrator:
 
     def cached(self, key: str, measure: Callable[[], Rate]) -> Rate:
         rate = _rate(self.cache.get(key))
+        self.reused += rate is not None
         if rate is None and self.elsewhere:
             self._missing()
         if rate is None:
             rate = measure()
             self.cache[key] = dataclasses.asdict(rate)
             self.measured += 1
+            self.save()  # figure by figure: an interrupted calibration keeps what it measured
         return rate
 
     # -- measurements
@@ -312,9 +343,10 @@ class _Calibrator:
     def train_rate(self, task: ModelTask) -> Rate:
         def measure() -> Rate:
             self.on_step(f"training {task.name}")
-            warm = self._train(task, 1)  # first calls allocate and compile: not timed
+            warm = self._train(task, 1)  # first calls allocate and compile: untimed on a small graph
             epochs = _counts(warm[0])
-            runs = [self._train(task, e) for e in epochs]
+            # on a large graph the first epoch's extra is noise next to it: it is the first point
+            runs = [warm if warm[0] > LARGE_S else self._train(task, epochs[0]), self._train(task, epochs[1])]
             return _fit(epochs, (runs[0][0], runs[1][0]), max(p for _, p in (warm, *runs)))
 
         return self.cached(self.model_key(task), measure)
@@ -332,8 +364,9 @@ class _Calibrator:
 
             def run(steps: int) -> tuple[float, int]:
                 cell = dataclasses.replace(a, params={**a.params, "steps": steps})
-                seconds, peak, _ = _timed(lambda: attack_task(self.graph, cell, model, device=self.device,
-                                                              cache=cache, labels=labels))
+                seconds, peak, result = _timed(lambda: attack_task(self.graph, cell, model, device=self.device,
+                                                                   cache=cache, labels=labels))
+                self.perturbation, self.perturbation_scenario = result.perturbation, a.scenario
                 return seconds, peak
 
             cold, warm = run(1), run(1)  # the cold run computes the shared clean pass
@@ -344,28 +377,99 @@ class _Calibrator:
         return self.cached(self.attack_key(a), measure)
 
     def score_rate(self, defense: str) -> Rate:
+        """One forward pass of ``defense`` on a perturbed graph it has not seen (a sweep's
+        every call; models that pre-process the graph do it again), the best of two."""
         task = next(t for t in self.plan.targets if t.name == defense)
 
         def measure() -> Rate:
             from grb_dist.evaluation.evaluate import predict_tensors
-            from grb_dist.models.tensors import graph_tensors
 
             self.on_step(f"scoring {defense}")
             model = self.model(task.file_stem)
-            tensors = graph_tensors(self.graph, self.device)
-            runs = [_timed(lambda: predict_tensors(model, tensors)) for _ in range(3)]
+            runs = []
+            for _ in range(2):
+                tensors = self._perturbed()
+                runs.append(_timed(lambda: predict_tensors(model, tensors)))
             return Rate(min(s for s, _, _ in runs), 0.0, max(p for _, p, _ in runs))
 
-        return self.cached("score:" + self.model_key(task), measure)
+        return self.cached("forward:" + self.model_key(task), measure)
+
+    def _perturbed(self) -> Any:
+        """Fresh tensors of the graph with the last perturbation the calibration made."""
+        from grb_dist.models.tensors import graph_tensors, perturb_tensors
+
+        return perturb_tensors(graph_tensors(self.graph, self.device), self.perturbation)
+
+    def perturb_rate(self, scenario: str) -> Rate:
+        """Assembling a perturbed graph (once per scoring call), the best of two."""
+        def measure() -> Rate:
+            if self.perturbation is None or self.perturbation_scenario != scenario:
+                from grb_dist.sweep.worker import attack_task
+
+                cell = next(a for a in self.plan.attacks if a.scenario == scenario and a.threat == TRANSFER)
+                cell = dataclasses.replace(cell, params={**cell.params, "steps": 1})  # one step of one attack
+                self.perturbation = attack_task(self.graph, cell, self.model(cell.surrogate_model),
+                                                device=self.device).perturbation
+                self.perturbation_scenario = scenario
+            runs = [_timed(self._perturbed) for _ in range(2)]
+            return Rate(min(s for s, _, _ in runs), 0.0, max(p for _, p, _ in runs))
+
+        return self.cached(f"perturb:{self.fingerprint}:{scenario}", measure)
+
+    def contention(self, cpus: int) -> Rate:
+        """How much slower a task runs while ``cpus`` tasks run at once on this machine's
+        cores (memory bandwidth and caches are shared): the surrogate's training epochs
+        timed alone and in ``cpus`` forked processes at once; ``fixed``: the slowdown,
+        ``unit``: the number of processes (1 where fork is not available)."""
+        import multiprocessing
+
+        task = self.plan.surrogates[0]
+        if cpus < 2 or "fork" not in multiprocessing.get_all_start_methods():
+            return Rate(1.0, 1.0, 0)
+
+        def measure() -> Rate:
+            self.on_step(f"{cpus} tasks at once")
+            self.model(task.file_stem)
+            alone = self._train(task, 1)[0]
+            epochs = max(1, min(40, round(RUN_S / max(alone, 1e-6))))
+            alone = self._train(task, epochs)[0]
+            together = _at_once(lambda: self._train(task, epochs)[0], cpus)
+            return Rate(max(1.0, sorted(together)[len(together) // 2] / alone), float(cpus), 0)
+
+        return self.cached(f"contention:{self.model_key(task)}:{cpus}", measure)
 
     def save(self) -> None:
         if not self.measured or self.elsewhere:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            write_bytes(canonical_json({"machine": self.machine, "entries": self.cache}).encode(), self.path)
+            merged = {**_entries(self.path), **self.cache}  # another plan's figures too
+            write_bytes(canonical_json({"machine": self.machine, "entries": merged}).encode(), self.path)
         except OSError:  # a cache that cannot be written costs a calibration next time, nothing else
             pass
+
+
+def _at_once(fn: Callable[[], float], n: int) -> list[float]:
+    """``fn()`` in ``n`` forked processes started together (they share this process's
+    memory: nothing is copied to them); what each returned."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    results = ctx.SimpleQueue()
+    start = ctx.Barrier(n)
+
+    def child() -> None:
+        start.wait()
+        results.put(float(fn()))
+
+    procs = [ctx.Process(target=child, daemon=True) for _ in range(n)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=600)
+    if any(proc.exitcode != 0 for proc in procs):
+        raise GrbDistError("a calibration process failed; run --plan again (or report it)")
+    return [results.get() for _ in range(n)]
 
 
 def _to_model(graph: Any, task: ModelTask, state_dict: Mapping[str, Any], device: str) -> Any:
@@ -395,10 +499,12 @@ def calibrate(plan: Plan, work: Work, graph: Any, fingerprint: str, *, device: s
         train = {t.file_stem: c.train_rate(t) for t in work.models}
         attack = _attack_rates(c, plan, work)
         score = {d: c.score_rate(d) for d in sorted({cell.defense for cell in work.todo})}
+        perturb = {sc: c.perturb_rate(sc) for sc in sorted({cell.scenario for cell in work.todo})}
+        busy = c.contention(max(1, min(int(cpus), os.cpu_count() or 1)))
     finally:
         torch.set_num_threads(before)
-        c.save()
-    return Calibration(c.machine, train, attack, score, startup, c.measured, time.perf_counter() - start)
+    return Calibration(c.machine, train, attack, score, startup, perturb, busy, c.measured, c.reused,
+                       time.perf_counter() - start)
 
 
 def _attack_rates(c: _Calibrator, plan: Plan, work: Work) -> dict[str, Rate]:

@@ -11,12 +11,15 @@ The cost model, in epochs, steps and calls:
   epoch run;
 * an attack task (up to :data:`~grb_dist.sweep.plan.ATTACK_BATCH` cells on one surrogate
   and difficulty) runs its surrogate's clean pass once plus ``fixed + steps * unit`` per cell;
-* a scoring call runs one forward pass per defense it scores plus :data:`CALL_S`.
+* a scoring call assembles the perturbed graph once and runs one forward pass per defense
+  it scores, plus :data:`CALL_S`.
 
 The schedule replays the runner's order: surrogates first, then training and attack tasks
 alternating, one CPU each (a GPU share on GPU clusters); each Scorer actor serves its calls
 one at a time, on the same cores (its reservation is 0 CPUs), so busy cores share their time
-(processor sharing) when tasks and Scorers ask for more threads than the cluster has.
+(processor sharing) when tasks and Scorers ask for more threads than the cluster has, and
+jobs running side by side are slowed by the calibrated contention (shared memory bandwidth
+and caches).
 Around the schedule: the command's start and loading the graph (timed by the plan itself),
 the driver's imports, starting a local Ray and its workers and stopping it (calibrated:
 :class:`~grb_dist.sweep.calibrate.Startup`), and the reduction at the end (:data:`REDUCE_S`).
@@ -170,12 +173,17 @@ class _Schedule:
                 self.perturbation_done(pid)
 
     # -- events
+    def call_s(self, c: ScoreCell) -> float:
+        """A scoring call's own seconds: the actor call and assembling the perturbed graph."""
+        perturb = self.cal.perturb.get(c.scenario)
+        return CALL_S + (perturb.fixed if perturb is not None and c.perturbation_id is not None else 0.0)
+
     def perturbation_done(self, pid: str | None) -> None:
         groups: dict[tuple[int, str], float] = {}
         for c in self.by_pert.get(pid, []):
             if self.stem_of[c.defense] in self.ready:
                 key = (self.holder[c.defense], c.difficulty)
-                groups[key] = groups.get(key, CALL_S) + self.cal.score[c.defense].fixed
+                groups[key] = groups.get(key, self.call_s(c)) + self.cal.score[c.defense].fixed
             else:
                 self.waiting.setdefault(c.defense, []).append((pid, c))
         for (i, _), seconds in groups.items():
@@ -188,7 +196,7 @@ class _Schedule:
                 continue
             groups: dict[tuple[str | None, str], float] = {}
             for pid, c in self.waiting.pop(defense, []):
-                groups[(pid, c.difficulty)] = groups.get((pid, c.difficulty), CALL_S) + self.cal.score[defense].fixed
+                groups[(pid, c.difficulty)] = groups.get((pid, c.difficulty), self.call_s(c)) + self.cal.score[defense].fixed
             self.scorer_queue[self.holder[defense]].extend(groups.values())
 
     def next_work(self) -> tuple[str, Any, float] | None:
@@ -208,6 +216,14 @@ class _Schedule:
         seconds = rates[0].clean + sum(r.seconds(_steps(b)) for r, b in zip(rates, batch))
         self.stages["attack"].task_seconds += seconds
         return "attack", batch, seconds
+
+    def slowdown(self, running: int) -> float:
+        """How much slower each of ``running`` jobs runs than alone: the calibrated
+        slowdown of ``k`` tasks at once, interpolated from none for one job."""
+        factor, k = self.cal.contention.fixed, int(self.cal.contention.unit)
+        if self.cluster.gpus or k < 2 or running < 2:
+            return 1.0
+        return 1.0 + (factor - 1.0) * min(running - 1, k - 1) / (k - 1)
 
     def mark(self, stage: str) -> None:
         s = self.stages[stage]
@@ -235,8 +251,8 @@ class _Schedule:
                     self.running.append([seconds, "score", i])
             if not self.running:
                 return self.now
-            demand = self.threads * len(self.running)
-            rate = 1.0 if self.cluster.gpus else min(1.0, self.cluster.cpus / demand)
+            rate = 1.0 if self.cluster.gpus else min(1.0, self.cluster.cpus / (self.threads * len(self.running)))
+            rate /= self.slowdown(len(self.running))
             step = min(r[0] for r in self.running) / rate
             self.now += step
             finished = [r for r in self.running if r[0] <= step * rate + 1e-12]

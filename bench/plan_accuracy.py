@@ -1,0 +1,111 @@
+"""How well ``grb-dist sweep --plan`` predicts a sweep: predicted vs measured wall time.
+
+For each case, runs the real commands one after the other on an otherwise idle machine:
+``grb-dist sweep ... --plan`` (its calibration cached by an earlier call, so the figures it
+prints are the plan's own), then the same sweep into a fresh run directory, timed from the
+outside. The measured phases come from the run's timeline: setup (command start to the first
+task's start), the schedule (first task's start to the last result) and the end (to the
+command's exit). Prints one Markdown row per case with the error of the total
+(``predicted / measured - 1``).
+
+    python bench/plan_accuracy.py --out /tmp/plan                  # the four cases
+    python bench/plan_accuracy.py --out /tmp/plan --cases default
+
+Cases: ``default`` (the embedded default job), ``cora-injection`` and ``cora-modification``
+(cora-legacy in the GRB layout, found beside the checkout, with the grb-cora job: its 23
+defenses and GRB budgets, full difficulty, one repeat), ``flickr`` (the calibrated
+csbm-grb-flickr twin, 89k nodes: its shipped job, 20 steps, full difficulty, one repeat,
+six defenses, 40 epochs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CORA = ROOT.parent / "shared" / "datasets" / "grb-format" / "cora-legacy"
+CORA_JOB = ["--dataset", str(CORA), "--job", str(ROOT / "grb_dist" / "jobs" / "grb-cora.yaml"),
+            "--difficulties", "full", "--repeats", "1"]
+CASES = {
+    "default": [],
+    "cora-injection": [*CORA_JOB, "--scenario", "injection"],
+    "cora-modification": [*CORA_JOB, "--scenario", "modification"],
+    "flickr": ["--steps", "20", "--difficulties", "full", "--repeats", "1"],  # and the job below
+}
+#: The flickr case's changes to the shipped csbm-grb-flickr job: six defenses, 40 epochs
+#: (patience 10) instead of 400, so that the run takes minutes here.
+FLICKR = {"train": {"epochs": 40, "patience": 10}, "defenses": ["gcn", "gcn_ln", "sage", "sgc", "rgcn", "gnnguard"]}
+UNITS = {"s": 1, "min": 60, "h": 3600, "d": 86400}
+
+
+def seconds(text: str) -> float:
+    """A duration as ``--plan`` prints it (``12.3 s``, ``4 min 05 s``, ``2 h 10 min``)."""
+    return sum(float(n) * UNITS[u] for n, u in re.findall(r"([\d.]+) (s|min|h|d)\b", text))
+
+
+def predicted(output: str) -> dict[str, float]:
+    total = re.search(r"predicted wall time: (.*?)(?: \(at most|$)", output, re.M)
+    phases = re.search(r"setup (.*?) \+ schedule (.*?) \+ end (.*?) \|", output)
+    if not (total and phases):
+        raise SystemExit(f"no prediction in:\n{output}")
+    return {"total": seconds(total.group(1)), "setup": seconds(phases.group(1)),
+            "schedule": seconds(phases.group(2)), "end": seconds(phases.group(3))}
+
+
+def measured(run: Path, start: float, end: float) -> dict[str, float]:
+    t = pd.concat(pd.read_parquet(f) for f in sorted((run / "timeline").glob("*.parquet")))
+    first, last = t.started.min().timestamp(), t.finished.max().timestamp()
+    return {"total": end - start, "setup": first - start, "schedule": last - first, "end": end - last}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True, help="scratch directory for the run directories")
+    ap.add_argument("--cases", default=",".join(CASES), help="comma list of: " + ", ".join(CASES))
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    exe = str(Path(sys.executable).parent / "grb-dist")
+    rows = []
+    for case in args.cases.split(","):
+        if case.startswith("cora") and not CORA.is_dir():
+            print(f"{case}: skipped, {CORA} not found")
+            continue
+        run = args.out / case
+        shutil.rmtree(run, ignore_errors=True)
+        cmd = [exe, "sweep", *CASES[case], "--no-dashboard", "--out", str(run)]
+        if case == "flickr":
+            job = yaml.safe_load((ROOT / "grb_dist" / "jobs" / "csbm-grb-flickr.yaml").read_text())
+            job["train"].update(FLICKR["train"])
+            job["defenses"] = FLICKR["defenses"]
+            (args.out / "flickr.yaml").write_text(yaml.safe_dump(job))
+            cmd += ["--job", str(args.out / "flickr.yaml")]
+        subprocess.run([*cmd, "--plan"], capture_output=True, text=True, check=True)  # calibrates, caches
+        plan = subprocess.run([*cmd, "--plan"], capture_output=True, text=True, check=True).stdout
+        print(f"$ grb-dist {' '.join(cmd[1:])} --plan\n{plan}", flush=True)
+        pred = predicted(plan)
+        start = time.time()
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        end = time.time()
+        if done.returncode:
+            raise SystemExit(f"{case}: the sweep failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+        meas = measured(run, start, end)
+        rows.append((case, pred, meas))
+        print(f"{case}: predicted {pred['total']:.0f} s, measured {meas['total']:.0f} s", flush=True)
+    print("\n| case | predicted (setup + schedule + end) | measured (setup + schedule + end) | error |")
+    print("|---|---|---|---|")
+    for case, p, m in rows:
+        fmt = lambda d: f"{d['total']:.0f} s ({d['setup']:.0f} + {d['schedule']:.0f} + {d['end']:.0f})"  # noqa: E731
+        print(f"| {case} | {fmt(p)} | {fmt(m)} | {p['total'] / m['total'] - 1:+.0%} |")
+
+
+if __name__ == "__main__":
+    main()

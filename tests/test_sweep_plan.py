@@ -1,0 +1,174 @@
+"""``grb-dist sweep --plan``: the cost model, the schedule it replays, the calibration cache,
+and the command (nothing of the run computed or written)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from grb_dist.cli import app
+from grb_dist.core.errors import ConfigError
+from grb_dist.sweep.calibrate import Calibration, Rate, Startup, cache_path, gpu_machine
+from grb_dist.sweep.forecast import Cluster, expected_epochs, forecast
+from grb_dist.sweep.job import parse_job
+from grb_dist.sweep.plan import needed_work, plan
+from tests.helpers import small
+
+runner = CliRunner()
+FINGERPRINT = "f" * 64
+NO_STARTUP = Startup(0.0, 0.0, 0.0, 0.0, 100)
+
+
+def _plan(**changes):
+    p = plan(parse_job(small(**changes)), FINGERPRINT)
+    return p, needed_work(p, set(), lambda _: False)
+
+
+def _calibration(p, work, *, train, attack, score=0.0) -> Calibration:
+    return Calibration({"device": "cpu"}, {t.file_stem: Rate(0.0, train[t.name], 10) for t in work.models},
+                       {a.perturbation_id: Rate(attack[0], attack[1], 20, attack[2]) for a in work.attacks_to_run},
+                       {c.defense: Rate(score, 0.0, 30) for c in work.todo}, NO_STARTUP)
+
+
+def test_expected_epochs_assume_the_best_epoch_halfway_through_what_patience_leaves_open():
+    assert expected_epochs({"epochs": 200, "patience": 50}) == 50 + 1 + 75
+    assert expected_epochs({"epochs": 100, "patience": 0}) == 100  # no early stopping
+    assert expected_epochs({"epochs": 10, "patience": 50}) == 10  # patience never ends it
+
+
+def test_the_schedule_replays_the_runners_order_on_one_cpu():
+    # one surrogate (gcn, 10 s) and one other defense (mlp, 20 s); the 4 cells of fgsm on the
+    # full difficulty... one difficulty, two repeats: one attack task of both cells
+    p, work = _plan(difficulties=["full"], train={"epochs": 10, "patience": 10}, defenses=["mlp"])
+    cal = _calibration(p, work, train={"gcn": 1.0, "mlp": 2.0}, attack=(1.0, 0.5, 2.0))
+    fc = forecast(p, work, cal, Cluster(cpus=1))
+    s = fc.stages
+    assert (s["train"].count, s["attack"].count, s["score"].count) == (2, 2, 3)
+    # surrogate 0-10, then training and attacks alternate: mlp 10-30, the batch (clean 2 +
+    # 2 x (1 + 2 x 0.5)) 30-36, with scoring calls sharing the one core
+    assert s["train"].start == 0 and s["train"].end == pytest.approx(30)
+    assert s["attack"].task_seconds == pytest.approx(2 + 2 * (1 + 2 * 0.5))
+    assert s["attack"].start == pytest.approx(30)
+    assert fc.schedule == pytest.approx(36 + 3 * 0.005, abs=0.02)
+    assert fc.total == pytest.approx(fc.schedule + 1.0)  # no start-up measured, REDUCE_S at the end
+
+
+def test_two_cpus_run_training_and_attacks_side_by_side():
+    p, work = _plan(difficulties=["full"], train={"epochs": 10, "patience": 10}, defenses=["mlp"])
+    cal = _calibration(p, work, train={"gcn": 1.0, "mlp": 2.0}, attack=(1.0, 0.5, 2.0))
+    one, two = (forecast(p, work, cal, Cluster(cpus=c)) for c in (1, 2))
+    assert two.schedule < one.schedule
+    # gcn 0-10 and mlp 0-20 side by side; the attack batch (8 s) starts when gcn ends
+    assert two.stages["attack"].start == pytest.approx(10)
+    assert two.stages["attack"].end == pytest.approx(18)
+    assert two.schedule == pytest.approx(20, abs=0.05)
+
+
+def test_busy_cores_share_their_time():
+    # more threads than cores: every task runs at the cluster's share
+    p, work = _plan(difficulties=["full"], train={"epochs": 10, "patience": 10}, defenses=["mlp"])
+    cal = _calibration(p, work, train={"gcn": 1.0, "mlp": 1.0}, attack=(0.0, 0.0, 0.0))
+    one = forecast(p, work, cal, Cluster(cpus=2, threads=1))
+    four = forecast(p, work, cal, Cluster(cpus=2, threads=4))
+    assert four.schedule == pytest.approx(one.schedule * 4, rel=0.01)
+
+
+def test_stored_models_are_not_trained_again():
+    p, work = _plan(difficulties=["full"], train={"epochs": 10, "patience": 10}, defenses=["mlp"])
+    cal = _calibration(p, work, train={"gcn": 1.0, "mlp": 2.0}, attack=(1.0, 0.5, 2.0))
+    fc = forecast(p, work, cal, Cluster(cpus=1), stored=frozenset(t.file_stem for t in work.models))
+    assert fc.stages["train"].count == 0
+    assert fc.schedule == pytest.approx(6, abs=0.05)
+
+
+def test_peak_memory_per_task_adds_a_worker_and_the_graph():
+    p, work = _plan()
+    cal = _calibration(p, work, train={"gcn": 1.0, "mlp": 1.0}, attack=(0.0, 0.0, 0.0))
+    fc = forecast(p, work, cal, Cluster(cpus=1), graph_bytes=1000)
+    assert fc.peak_task("train") == 100 + 1000 + 10
+    assert fc.peak_task("attack") == 100 + 1000 + 20
+
+
+@pytest.mark.parametrize("cpus,gpus", [(0, 0), (1, -1)])
+def test_a_cluster_needs_cpus_and_no_negative_gpus(cpus, gpus):
+    with pytest.raises(ConfigError):
+        Cluster(cpus=cpus, gpus=gpus)
+
+
+def test_a_gpu_kind_needs_its_calibration_in_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    with pytest.raises(ConfigError, match="no calibration of a 'h100' GPU"):
+        gpu_machine("h100", 1)
+    machine = {"device": "cuda", "processor": "NVIDIA H100 80GB HBM3", "threads": 1, "version": 1}
+    path = cache_path(machine)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"machine": machine, "entries": {}}))
+    assert gpu_machine("h100", 1) == machine
+    with pytest.raises(ConfigError):
+        gpu_machine("a100", 1)
+
+
+# ------------------------------------------------------------------------------ the command
+
+
+@pytest.fixture
+def tiny_job(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(small()))
+    return job
+
+
+def test_plan_calibrates_once_prints_the_forecast_and_writes_nothing_of_the_run(tiny_job, tmp_path):
+    args = ["sweep", "--job", str(tiny_job), "--out", str(tmp_path / "run"), "--no-dashboard", "--plan"]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert not (tmp_path / "run").exists()
+    out = first.output
+    # the surrogate and two defenses; fgsm x 2 difficulties x 2 repeats; 2 defenses x (2 clean + 4)
+    assert "| train | 3 models |" in out and "| attack | 4 perturbations |" in out and "| score | 12 cells |" in out
+    assert "predicted wall time:" in out
+    cached = list((tmp_path / "cache" / "grb-dist" / "calibration").glob("*.json"))
+    assert len(cached) == 1
+    entries = json.loads(cached[0].read_text())["entries"]
+    # the start-up, 2 models, 2 attack shapes (one per difficulty), 2 defenses' forward pass,
+    # assembling an injected graph, 2 tasks at once (where the machine has 2 cores)
+    assert sum(k.startswith("startup:") for k in entries) == 1
+    assert sum(k.startswith("forward:") for k in entries) == 2
+    assert sum(k.startswith("perturb:") for k in entries) == 1
+    assert len(entries) == 1 + 2 + 2 + 2 + 1 + sum(k.startswith("contention:") for k in entries)
+    second = runner.invoke(app, args)
+    assert second.exit_code == 0, second.output
+    assert "every figure from the cache" in second.output
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--cpus", "4"], "add --plan"),
+    (["--plan", "--gpu-kind", "h100"], "give --gpus"),
+    (["--plan", "--cpus", "0"], "--cpus must be"),
+    (["--plan", "--gpus", "-1"], "--gpus must be"),
+    (["--plan", "--gpus", "1", "--gpu-kind", "../x"], "--gpu-kind must be"),
+    (["--plan", "--gpus", "2", "--gpu-kind", "h100"], "no calibration of a 'h100' GPU"),
+])
+def test_plan_options_are_checked_before_any_work(tiny_job, tmp_path, flags, message):
+    result = runner.invoke(app, ["sweep", "--job", str(tiny_job), "--out", str(tmp_path / "run"), *flags])
+    assert result.exit_code != 0
+    assert message in result.output
+    assert not (tmp_path / "run").exists()
+    assert not (tmp_path / "cache").exists()
+
+
+def test_plan_for_gpus_without_a_gpu_here_asks_for_the_gpu_kind(tiny_job, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: it calibrates on it")
+    result = runner.invoke(app, ["sweep", "--job", str(tiny_job), "--plan", "--cpus", "8", "--gpus", "2"])
+    assert result.exit_code != 0
+    assert "no GPU to calibrate" in result.output
