@@ -33,10 +33,13 @@ def _calibration(p, work, *, train, attack, score=0.0) -> Calibration:
                        {c.defense: Rate(score, 0.0, 30) for c in work.todo}, NO_STARTUP)
 
 
-def test_expected_epochs_assume_the_best_epoch_halfway_through_what_patience_leaves_open():
+def test_expected_epochs_follow_the_surrogates_best_epoch_or_else_halfway():
     assert expected_epochs({"epochs": 200, "patience": 50}) == 50 + 1 + 75
     assert expected_epochs({"epochs": 100, "patience": 0}) == 100  # no early stopping
     assert expected_epochs({"epochs": 10, "patience": 50}) == 10  # patience never ends it
+    # the best epoch measured on the surrogate: patience epochs after it, at most all of them
+    assert expected_epochs({"epochs": 200, "patience": 50}, best_epoch=30) == 30 + 50 + 1
+    assert expected_epochs({"epochs": 200, "patience": 50}, best_epoch=190) == 200
 
 
 def test_the_schedule_replays_the_runners_order_on_one_cpu():
@@ -137,11 +140,13 @@ def test_plan_calibrates_once_prints_the_forecast_and_writes_nothing_of_the_run(
     assert len(cached) == 1
     entries = json.loads(cached[0].read_text())["entries"]
     # the start-up, 2 models, 2 attack shapes (one per difficulty), 2 defenses' forward pass,
-    # assembling an injected graph, 2 tasks at once (where the machine has 2 cores)
+    # assembling an injected graph, the surrogate's best epoch in a full training
     assert sum(k.startswith("startup:") for k in entries) == 1
     assert sum(k.startswith("forward:") for k in entries) == 2
     assert sum(k.startswith("perturb:") for k in entries) == 1
-    assert len(entries) == 1 + 2 + 2 + 2 + 1 + sum(k.startswith("contention:") for k in entries)
+    assert sum(k.startswith("best:") for k in entries) == 1
+    assert len(entries) == 1 + 2 + 2 + 2 + 1 + 1
+    assert "early stopping where it ended the surrogate's training" in out or "at most" not in out
     second = runner.invoke(app, args)
     assert second.exit_code == 0, second.output
     assert "every figure from the cache" in second.output

@@ -14,9 +14,8 @@ held defense. Costs are linear in what the job sets (:class:`Rate`):
   few steps;
 * scoring: one forward pass of a defense on freshly assembled tensors of a perturbed graph
   (the best of two), plus assembling them once per call;
-* sharing the machine: the surrogate's training timed alone and in as many forked
-  processes at once as the sweep runs tasks on this machine's cores: tasks that share
-  memory bandwidth and caches run slower than alone.
+* early stopping: the first surrogate trained in full, when that is short
+  (:data:`FULL_TRAINING_S`): its best epoch stands for every training's.
 
 Alongside the time, the peak resident memory of each measurement above the process's own
 (sampled every 2 ms) bounds the task's memory from below. Adaptive attacks are measured on
@@ -60,6 +59,10 @@ CALIBRATION_VERSION = 1
 RUN_S = 0.3
 
 
+#: The first surrogate is trained in full (to see where early stopping ends the job's
+#: trainings) when that takes at most this long (seconds) by its calibrated rate.
+FULL_TRAINING_S = 120.0
+
 #: A first run longer than this (seconds) is a large graph's: it is timed, not repeated.
 LARGE_S = 1.0
 
@@ -100,7 +103,7 @@ class Calibration:
     score: dict[str, Rate]  # defense -> seconds of one forward pass (``fixed``)
     startup: Startup
     perturb: dict[str, Rate] = dataclasses.field(default_factory=dict)  # scenario -> assembling a perturbed graph
-    contention: Rate = Rate(1.0, 1.0, 0)  # slowdown (``fixed``) with ``unit`` tasks at once
+    best_epoch: int | None = None  # where the first surrogate's full training found its best epoch
     measured: int = 0
     reused: int = 0
     seconds: float = 0.0
@@ -279,8 +282,9 @@ class _Calibrator:
     # -- keys: what each figure depends on
     def model_key(self, task: ModelTask) -> str:
         train = {k: v for k, v in task.train.items() if k not in ("epochs", "patience")}
+        at = {**task.at, "warmup_epochs": 0} if task.at is not None else None  # as timed (see _train)
         return content_hash({"dataset": self.fingerprint, "name": task.name, "params": dict(task.params),
-                             "train": train, "at": task.at})
+                             "train": train, "at": at})
 
     def attack_key(self, a: AttackCell) -> str:
         params = {k: v for k, v in a.params.items() if k not in ("steps", "seed")}
@@ -335,7 +339,10 @@ class _Calibrator:
     def _train(self, task: ModelTask, epochs: int) -> tuple[float, int]:
         from grb_dist.sweep.worker import train_task
 
-        quick = dataclasses.replace(task, train={**task.train, "epochs": epochs, "patience": epochs + 1})
+        # an adversarially trained model attacks from its first epoch here (no clean warm-up
+        # epochs): every timed epoch is one of the attacked epochs that dominate its cost
+        at = {**task.at, "warmup_epochs": 0} if task.at is not None else None
+        quick = dataclasses.replace(task, train={**task.train, "epochs": epochs, "patience": epochs + 1}, at=at)
         seconds, peak, result = _timed(lambda: train_task(self.graph, quick, device=self.device))
         self.models[task.file_stem] = _to_model(self.graph, task, result.state_dict, self.device)
         return seconds, peak
@@ -394,6 +401,22 @@ class _Calibrator:
 
         return self.cached("forward:" + self.model_key(task), measure)
 
+    def best_epoch(self, task: ModelTask) -> int | None:
+        """The epoch of the lowest validation loss of ``task`` trained in full, as the sweep
+        trains it (early stopping on), when that takes at most :data:`FULL_TRAINING_S` by its
+        calibrated rate; else ``None``. It tells how long the job's trainings run."""
+        epochs, patience = int(task.train.get("epochs", 200)), int(task.train.get("patience", 0) or 0)
+        if self.train_rate(task).seconds(epochs) > FULL_TRAINING_S:
+            return None
+
+        def measure() -> Rate:
+            from grb_dist.sweep.worker import train_task
+
+            self.on_step(f"training {task.name} in full (where early stopping ends it)")
+            return Rate(float(train_task(self.graph, task, device=self.device).meta["best_epoch"]), 0.0, 0)
+
+        return int(self.cached(f"best:{self.model_key(task)}:{epochs}:{patience}", measure).fixed)
+
     def _perturbed(self) -> Any:
         """Fresh tensors of the graph with the last perturbation the calibration made."""
         from grb_dist.models.tensors import graph_tensors, perturb_tensors
@@ -416,28 +439,6 @@ class _Calibrator:
 
         return self.cached(f"perturb:{self.fingerprint}:{scenario}", measure)
 
-    def contention(self, cpus: int) -> Rate:
-        """How much slower a task runs while ``cpus`` tasks run at once on this machine's
-        cores (memory bandwidth and caches are shared): the surrogate's training epochs
-        timed alone and in ``cpus`` forked processes at once; ``fixed``: the slowdown,
-        ``unit``: the number of processes (1 where fork is not available)."""
-        import multiprocessing
-
-        task = self.plan.surrogates[0]
-        if cpus < 2 or "fork" not in multiprocessing.get_all_start_methods():
-            return Rate(1.0, 1.0, 0)
-
-        def measure() -> Rate:
-            self.on_step(f"{cpus} tasks at once")
-            self.model(task.file_stem)
-            alone = self._train(task, 1)[0]
-            epochs = max(1, min(40, round(RUN_S / max(alone, 1e-6))))
-            alone = self._train(task, epochs)[0]
-            together = _at_once(lambda: self._train(task, epochs)[0], cpus)
-            return Rate(max(1.0, sorted(together)[len(together) // 2] / alone), float(cpus), 0)
-
-        return self.cached(f"contention:{self.model_key(task)}:{cpus}", measure)
-
     def save(self) -> None:
         if not self.measured or self.elsewhere:
             return
@@ -447,29 +448,6 @@ class _Calibrator:
             write_bytes(canonical_json({"machine": self.machine, "entries": merged}).encode(), self.path)
         except OSError:  # a cache that cannot be written costs a calibration next time, nothing else
             pass
-
-
-def _at_once(fn: Callable[[], float], n: int) -> list[float]:
-    """``fn()`` in ``n`` forked processes started together (they share this process's
-    memory: nothing is copied to them); what each returned."""
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("fork")
-    results = ctx.SimpleQueue()
-    start = ctx.Barrier(n)
-
-    def child() -> None:
-        start.wait()
-        results.put(float(fn()))
-
-    procs = [ctx.Process(target=child, daemon=True) for _ in range(n)]
-    for proc in procs:
-        proc.start()
-    for proc in procs:
-        proc.join(timeout=600)
-    if any(proc.exitcode != 0 for proc in procs):
-        raise GrbDistError("a calibration process failed; run --plan again (or report it)")
-    return [results.get() for _ in range(n)]
 
 
 def _to_model(graph: Any, task: ModelTask, state_dict: Mapping[str, Any], device: str) -> Any:
@@ -500,10 +478,10 @@ def calibrate(plan: Plan, work: Work, graph: Any, fingerprint: str, *, device: s
         attack = _attack_rates(c, plan, work)
         score = {d: c.score_rate(d) for d in sorted({cell.defense for cell in work.todo})}
         perturb = {sc: c.perturb_rate(sc) for sc in sorted({cell.scenario for cell in work.todo})}
-        busy = c.contention(max(1, min(int(cpus), os.cpu_count() or 1)))
+        best = c.best_epoch(plan.surrogates[0]) if any(t.file_stem in train for t in plan.models) else None
     finally:
         torch.set_num_threads(before)
-    return Calibration(c.machine, train, attack, score, startup, perturb, busy, c.measured, c.reused,
+    return Calibration(c.machine, train, attack, score, startup, perturb, best, c.measured, c.reused,
                        time.perf_counter() - start)
 
 

@@ -6,9 +6,9 @@ The cost model, in epochs, steps and calls:
 
 * a training task runs ``fixed + epochs * unit`` seconds. Early stopping ends it
   ``patience`` epochs after its best epoch, which is unknown before training: the forecast
-  assumes the best epoch lands halfway through the epochs early stopping leaves open
-  (``patience + (epochs - patience) / 2`` epochs) and also gives the bound with every
-  epoch run;
+  takes the best epoch of the first surrogate's full training where the calibration could
+  afford it, else assumes it halfway through the epochs patience leaves open, and also
+  gives the bound with every epoch run;
 * an attack task (up to :data:`~grb_dist.sweep.plan.ATTACK_BATCH` cells on one surrogate
   and difficulty) runs its surrogate's clean pass once plus ``fixed + steps * unit`` per cell;
 * a scoring call assembles the perturbed graph once and runs one forward pass per defense
@@ -17,9 +17,9 @@ The cost model, in epochs, steps and calls:
 The schedule replays the runner's order: surrogates first, then training and attack tasks
 alternating, one CPU each (a GPU share on GPU clusters); each Scorer actor serves its calls
 one at a time, on the same cores (its reservation is 0 CPUs), so busy cores share their time
-(processor sharing) when tasks and Scorers ask for more threads than the cluster has, and
-jobs running side by side are slowed by the calibrated contention (shared memory bandwidth
-and caches).
+(processor sharing) when tasks and Scorers ask for more threads than the cluster has. Jobs
+side by side also share memory bandwidth and caches; that is not modelled (on the flickr
+twin two training tasks at once ran 5-50% slower each than alone).
 Around the schedule: the command's start and loading the graph (timed by the plan itself),
 the driver's imports, starting a local Ray and its workers and stopping it (calibrated:
 :class:`~grb_dist.sweep.calibrate.Startup`), and the reduction at the end (:data:`REDUCE_S`).
@@ -95,12 +95,15 @@ class Forecast:
         return self.worker_bytes + self.graph_bytes + s.peak if s.count else 0
 
 
-def expected_epochs(train: dict[str, Any]) -> float:
-    """Epochs a training is expected to run (see the module's cost model)."""
+def expected_epochs(train: dict[str, Any], best_epoch: int | None = None) -> float:
+    """Epochs a training is expected to run: ``patience`` epochs after ``best_epoch``
+    (measured on the first surrogate), or without one, after a best epoch halfway through
+    the epochs that patience leaves open; at most ``epochs``."""
     epochs, patience = int(train.get("epochs", 200)), int(train.get("patience", 0) or 0)
     if patience <= 0 or patience >= epochs:
         return float(epochs)
-    return min(float(epochs), patience + 1 + (epochs - patience) / 2)
+    best = best_epoch if best_epoch is not None else (epochs - patience) / 2
+    return min(float(epochs), best + patience + 1)
 
 
 def _steps(cell: AttackCell) -> int:
@@ -115,7 +118,7 @@ def forecast(plan: Plan, work: Work, calibration: Calibration, cluster: Cluster,
     runner's default)."""
     cal = calibration
     to_train = [t for t in work.models if t.file_stem not in stored]
-    epochs = {t.file_stem: expected_epochs(dict(t.train)) for t in to_train}
+    epochs = {t.file_stem: expected_epochs(dict(t.train), cal.best_epoch) for t in to_train}
     train_s = {t.file_stem: cal.train[t.file_stem].seconds(epochs[t.file_stem]) for t in to_train}
     upper_s = sum(cal.train[t.file_stem].seconds(int(t.train.get("epochs", 200))) for t in to_train)
     stages = {
@@ -132,9 +135,13 @@ def forecast(plan: Plan, work: Work, calibration: Calibration, cluster: Cluster,
     total = setup + schedule + REDUCE_S + (up.shutdown if cluster.local else 0.0)
     upper = total + max(0.0, upper_s - stages["train"].task_seconds) / max(1.0, cluster.cpus)
     notes = []
-    if to_train:
-        notes.append("training assumes early stopping halfway through the epochs patience leaves open; "
-                     "with every epoch run it is at most the upper figure")
+    if to_train and cal.best_epoch is not None:
+        notes.append(f"training assumes early stopping where it ended the surrogate's training (best epoch "
+                     f"{cal.best_epoch}); with every epoch run it is at most the upper figure")
+    elif to_train:
+        notes.append("training assumes early stopping halfway through the epochs patience leaves open (the "
+                     "surrogate's full training was too long to try); with every epoch run it is at most the "
+                     "upper figure")
     return Forecast(stages, setup, schedule, total, max(total, upper), cluster, up.worker_bytes, graph_bytes, notes)
 
 
@@ -217,14 +224,6 @@ class _Schedule:
         self.stages["attack"].task_seconds += seconds
         return "attack", batch, seconds
 
-    def slowdown(self, running: int) -> float:
-        """How much slower each of ``running`` jobs runs than alone: the calibrated
-        slowdown of ``k`` tasks at once, interpolated from none for one job."""
-        factor, k = self.cal.contention.fixed, int(self.cal.contention.unit)
-        if self.cluster.gpus or k < 2 or running < 2:
-            return 1.0
-        return 1.0 + (factor - 1.0) * min(running - 1, k - 1) / (k - 1)
-
     def mark(self, stage: str) -> None:
         s = self.stages[stage]
         if stage not in self.started:
@@ -252,7 +251,6 @@ class _Schedule:
             if not self.running:
                 return self.now
             rate = 1.0 if self.cluster.gpus else min(1.0, self.cluster.cpus / (self.threads * len(self.running)))
-            rate /= self.slowdown(len(self.running))
             step = min(r[0] for r in self.running) / rate
             self.now += step
             finished = [r for r in self.running if r[0] <= step * rate + 1e-12]
