@@ -32,7 +32,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 from torch_geometric.utils import add_remaining_self_loops, degree, remove_self_loops, spmm, to_torch_csr_tensor
 
 from grb_dist.core.errors import ConfigError
@@ -104,19 +103,9 @@ class GaussianConv(nn.Module):
         return spmm(adj_mean, mean), spmm(adj_var, var)
 
     def messages(self, mean, var):
-        """What is propagated: ``(mean * att, var * att * att)`` of the linear maps.
-
-        With gradients on, the element-wise part keeps only its two inputs for the backward
-        pass and recomputes the rest there (activation checkpointing): on a large graph its
-        five N x width intermediates per layer would otherwise double R-GCN's memory, and
-        recomputing them costs element-wise passes only, next to the layer's products."""
-        mean, var = self.lin_mean(mean), self.lin_var(var)
-        if torch.is_grad_enabled() and (mean.requires_grad or var.requires_grad):
-            return checkpoint(self._attend, mean, var, use_reentrant=False)
-        return self._attend(mean, var)
-
-    def _attend(self, mean, var):
-        var = F.relu(var)
+        """What is propagated: ``(mean * att, var * att * att)`` of the linear maps."""
+        mean = self.lin_mean(mean)
+        var = F.relu(self.lin_var(var))
         if self.activate:
             mean = F.elu(mean)
         att = torch.exp(-self.gamma * var)
