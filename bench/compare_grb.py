@@ -110,6 +110,7 @@ import sys
 import tempfile
 import time
 from grb_dist.models.tensors import graph_tensors
+from grb_dist.sweep.calibrate import cpu_model
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -466,16 +467,6 @@ def run_case(name: str, cfg: dict, args, record: dict, work: Path) -> dict:
 
 
 # --------------------------------------------------------------------------- report
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def code_state() -> str:

@@ -40,7 +40,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 from grb_dist.core.config import canonical_json
 from grb_dist.core.errors import ConfigError, GrbDistError
@@ -112,7 +112,8 @@ class Calibration:
 # ------------------------------------------------------------------------------ machine
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """This machine's processor, as the OS names it."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -127,7 +128,7 @@ def machine_identity(device: str, threads: int) -> dict[str, Any]:
     versions of torch and of this package."""
     import torch
 
-    name = torch.cuda.get_device_name(0) if device.startswith("cuda") else _cpu_model()
+    name = torch.cuda.get_device_name(0) if device.startswith("cuda") else cpu_model()
     return {"host": platform.node(), "device": device, "processor": name, "cores": os.cpu_count(),
             "threads": threads, "torch": torch.__version__, "grb_dist": __version__, "version": CALIBRATION_VERSION}
 
@@ -406,7 +407,8 @@ class _Calibrator:
         trains it (early stopping on), when that takes at most :data:`FULL_TRAINING_S` by its
         calibrated rate; else ``None``. It tells how long the job's trainings run."""
         epochs, patience = int(task.train.get("epochs", 200)), int(task.train.get("patience", 0) or 0)
-        if self.train_rate(task).seconds(epochs) > FULL_TRAINING_S:
+        rate = _rate(self.cache.get(self.model_key(task))) or self.train_rate(task)  # counted once
+        if rate.seconds(epochs) > FULL_TRAINING_S:
             return None
 
         def measure() -> Rate:
@@ -507,5 +509,5 @@ def _attack_rates(c: _Calibrator, plan: Plan, work: Work) -> dict[str, Rate]:
     return rates
 
 
-__all__ = ["CALIBRATION_VERSION", "Calibration", "Rate", "cache_path", "calibrate", "gpu_machine", "machine_identity",
+__all__ = ["CALIBRATION_VERSION", "Calibration", "Rate", "cache_path", "calibrate", "cpu_model", "gpu_machine", "machine_identity",
            "measure_startup", "Startup"]
