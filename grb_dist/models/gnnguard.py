@@ -31,7 +31,6 @@ dense matrices.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import torch
@@ -41,7 +40,9 @@ from torch_geometric.utils import remove_self_loops, scatter, softmax
 
 from grb_dist.core.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
-from grb_dist.models.weighted import finish_heads, propagate_attention, weighted_softmax
+from grb_dist.models.weighted import (
+    csr_matrix, csr_structure, finish_heads, propagate, propagate_attention, weighted_softmax,
+)
 
 @dataclass(frozen=True)
 class GNNGuardConfig(ModelConfig):
@@ -76,21 +77,6 @@ class GATGuardConfig(GNNGuardConfig):
             raise ConfigError(f"GATGuard heads must be >= 1, got {self.heads}")
 
 
-def _csr(row: torch.Tensor, col: torch.Tensor, n: int):
-    """CSR structure of the (row, col) pairs and the permutation that sorts them."""
-    perm = torch.argsort(row * n + col, stable=True)
-    counts = torch.bincount(row, minlength=n)
-    crow = torch.zeros(n + 1, dtype=torch.long, device=row.device)
-    crow[1:] = torch.cumsum(counts, 0)
-    return crow, col[perm], perm
-
-
-def _csr_matrix(crow, col, values, n):
-    with warnings.catch_warnings():  # "sparse CSR support is in beta"
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(crow, col, values, (n, n), check_invariants=False)
-
-
 class _EdgeDot(torch.autograd.Function):
     """``out_e = <h[src_e], h[dst_e]>`` for every edge, as a sampled dense-dense product
     (SDDMM, ``torch.sparse.sampled_addmm``) on the edge pattern; the backward pass is two
@@ -99,12 +85,12 @@ class _EdgeDot(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, src, dst):
         n = h.size(0)
-        crow, col, perm = _csr(src, dst, n)
-        pattern = _csr_matrix(crow, col, torch.zeros(col.numel(), dtype=h.dtype, device=h.device), n)
+        crow, col, perm = csr_structure(src, dst, n)
+        pattern = csr_matrix(crow, col, torch.zeros(col.numel(), dtype=h.dtype, device=h.device), n)
         sorted_vals = torch.sparse.sampled_addmm(pattern, h, h.t(), beta=0.0).values()
         out = torch.empty_like(sorted_vals)
         out[perm] = sorted_vals
-        crow_t, col_t, perm_t = _csr(dst, src, n)
+        crow_t, col_t, perm_t = csr_structure(dst, src, n)
         ctx.save_for_backward(h, crow, col, perm, crow_t, col_t, perm_t)
         return out
 
@@ -114,8 +100,8 @@ class _EdgeDot(torch.autograd.Function):
         n = h.size(0)
         g = grad.contiguous()
         # d out_e / d h[src] = h[dst], d out_e / d h[dst] = h[src]
-        gh = torch.sparse.mm(_csr_matrix(crow, col, g[perm], n), h)
-        gh = gh + torch.sparse.mm(_csr_matrix(crow_t, col_t, g[perm_t], n), h)
+        gh = torch.sparse.mm(csr_matrix(crow, col, g[perm], n), h)
+        gh = gh + torch.sparse.mm(csr_matrix(crow_t, col_t, g[perm_t], n), h)
         return gh, None, None
 
 
@@ -173,6 +159,14 @@ class GuardGATConv(GATConv):
         return F.dropout(alpha, p=self.dropout, training=self.training)
 
 
+def _weighted_gcn(layer: GCNConv, h: torch.Tensor, edge_index: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``layer`` (a ``GCNConv`` without its own normalisation) on the guard-weighted edges:
+    its linear map, a sparse propagation (:func:`~grb_dist.models.weighted.propagate`: no
+    E x F message tensor, which ``GCNConv``'s message passing would hold) and its bias."""
+    out = propagate(layer.lin(h), edge_index, weight, h.size(0))
+    return out if layer.bias is None else out + layer.bias
+
+
 class GNNGuard(GraphModel):
     """GCN + GNNGuard ("gcnguard" in GRB, registered as ``gnnguard``).
 
@@ -187,7 +181,7 @@ class GNNGuard(GraphModel):
 
     def call_layer(self, i, layer, h, edge_index):
         ei, w = guard_weights(h, edge_index, self.config.threshold, self.config.self_weight)
-        return layer(h, ei, w)
+        return _weighted_gcn(layer, h, ei, w)
 
     def weighted_forward(self, x, edge_index, edge_weight):
         """Eval-mode logits with edge weights: guard weights of the weighted edges, hard
@@ -196,7 +190,7 @@ class GNNGuard(GraphModel):
 
         def call(i, layer, h):
             ei, w = guard_weights(h, edge_index, c.threshold, c.self_weight, edge_weight)
-            return layer(h, ei, w)
+            return _weighted_gcn(layer, h, ei, w)
 
         return self.output(self.run_layers(x, call), edge_index)
 

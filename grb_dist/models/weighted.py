@@ -14,11 +14,13 @@ the weights of node pairs. A model class takes part in two ways:
 This module holds the shared pieces: the weighted propagation operators, the weighted
 softmax of attention layers and :func:`weighted_logits`, which evaluates any model with
 either declaration on an explicit weighted edge list (used by ``<model>_lp``). Everything
-is O(E F): gathers and scatters over the edges, never an N x N matrix.
+is O(E F) time: sparse products and gathers over the edges, never an N x N matrix;
+:func:`propagate` holds no E x F tensor either.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Callable
 
 import torch
@@ -67,11 +69,64 @@ def inv_power(d: torch.Tensor, power: float) -> torch.Tensor:
     return torch.where(d > 0, d.clamp_min(1e-12).pow(-power), torch.zeros_like(d))
 
 
+def csr_structure(row: torch.Tensor, col: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The CSR structure of the ``(row, col)`` pairs of an n x n matrix: ``(crow, col
+    sorted, perm)``, where ``perm`` sorts the pairs (values in CSR order are ``values[perm]``)."""
+    perm = torch.argsort(row * n + col, stable=True)
+    counts = torch.bincount(row, minlength=n)
+    crow = torch.zeros(n + 1, dtype=torch.long, device=row.device)
+    crow[1:] = torch.cumsum(counts, 0)
+    return crow, col[perm], perm
+
+
+def csr_matrix(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, n: int) -> torch.Tensor:
+    """An n x n torch CSR tensor (no invariant checks: the structure comes from
+    :func:`csr_structure`)."""
+    with warnings.catch_warnings():  # "sparse CSR support is in beta"
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(crow, col, values, (n, n), check_invariants=False)
+
+
+class _WeightedSpmm(torch.autograd.Function):
+    """``out = A h`` with ``A[dst_e, src_e] = w_e``, as a sparse-dense product (CSR), with
+    gradients in ``h`` (the transposed product) and in ``w`` (``<grad_out[dst_e],
+    h[src_e]>``, a sampled dense-dense product): no E x F tensor in either direction."""
+
+    @staticmethod
+    def forward(ctx, h, src, dst, weight, n):
+        crow, col, perm = csr_structure(dst, src, n)
+        out = torch.sparse.mm(csr_matrix(crow, col, weight[perm], n), h)
+        ctx.save_for_backward(h, src, dst, weight, crow, col, perm)
+        ctx.n = n
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        h, src, dst, weight, crow, col, perm = ctx.saved_tensors
+        n = ctx.n
+        grad = grad.contiguous()
+        grad_h = grad_w = None
+        if ctx.needs_input_grad[0]:
+            crow_t, col_t, perm_t = csr_structure(src, dst, n)
+            grad_h = torch.sparse.mm(csr_matrix(crow_t, col_t, weight[perm_t], n), grad)
+        if ctx.needs_input_grad[3]:
+            pattern = csr_matrix(crow, col, torch.zeros(col.numel(), dtype=h.dtype, device=h.device), n)
+            sampled = torch.sparse.sampled_addmm(pattern, grad, h.t(), beta=0.0).values()
+            grad_w = torch.empty_like(sampled)
+            grad_w[perm] = sampled
+        return grad_h, None, None, grad_w, None
+
+
 def propagate(h: torch.Tensor, edge_index: torch.Tensor, weight: torch.Tensor, n: int) -> torch.Tensor:
-    """``out_i = sum_j w_ji h_j`` over the edges ``j -> i`` (any trailing shape of ``h``)."""
+    """``out_i = sum_j w_ji h_j`` over the edges ``j -> i`` (any trailing shape of ``h``):
+    a sparse-dense product, differentiable in ``h`` and ``weight``, that never holds an
+    E x F message tensor."""
     src, dst = edge_index
-    msg = h[src] * weight.to(h.dtype).view(-1, *([1] * (h.dim() - 1)))
-    return torch.zeros((n, *h.shape[1:]), dtype=msg.dtype, device=h.device).index_add(0, dst, msg)
+    if src.numel() == 0:
+        return h.new_zeros((n, *h.shape[1:])) + 0 * weight.sum()
+    flat = h.reshape(h.shape[0], -1)
+    out = _WeightedSpmm.apply(flat.contiguous(), src, dst, weight.to(h.dtype), n)
+    return out.reshape(n, *h.shape[1:])
 
 
 def operator(kind: str, edge_index: torch.Tensor, weight: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
