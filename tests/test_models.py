@@ -153,3 +153,43 @@ def test_propagation_graph_is_cached_per_edge_index(tiny, monkeypatch):
     model(t.x, ei)
     assert len(calls) == 3
     torch.testing.assert_close(model(t.x, t.edge_index), first)
+
+
+# ------------------------------------------------------------------ weighted propagation
+
+
+def _gather_propagate(h, edge_index, weight, n):
+    """The gather-and-add reference: every edge's message materialised."""
+    src, dst = edge_index
+    msg = h[src] * weight.view(-1, *([1] * (h.dim() - 1)))
+    return torch.zeros((n, *h.shape[1:]), dtype=h.dtype).index_add(0, dst, msg)
+
+
+@pytest.mark.parametrize("shape", [(5,), (2, 3)])
+def test_sparse_propagation_equals_gathering_messages_and_its_gradients_check(shape):
+    from grb_dist.models.weighted import propagate
+
+    torch.manual_seed(0)
+    n = 7
+    # duplicate edges, a self-loop and a node without edges
+    edge_index = torch.tensor([[0, 0, 1, 2, 2, 5, 3, 4, 1], [1, 1, 2, 0, 0, 4, 3, 2, 0]])
+    h = torch.randn(n, *shape, dtype=torch.float64, requires_grad=True)
+    w = torch.rand(edge_index.shape[1], dtype=torch.float64, requires_grad=True)
+    assert torch.allclose(propagate(h, edge_index, w, n), _gather_propagate(h, edge_index, w, n), atol=1e-12)
+    assert torch.autograd.gradcheck(lambda h, w: propagate(h, edge_index, w, n), (h, w))
+    empty = propagate(h, edge_index[:, :0], w[:0], n)
+    assert empty.shape == (n, *shape) and not empty.any()
+
+
+def test_gnnguard_layers_equal_gcnconv_on_the_guard_weighted_edges():
+    from grb_dist.defenses import build_defense
+    from grb_dist.models.gnnguard import _weighted_gcn, guard_weights
+
+    g = tiny_csbm()
+    model = build_defense("gnnguard", g, {"hidden_sizes": [16]}).eval()
+    t = graph_tensors(g)
+    x, edge_index = t[0], t[1]
+    layer = model.layers[0]
+    ei, w = guard_weights(x, edge_index, model.config.threshold, model.config.self_weight)
+    with torch.no_grad():
+        assert torch.allclose(_weighted_gcn(layer, x, ei, w), layer(x, ei, w), atol=1e-5)

@@ -15,7 +15,7 @@ from grb_dist.sweep.calibrate import Calibration, Rate, Startup, cache_path, gpu
 from grb_dist.sweep.forecast import Cluster, expected_epochs, forecast
 from grb_dist.sweep.job import parse_job
 from grb_dist.sweep.plan import needed_work, plan
-from tests.helpers import small
+from helpers import small
 
 runner = CliRunner()
 FINGERPRINT = "f" * 64
