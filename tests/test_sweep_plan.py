@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from grb_dist.cli import app
 from grb_dist.core.errors import ConfigError
-from grb_dist.sweep.calibrate import Calibration, Rate, Startup, cache_path, gpu_machine
+from grb_dist.sweep.calibrate import Calibration, Rate, Startup, cache_path, code_hash, gpu_machine
 from grb_dist.sweep.forecast import Cluster, expected_epochs, forecast
 from grb_dist.sweep.job import parse_job
 from grb_dist.sweep.plan import needed_work, plan
@@ -105,13 +105,19 @@ def test_a_gpu_kind_needs_its_calibration_in_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     with pytest.raises(ConfigError, match="no calibration of a 'h100' GPU"):
         gpu_machine("h100", 1)
-    machine = {"device": "cuda", "processor": "NVIDIA H100 80GB HBM3", "threads": 1, "version": 1}
+    machine = {"device": "cuda", "processor": "NVIDIA H100 80GB HBM3", "threads": 1, "version": 1,
+               "code": code_hash()}
     path = cache_path(machine)
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"machine": machine, "entries": {}}))
     assert gpu_machine("h100", 1) == machine
     with pytest.raises(ConfigError):
         gpu_machine("a100", 1)
+    stale = {**machine, "code": "0" * 16}  # measured by other code: not used
+    cache_path(stale).write_text(json.dumps({"machine": stale, "entries": {}}))
+    path.unlink()
+    with pytest.raises(ConfigError):
+        gpu_machine("h100", 1)
 
 
 # ------------------------------------------------------------------------------ the command

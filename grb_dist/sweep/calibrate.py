@@ -21,8 +21,8 @@ Alongside the time, the peak resident memory of each measurement above the proce
 (sampled every 2 ms) bounds the task's memory from below. Adaptive attacks are measured on
 the last difficulty and scaled to the others by their transfer counterpart.
 
-Results are cached per machine (CPU model, cores, torch and package versions, device,
-threads) in ``$XDG_CACHE_HOME/grb-dist/calibration/`` (default ``~/.cache``), one JSON file
+Results are cached per machine (CPU model, cores, torch and package versions, the
+package's code, device, threads) in ``$XDG_CACHE_HOME/grb-dist/calibration/`` (default ``~/.cache``), one JSON file
 per machine, keyed by what each figure depends on (the graph's content, the model or attack
 parameters without epochs, steps and seeds): a second ``--plan`` of the same job measures
 nothing. The cache holds numbers only.
@@ -123,14 +123,28 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def code_hash() -> str:
+    """A hash of this package's Python sources: a calibration measured by other code (a
+    faster model, a changed attack) is not reused."""
+    import hashlib
+
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def machine_identity(device: str, threads: int) -> dict[str, Any]:
-    """What makes a calibration valid on a machine: its CPU, cores, device, threads, and the
-    versions of torch and of this package."""
+    """What makes a calibration valid on a machine: its CPU, cores, device, threads, the
+    versions of torch and of this package, and this package's code."""
     import torch
 
     name = torch.cuda.get_device_name(0) if device.startswith("cuda") else cpu_model()
     return {"host": platform.node(), "device": device, "processor": name, "cores": os.cpu_count(),
-            "threads": threads, "torch": torch.__version__, "grb_dist": __version__, "version": CALIBRATION_VERSION}
+            "threads": threads, "torch": torch.__version__, "grb_dist": __version__, "code": code_hash(),
+            "version": CALIBRATION_VERSION}
 
 
 def cache_path(machine: Mapping[str, Any]) -> Path:
@@ -161,14 +175,16 @@ def _rate(entry: Any) -> Rate | None:
 
 def gpu_machine(kind: str, threads: int) -> dict[str, Any]:
     """The identity of a GPU machine whose calibration this machine's cache holds: a CUDA
-    device whose name contains ``kind`` (``h100``, ``a100`` ...), with ``threads`` threads."""
+    device whose name contains ``kind`` (``h100``, ``a100`` ...), with ``threads`` threads,
+    measured with this code."""
     root = cache_path({}).parent
     found = []
     for path in sorted(root.glob("*.json")) if root.is_dir() else ():
         machine = _read_cache(path).get("machine")
         if (isinstance(machine, dict) and str(machine.get("device", "")).startswith("cuda")
                 and kind.lower() in str(machine.get("processor", "")).lower() and machine.get("threads") == threads
-                and machine.get("version") == CALIBRATION_VERSION and cache_path(machine) == path):
+                and machine.get("version") == CALIBRATION_VERSION and machine.get("code") == code_hash()
+                and cache_path(machine) == path):
             found.append(machine)
     if not found:
         raise ConfigError(
@@ -509,5 +525,5 @@ def _attack_rates(c: _Calibrator, plan: Plan, work: Work) -> dict[str, Rate]:
     return rates
 
 
-__all__ = ["CALIBRATION_VERSION", "Calibration", "Rate", "cache_path", "calibrate", "cpu_model", "gpu_machine", "machine_identity",
-           "measure_startup", "Startup"]
+__all__ = ["CALIBRATION_VERSION", "Calibration", "Rate", "Startup", "cache_path", "calibrate", "code_hash", "cpu_model",
+           "gpu_machine", "machine_identity", "measure_startup"]
