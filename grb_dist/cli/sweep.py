@@ -271,8 +271,9 @@ def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashb
     spec = prepared.spec
     status = base.err_console.status("calibrating") if base.err_console.is_terminal else None
     if status is None:  # a pipe: a line now, then one whenever a measurement starts 5 s after the last line
-        base.err_console.print("calibrating on this machine (a few epochs and steps of each kind of task) ...",
-                               highlight=False)
+        base.err_console.print(f"calibrating for a {gpu_kind} GPU (from its cached figures, or on this machine's if it is one) ..." if gpu_kind else
+                               "calibrating on this machine (a few epochs and steps of each kind of task) ...",
+                               highlight=False, markup=False)
         last = [time.perf_counter()]
 
         def step(what: str) -> None:
