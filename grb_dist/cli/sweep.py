@@ -81,7 +81,8 @@ def sweep(
         if plan_only:
             # the sweep's own start: this process so far (its start, imports, the graph)
             started = _process_age(time.perf_counter() - loading)
-            _plan(prepared, _plan_cluster(address, num_cpus, cpus, gpus, threads), gpu_kind, started, dashboard)
+            _plan(prepared, _plan_cluster(address, num_cpus, cpus, gpus, threads), gpu_kind, started, dashboard,
+                  described=cpus is not None)
             return
         outcome = finished(prepared, on_warning=warn)  # every cell stored: no lock, no Ray, no write
         if outcome is not None:
@@ -264,7 +265,8 @@ def _process_age(fallback: float) -> float:
         return fallback
 
 
-def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashboard: Optional[bool]) -> None:
+def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashboard: Optional[bool], *,
+          described: bool) -> None:
     """``--plan``: calibrate, forecast and print the plan (stdout: Markdown; stderr: progress)."""
     from grb_dist.sweep.session import predict_cost
 
@@ -289,13 +291,14 @@ def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashb
     finally:
         if status is not None:
             status.stop()
-    where = "the cluster at --address" if not cluster.local and cluster.cpus else "this machine"
+    where = gpu_kind or (described and "described by --cpus/--gpus") or (
+        "this machine" if cluster.local else "the cluster at --address")
     print_ = lambda text: base.console.print(text, highlight=False, markup=False, soft_wrap=True)  # noqa: E731
     print_(f"plan: {spec.dataset} ({plural(prepared.graph.num_nodes, 'node')}, {' + '.join(spec.scenarios)}): "
            f"{plural(len(prepared.plan.scores), 'cell')}, {len(work.todo):,} to compute -> {prepared.run_dir} "
            "(nothing computed or written)")
     print_(f"cluster: {cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs, {plural(cluster.threads, 'thread')} per task "
-           f"({where if not cluster.gpus or gpu_kind is None else gpu_kind}); calibration on {cal.machine['device']} "
+           f"({where}); calibration on {cal.machine['device']} "
            f"({cal.machine['processor']}): "
            + (f"{plural(cal.measured, 'figure')} measured in {_duration(cal.seconds)}"
               + (f", {cal.reused:,} from the cache" if cal.reused else "") if cal.measured

@@ -153,12 +153,11 @@ class _Schedule:
         self.cal, self.cluster, self.stages = cal, cluster, stages
         self.slots = int(cluster.cpus) if not cluster.gpus else max(1, min(int(cluster.cpus), int(cluster.gpus * 4)))
         self.threads = cluster.threads
-        self.ready = set(stored) | {t.file_stem for t in work.models if t.file_stem in stored}
+        self.ready = set(stored)
         self.train_queue = [t for t in work.models if t.file_stem not in stored]
         self.train_s = train_s
         self.attack_queue = list(work.attacks_to_run)
-        stem_of = {t.name: t.file_stem for t in plan.targets}
-        self.stem_of = stem_of
+        self.stem_of = {t.name: t.file_stem for t in plan.targets}
         defenses = sorted({c.defense for c in work.todo})
         n = n_scorers or max(1, int(cluster.gpus) if cluster.gpus else int(cluster.cpus) // 2)
         n = max(1, min(n, len(defenses) or 1))
@@ -198,9 +197,7 @@ class _Schedule:
 
     def model_done(self, stem: str) -> None:
         self.ready.add(stem)
-        for defense, stem_d in self.stem_of.items():
-            if stem_d != stem:
-                continue
+        for defense in [d for d, s in self.stem_of.items() if s == stem]:
             groups: dict[tuple[str | None, str], float] = {}
             for pid, c in self.waiting.pop(defense, []):
                 groups[(pid, c.difficulty)] = groups.get((pid, c.difficulty), self.call_s(c)) + self.cal.score[defense].fixed

@@ -132,12 +132,18 @@ def stage_totals(prepared: Prepared) -> dict[str, int]:
     """The totals of the progress stages (``train`` models, ``attack`` perturbations,
     ``score`` cells) of a locked run, read before Ray starts so that a display shows them
     from its first frame (the runner computes the same with :func:`needed_work`)."""
+    return {**_work(prepared).totals(), "score": len(prepared.plan.scores)}
+
+
+def _work(prepared: Prepared) -> Any:
+    """The :class:`~grb_dist.sweep.plan.Work` of a prepared run: its missing cells and the
+    perturbations and models they need (reads the run directory only)."""
     from grb_dist.sweep.plan import needed_work
 
     missing = {c.cell_id for c in missing_cells(prepared)}
     done = {c.cell_id for c in prepared.plan.scores if c.cell_id not in missing}
     stored = RunStore.existing(prepared.run_dir).has_perturbation if prepared.resume else (lambda _: False)
-    return {**needed_work(prepared.plan, done, stored).totals(), "score": len(prepared.plan.scores)}
+    return needed_work(prepared.plan, done, stored)
 
 
 def open_store(prepared: Prepared, lock: RunLock) -> RunStore:
@@ -159,13 +165,9 @@ def predict_cost(prepared: Prepared, cluster: Any, *, load_seconds: float = 0.0,
 
     from grb_dist.sweep.calibrate import calibrate, gpu_machine
     from grb_dist.sweep.forecast import forecast
-    from grb_dist.sweep.plan import needed_work
-
     p = prepared.plan
-    missing = {c.cell_id for c in missing_cells(prepared)}
-    done = {c.cell_id for c in p.scores if c.cell_id not in missing}
+    work = _work(prepared)
     store = RunStore.existing(prepared.run_dir) if prepared.resume else None
-    work = needed_work(p, done, store.has_perturbation if store else (lambda _: False))
     stored = frozenset(t.file_stem for t in work.models if store is not None and store.has_model(t.file_stem, t.model_id))
     here_gpu = torch.cuda.is_available()
     machine = gpu_machine(gpu_kind, cluster.threads) if gpu_kind and not (
