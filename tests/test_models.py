@@ -193,3 +193,27 @@ def test_gnnguard_layers_equal_gcnconv_on_the_guard_weighted_edges():
     ei, w = guard_weights(x, edge_index, model.config.threshold, model.config.self_weight)
     with torch.no_grad():
         assert torch.allclose(_weighted_gcn(layer, x, ei, w), layer(x, ei, w), atol=1e-5)
+
+
+@pytest.mark.parametrize("activate", [True, False])
+def test_rgcn_messages_equal_the_plain_operators_and_their_gradients_check(activate):
+    """R-GCN's layer keeps only its inputs for the backward pass and recomputes the rest;
+    values and gradients are those of the plain operators."""
+    from grb_dist.models.rgcn import GaussianConv, _GaussianMessages
+
+    torch.manual_seed(0)
+    gamma = 0.7
+    layer = GaussianConv(5, 4, gamma, activate=activate).double()
+    mean = torch.randn(9, 5, dtype=torch.float64, requires_grad=True)
+    var = torch.randn(9, 5, dtype=torch.float64, requires_grad=True)
+    a = layer.lin_mean(mean)
+    r = torch.relu(layer.lin_var(var))
+    att = torch.exp(-gamma * r)
+    plain = ((torch.nn.functional.elu(a) if activate else a) * att, r * att * att)
+    fused = layer.messages(mean, var)
+    for p, f in zip(plain, fused):
+        assert torch.allclose(p, f, atol=1e-12)
+    params = (layer.lin_mean.weight, layer.lin_mean.bias, layer.lin_var.weight, layer.lin_var.bias)
+    assert torch.autograd.gradcheck(lambda *t: _GaussianMessages.apply(*t, gamma, activate), (mean, var, *params))
+    # the first layer reads one input for both streams
+    assert torch.autograd.gradcheck(lambda m, *t: _GaussianMessages.apply(m, m, *t, gamma, activate), (mean, *params))
