@@ -27,15 +27,18 @@ import torch
 
 def child(dataset: str, attack: str, steps: int, threads: int, device: str = "cpu") -> dict:
     from grb_dist.attacks import build_attack
+    from grb_dist.core import allocator
     from grb_dist.datasets import load_dataset
     from grb_dist.defenses import resolve_params
     from grb_dist.models.registry import build_model
     from grb_dist.sweep.job import default_job_path, load_job
 
     torch.set_num_threads(threads)
+    allocator.configure()  # as sweep tasks run (GRB_DIST_ALLOCATOR)
     spec = load_job(default_job_path(dataset))
     start = time.perf_counter()
     graph = load_dataset(dataset, normalize=spec.normalize, seed=spec.seed)
+    allocator.release()  # as a sweep task starts (grb_dist.core.allocator)
     load_s = time.perf_counter() - start
     params, _ = resolve_params("gcn", spec.models)
     torch.manual_seed(0)

@@ -17,6 +17,11 @@ and gathered row once). Then each stage, in its own process (peak memory = that 
 | nea, stack | the whole attack, 5% budget | 10 P |
 | gcn, gnnguard, rgcn | one training epoch (with its validation pass), the job's architectures | gcn: 6 P + 9 G; the robust ones: 3 x the measured GCN epoch |
 
+Every process applies grb-dist's allocator policy (``GRB_DIST_ALLOCATOR``, printed in the
+header; ``cache`` by default, as sweep tasks run) and gives the heap back after loading
+the graph, as a task starts. The load's own peak is printed too: a stage's peak cannot be
+read below it.
+
 The multiple is time / bound: 1 is the machine's limit for that much work, the issue's
 targets are PR-BCD within 3x of an FGSM step, NEA/STACK within 10 propagations, robust
 epochs within 3x of a GCN epoch and under 4 GB. Attack and model weights are random where
@@ -34,6 +39,8 @@ import sys
 import time
 
 import torch
+
+from grb_dist.core import allocator
 
 STAGES = ("fgsm", "prbcd", "nea", "stack", "gcn", "gnnguard", "rgcn")
 HIDDEN = 128
@@ -53,6 +60,8 @@ def machine(dataset: str) -> dict:
     from grb_dist.datasets import load_dataset
 
     g = load_dataset(dataset)
+    load_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    allocator.release()
     n = g.num_nodes
     ei = torch.as_tensor(g.edge_index)
     loops = torch.arange(n)
@@ -69,7 +78,7 @@ def machine(dataset: str) -> dict:
     p = timed(lambda: torch.sparse.mm(adj, h))
     gemm = timed(lambda: h @ w)
     nnz = int(val.numel())
-    return {"dataset": dataset, "nodes": n, "edges": g.num_edges, "nnz": nnz, "P": p, "G": gemm,
+    return {"dataset": dataset, "load_peak_gib": load_peak, "policy": allocator.configure(), "nodes": n, "edges": g.num_edges, "nnz": nnz, "P": p, "G": gemm,
             "gflops": 2 * n * HIDDEN * HIDDEN / gemm / 1e9,
             "spmm_gbs": (nnz * (4 + 8) + nnz * HIDDEN * 4 + n * HIDDEN * 4) / p / 1e9}
 
@@ -89,6 +98,7 @@ def stage(name: str, dataset: str) -> dict:
 
     spec = load_job(default_job_path(dataset))
     g = load_dataset(dataset, normalize=spec.normalize, seed=spec.seed)
+    allocator.release()
     targets = g.targets("full")
     torch.manual_seed(0)
     out: dict = {"stage": name}
@@ -141,6 +151,7 @@ def main() -> None:
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    allocator.configure()
     if args.child:
         kind, name = args.child
         print(json.dumps(machine(args.dataset) if kind == "machine" else stage(name, args.dataset)))
@@ -159,7 +170,7 @@ def main() -> None:
     if not m:
         raise SystemExit(1)
     print(f"\n{m['dataset']}: {m['nodes']:,} nodes, {m['edges']:,} edges, {m['nnz']:,} non-zeros with self-loops; "
-          f"{args.threads} threads")
+          f"{args.threads} threads; allocator policy {m['policy']}; loading the graph peaks at {m['load_peak_gib']:.2f} GiB")
     print(f"GEMM {m['nodes']:,} x {HIDDEN} x {HIDDEN}: G = {m['G']:.3f} s ({m['gflops']:.1f} GFLOP/s); "
           f"propagation (CSR x {HIDDEN} columns): P = {m['P']:.3f} s ({m['spmm_gbs']:.1f} GB/s)\n", flush=True)
     results: dict[str, dict] = {}

@@ -285,8 +285,13 @@ def split_csv(value: Optional[str]) -> Optional[list[str]]:
 
 
 def check_threads(threads: Optional[int]) -> None:
-    """``--threads`` is in 1..1024 (or not given)."""
+    """``--threads`` is in 1..1024 (or not given), and the allocator policy of the
+    environment is known; the policy applies to this process from here on (a command that
+    computes: a sweep's plan and graph, a training run; see :mod:`grb_dist.core.allocator`)."""
+    from grb_dist.core import allocator
+
     if threads is not None and not 1 <= threads <= 1024:
         from grb_dist.core.errors import ConfigError
 
         raise ConfigError(f"--threads must be in 1..1024, got {threads}")
+    allocator.configure()

@@ -22,8 +22,8 @@ Alongside the time, the peak resident memory of each measurement above the proce
 the last difficulty and scaled to the others by their transfer counterpart.
 
 Results are cached per machine (CPU model, cores, torch and package versions, the
-package's code, device, threads) in ``$XDG_CACHE_HOME/grb-dist/calibration/`` (default ``~/.cache``), one JSON file
-per machine, keyed by what each figure depends on (the graph's content, the model or attack
+package's code, device, threads, allocator policy) in ``$XDG_CACHE_HOME/grb-dist/calibration/``
+(default ``~/.cache``), one JSON file per machine, keyed by what each figure depends on (the graph's content, the model or attack
 parameters without epochs, steps and seeds): a second ``--plan`` of the same job measures
 nothing. The cache holds numbers only.
 """
@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from grb_dist.core import allocator
 from grb_dist.core.config import canonical_json
 from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.core.fileio import write_bytes
@@ -138,12 +139,12 @@ def code_hash() -> str:
 
 def machine_identity(device: str, threads: int) -> dict[str, Any]:
     """What makes a calibration valid on a machine: its CPU, cores, device, threads, the
-    versions of torch and of this package, and this package's code."""
+    allocator's policy, the versions of torch and of this package, and this package's code."""
     import torch
 
     name = torch.cuda.get_device_name(0) if device.startswith("cuda") else cpu_model()
     return {"host": platform.node(), "device": device, "processor": name, "cores": os.cpu_count(),
-            "threads": threads, "torch": torch.__version__, "grb_dist": __version__, "code": code_hash(),
+            "threads": threads, "allocator": allocator.configure(), "torch": torch.__version__, "grb_dist": __version__, "code": code_hash(),
             "version": CALIBRATION_VERSION}
 
 
@@ -219,6 +220,7 @@ class _PeakMemory:
             self.peak = max(self.peak, self.rss() - start)
 
     def __enter__(self) -> "_PeakMemory":
+        allocator.release()  # from the heap a sweep task starts with (ray_edge gives it back after each)
         start = self.rss()
         self._thread = threading.Thread(target=self._sample, args=(start,), daemon=True)
         self._thread.start()

@@ -33,7 +33,7 @@ import ray
 import ray.exceptions
 from ray.job_config import JobConfig
 
-from grb_dist.core import registry
+from grb_dist.core import allocator, registry
 from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.core.graph import Graph
 from grb_dist.sweep import reaper as reaper_mod
@@ -386,11 +386,19 @@ def options(settings: RaySettings, kind: str, use_gpu: bool) -> dict[str, Any]:
             "num_gpus": settings.task_num_gpus if use_gpu else 0, **threads}
 
 
-def _start_worker(registrations: list) -> None:
-    """At the start of every task and actor call: the driver's registrations (restored once
-    per worker) and torch's threads."""
+@contextmanager
+def _in_worker(registrations: list) -> Iterator[None]:
+    """Around every task and actor call: the driver's registrations (restored once per
+    worker), torch's threads and the allocator's policy (:mod:`grb_dist.core.allocator`)
+    before it; the heap's free memory given back after it, so that an idle worker holds
+    only what it keeps."""
     _restore(registrations)
     _set_threads()
+    allocator.configure()
+    try:
+        yield
+    finally:
+        allocator.release()
 
 
 def _set_threads() -> None:
@@ -404,8 +412,8 @@ def _set_threads() -> None:
 
 @ray.remote
 def _train_remote(graph: Graph, task, registrations: list) -> worker.TrainedModel:
-    _start_worker(registrations)
-    return worker.train_task(graph, task, device=_device())
+    with _in_worker(registrations):
+        return worker.train_task(graph, task, device=_device())
 
 
 @ray.remote
@@ -416,12 +424,12 @@ def _attack_remote(graph: Graph, cells: list, models: list, registrations: list)
     fight when they have one (adaptive cells); one return value per cell (submitted with
     ``num_returns=len(cells)``), so each perturbation goes to the Scorers as soon as the
     batch ends, without passing through the driver."""
-    _start_worker(registrations)
-    device = _device()
-    surrogate, *labeler = [worker.load_model(graph, name, params, ray.get(ref[0]), device)
-                           for name, params, ref in models]
-    results = worker.attack_batch(graph, cells, surrogate, device=device, labeler=labeler[0] if labeler else None)
-    return results[0] if len(results) == 1 else tuple(results)
+    with _in_worker(registrations):
+        device = _device()
+        surrogate, *labeler = [worker.load_model(graph, name, params, ray.get(ref[0]), device)
+                               for name, params, ref in models]
+        results = worker.attack_batch(graph, cells, surrogate, device=device, labeler=labeler[0] if labeler else None)
+        return results[0] if len(results) == 1 else tuple(results)
 
 
 def submit_train(graph_ref: Any, task: Any, registrations: list, opts: dict, name: str) -> Any:
@@ -464,7 +472,6 @@ class _ScorerActor:
 
     def _hold(self, setup: ScorerSetup) -> worker.Scorer:
         graph_ref, models, registrations = setup
-        _start_worker(registrations)
         if self.scorer is None:
             self.scorer = worker.Scorer(ray.get(graph_ref), {}, _device())
         scorer = self.scorer
@@ -483,8 +490,9 @@ class _ScorerActor:
 
     def score(self, setup: ScorerSetup, attack: worker.AttackResult | None, difficulty: str,
               defenses: list[str]) -> list[dict]:
-        scorer = self._hold(setup)
-        return scorer.score(attack.perturbation if attack is not None else None, difficulty, defenses)
+        with _in_worker(setup[2]):
+            scorer = self._hold(setup)
+            return scorer.score(attack.perturbation if attack is not None else None, difficulty, defenses)
 
 
 ScorerActor = ray.remote(_ScorerActor)
@@ -508,8 +516,8 @@ def submit_score(scorer: Any, setup: ScorerSetup, pert_ref: Any, difficulty: str
 
 
 def _unit(fn: Callable[..., Any], registrations: list, *args: Any) -> Any:
-    _restore(registrations)
-    return fn(*args)
+    with _in_worker(registrations):
+        return fn(*args)
 
 
 def run_units(fn: Callable[..., Any], work: Iterable[tuple[str, tuple]], on_result: Callable[[int, Any], None],
