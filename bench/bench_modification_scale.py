@@ -34,7 +34,6 @@ def child(dataset: str, attack: str, steps: int, threads: int, device: str = "cp
     from grb_dist.sweep.job import default_job_path, load_job
 
     torch.set_num_threads(threads)
-    allocator.configure()  # as sweep tasks run (GRB_DIST_ALLOCATOR)
     spec = load_job(default_job_path(dataset))
     start = time.perf_counter()
     graph = load_dataset(dataset, normalize=spec.normalize, seed=spec.seed)

@@ -11,8 +11,9 @@ from grb_dist.cli import app
 from grb_dist.core import allocator
 from grb_dist.core.errors import ConfigError
 
-#: In a fresh interpreter: the policy in force, then the resident set (MiB) with a 256 MiB
-#: block allocated, after freeing it, and after :func:`allocator.release`.
+#: In a fresh interpreter: the training policy, then the resident set (MiB) within
+#: ``reusing_freed_blocks`` with a 256 MiB block allocated, after freeing it, after leaving
+#: the block, and after freeing a second such block outside it.
 _PROBE = """
 import json, os
 import torch
@@ -22,13 +23,18 @@ def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
-policy = allocator.configure()
-block = torch.ones(64 * 2**20)  # 256 MiB, touched
-held = rss()
+out = {"policy": allocator.training_policy()}
+with allocator.reusing_freed_blocks():
+    block = torch.ones(64 * 2**20)  # 256 MiB, touched
+    out["held"] = rss()
+    del block
+    out["freed"] = rss()
+out["left"] = rss()
+block = torch.ones(64 * 2**20)
+out["held_after"] = rss()
 del block
-freed = rss()
-allocator.release()
-print(json.dumps({"policy": policy, "held": held, "freed": freed, "released": rss()}))
+out["freed_after"] = rss()
+print(json.dumps(out))
 """
 
 
@@ -41,11 +47,12 @@ def _probe(env_value):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or allocator._libc() is None, reason="glibc only")
-def test_cache_keeps_a_freed_large_block_until_released_and_system_returns_it_at_once():
+def test_training_keeps_freed_large_blocks_until_it_ends_and_system_returns_them_at_once():
     cached = _probe(None)
     assert cached["policy"] == "cache"
-    assert cached["freed"] > cached["held"] - 64, cached  # still resident after del
-    assert cached["released"] < cached["held"] - 192, cached  # given back by release()
+    assert cached["freed"] > cached["held"] - 64, cached  # still resident after del, for the next epoch
+    assert cached["left"] < cached["held"] - 192, cached  # given back on leaving
+    assert cached["freed_after"] < cached["held_after"] - 192, cached  # glibc's behaviour again outside
     system = _probe("system")
     assert system["policy"] == "system"
     assert system["freed"] < system["held"] - 192, system  # glibc unmaps it on free

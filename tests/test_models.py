@@ -217,3 +217,30 @@ def test_rgcn_messages_equal_the_plain_operators_and_their_gradients_check(activ
     assert torch.autograd.gradcheck(lambda *t: _GaussianMessages.apply(*t, gamma, activate), (mean, var, *params))
     # the first layer reads one input for both streams
     assert torch.autograd.gradcheck(lambda m, *t: _GaussianMessages.apply(m, m, *t, gamma, activate), (mean, *params))
+
+
+def test_edge_cosine_keeps_only_its_input_and_its_gradients_check():
+    """GNNGuard's edge cosine normalises again in the backward pass: values and gradients
+    are those of ``F.normalize`` and a gather, a zero row included."""
+    from grb_dist.models.gnnguard import EdgePattern, edge_cosine, guard_weights
+
+    torch.manual_seed(0)
+    n = 8
+    edge_index = torch.tensor([[0, 0, 1, 2, 2, 5, 3, 4, 1, 6], [1, 1, 2, 0, 0, 4, 3, 2, 0, 7]])
+    h = torch.randn(n, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda h: edge_cosine(h, edge_index), (h,))
+    z = h.detach().clone()
+    z[7] = 0
+    z.requires_grad_(True)
+    hn = torch.nn.functional.normalize(z, dim=1)
+    want = (hn[edge_index[0]] * hn[edge_index[1]]).sum(1)
+    got = edge_cosine(z, edge_index)
+    assert torch.allclose(got, want, atol=1e-12)
+    g = torch.randn(edge_index.shape[1], dtype=torch.float64)
+    assert torch.allclose(torch.autograd.grad(got @ g, z)[0], torch.autograd.grad(want @ g, z)[0], atol=1e-12)
+    # a pattern built once gives the same guard weights as the edge list (self-loop 3 -> 3 dropped)
+    pattern = EdgePattern.of(edge_index, n)
+    assert pattern.edge_index.shape[1] == edge_index.shape[1] - 1
+    w = torch.rand(edge_index.shape[1], dtype=torch.float64)
+    for a, b in zip(guard_weights(h, pattern, 0.0, True, w), guard_weights(h, edge_index, 0.0, True, w)):
+        assert torch.equal(a, b)

@@ -286,12 +286,12 @@ def split_csv(value: Optional[str]) -> Optional[list[str]]:
 
 def check_threads(threads: Optional[int]) -> None:
     """``--threads`` is in 1..1024 (or not given), and the allocator policy of the
-    environment is known; the policy applies to this process from here on (a command that
-    computes: a sweep's plan and graph, a training run; see :mod:`grb_dist.core.allocator`)."""
+    environment (:mod:`grb_dist.core.allocator`) is known: checked by the commands that
+    compute, before they start anything."""
     from grb_dist.core import allocator
 
     if threads is not None and not 1 <= threads <= 1024:
         from grb_dist.core.errors import ConfigError
 
         raise ConfigError(f"--threads must be in 1..1024, got {threads}")
-    allocator.configure()
+    allocator.mode()

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GATConv, GCNConv
-from torch_geometric.utils import remove_self_loops, scatter, softmax
+from torch_geometric.utils import scatter, softmax
 
 from grb_dist.core.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
@@ -77,20 +77,53 @@ class GATGuardConfig(GNNGuardConfig):
             raise ConfigError(f"GATGuard heads must be >= 1, got {self.heads}")
 
 
-class _EdgeDot(torch.autograd.Function):
-    """``out_e = <h[src_e], h[dst_e]>`` for every edge, as a sampled dense-dense product
-    (SDDMM, ``torch.sparse.sampled_addmm``) on the edge pattern; the backward pass is two
-    sparse-dense products. No E x d tensor is materialised in either direction."""
+@dataclass(frozen=True)
+class EdgePattern:
+    """The edges of a graph without self-loops and their CSR structures both ways
+    (:func:`~grb_dist.models.weighted.csr_structure`: rows = sources, and rows = targets),
+    built once per graph (the models keep it with their propagation cache) instead of once
+    per layer and forward pass.
+
+    ``loops``: the input edges that are self-loops (removed; ``None`` when there are none),
+    so that input edge weights can be matched to :attr:`edge_index`."""
+
+    edge_index: torch.Tensor
+    loops: torch.Tensor | None
+    by_src: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    by_dst: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+    @classmethod
+    def of(cls, edge_index: torch.Tensor, num_nodes: int) -> "EdgePattern":
+        loops = edge_index[0] == edge_index[1]
+        if bool(loops.any()):
+            edge_index = edge_index[:, ~loops]
+        else:
+            loops = None
+        src, dst = edge_index
+        return cls(edge_index, loops, csr_structure(src, dst, num_nodes), csr_structure(dst, src, num_nodes))
+
+    def weights(self, edge_weight: torch.Tensor | None) -> torch.Tensor | None:
+        """``edge_weight`` of the input edges restricted to :attr:`edge_index`."""
+        return edge_weight if edge_weight is None or self.loops is None else edge_weight[~self.loops]
+
+
+class _EdgeCosine(torch.autograd.Function):
+    """``out_e = cos(h[src_e], h[dst_e])`` for every edge of an :class:`EdgePattern`, as a
+    sampled dense-dense product (SDDMM, ``torch.sparse.sampled_addmm``) of the normalised
+    rows; the backward pass is two sparse-dense products. No E x d tensor in either
+    direction, and only ``h`` is kept (the normalised copy is made again in the backward
+    pass; ``h`` is the layer's input, which its linear map keeps anyway)."""
+
+    EPS = 1e-12  # as F.normalize: h / max(|h|, eps)
 
     @staticmethod
-    def forward(ctx, h, src, dst):
+    def forward(ctx, h, crow, col, perm, crow_t, col_t, perm_t):
         n = h.size(0)
-        crow, col, perm = csr_structure(src, dst, n)
+        hn = h / h.norm(dim=1, keepdim=True).clamp_min(_EdgeCosine.EPS)
         pattern = csr_matrix(crow, col, torch.zeros(col.numel(), dtype=h.dtype, device=h.device), n)
-        sorted_vals = torch.sparse.sampled_addmm(pattern, h, h.t(), beta=0.0).values()
+        sorted_vals = torch.sparse.sampled_addmm(pattern, hn, hn.t(), beta=0.0).values()
         out = torch.empty_like(sorted_vals)
         out[perm] = sorted_vals
-        crow_t, col_t, perm_t = csr_structure(dst, src, n)
         ctx.save_for_backward(h, crow, col, perm, crow_t, col_t, perm_t)
         return out
 
@@ -98,33 +131,43 @@ class _EdgeDot(torch.autograd.Function):
     def backward(ctx, grad):
         h, crow, col, perm, crow_t, col_t, perm_t = ctx.saved_tensors
         n = h.size(0)
+        norm = h.norm(dim=1, keepdim=True)
+        scale = norm.clamp_min(_EdgeCosine.EPS)
+        hn = h / scale
         g = grad.contiguous()
-        # d out_e / d h[src] = h[dst], d out_e / d h[dst] = h[src]
-        gh = torch.sparse.mm(csr_matrix(crow, col, g[perm], n), h)
-        gh = gh + torch.sparse.mm(csr_matrix(crow_t, col_t, g[perm_t], n), h)
-        return gh, None, None
+        # d out_e / d hn[src] = hn[dst], d out_e / d hn[dst] = hn[src]
+        gh = torch.sparse.mm(csr_matrix(crow, col, g[perm], n), hn)
+        gh += torch.sparse.mm(csr_matrix(crow_t, col_t, g[perm_t], n), hn)
+        # through hn = h / max(|h|, eps): (gh - hn <gh, hn>) / |h|, or gh / eps below eps
+        dot = (gh * hn).sum(1, keepdim=True).masked_fill_(norm <= _EdgeCosine.EPS, 0)
+        return gh.sub_(hn.mul_(dot)).div_(scale), None, None, None, None, None, None
 
 
-def edge_cosine(h: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-    """Cosine similarity of the endpoints of every edge (E), differentiable in ``h``."""
-    hn = F.normalize(h, p=2.0, dim=1)
-    return _EdgeDot.apply(hn, edge_index[0], edge_index[1])
+def edge_cosine(h: torch.Tensor, edge_index: torch.Tensor | EdgePattern) -> torch.Tensor:
+    """Cosine similarity of the endpoints of every edge (of ``edge_index``, or of an
+    :class:`EdgePattern`'s edges), differentiable in ``h``."""
+    p = edge_index if isinstance(edge_index, EdgePattern) else EdgePattern(
+        edge_index, None, csr_structure(edge_index[0], edge_index[1], h.size(0)),
+        csr_structure(edge_index[1], edge_index[0], h.size(0)))
+    return _EdgeCosine.apply(h, *p.by_src, *p.by_dst)
 
 
 def guard_weights(
-    h: torch.Tensor, edge_index: torch.Tensor, threshold: float, self_weight: bool,
+    h: torch.Tensor, edge_index: torch.Tensor | EdgePattern, threshold: float, self_weight: bool,
     edge_weight: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """GNNGuard edge weights from representations ``h`` (N x d).
 
     Returns ``(edge_index', weight)``: the kept edges (plus self-loops when
-    ``self_weight``) and their weights ``a_ij`` (see the module docstring). An
-    ``edge_weight`` (E) multiplies the similarities before the normalisation and counts in
+    ``self_weight``) and their weights ``a_ij`` (see the module docstring). ``edge_index``
+    may be given as its :class:`EdgePattern` (built once per graph). An ``edge_weight`` (E,
+    one per input edge) multiplies the similarities before the normalisation and counts in
     the kept degree (``weighted_forward``); ``None`` is weight 1 everywhere.
     """
     n = h.size(0)
-    ei, w = remove_self_loops(edge_index, edge_weight)
-    sim = edge_cosine(h, ei)
+    pattern = edge_index if isinstance(edge_index, EdgePattern) else EdgePattern.of(edge_index, n)
+    ei, w = pattern.edge_index, pattern.weights(edge_weight)
+    sim = edge_cosine(h, pattern)
     keep = sim >= threshold
     # Edges exactly at a zero similarity carry no weight either (threshold 0).
     keep &= sim > 0
@@ -179,17 +222,22 @@ class GNNGuard(GraphModel):
     def make_layer(self, index, in_width, out_width, last):
         return GCNConv(in_width, out_width, add_self_loops=False, normalize=False), out_width
 
+    def propagation_graph(self, edge_index, num_nodes):
+        return EdgePattern.of(edge_index, num_nodes)
+
     def call_layer(self, i, layer, h, edge_index):
-        ei, w = guard_weights(h, edge_index, self.config.threshold, self.config.self_weight)
+        pattern = self._cached_propagation_graph(edge_index, h.size(0), h.dtype)
+        ei, w = guard_weights(h, pattern, self.config.threshold, self.config.self_weight)
         return _weighted_gcn(layer, h, ei, w)
 
     def weighted_forward(self, x, edge_index, edge_weight):
         """Eval-mode logits with edge weights: guard weights of the weighted edges, hard
         pruning kept (see the module docstring)."""
         c = self.config
+        pattern = self._cached_propagation_graph(edge_index, x.size(0), x.dtype)
 
         def call(i, layer, h):
-            ei, w = guard_weights(h, edge_index, c.threshold, c.self_weight, edge_weight)
+            ei, w = guard_weights(h, pattern, c.threshold, c.self_weight, edge_weight)
             return _weighted_gcn(layer, h, ei, w)
 
         return self.output(self.run_layers(x, call), edge_index)
@@ -209,17 +257,21 @@ class GATGuard(GraphModel):
         conv = GuardGATConv(in_width, out_width, heads=heads, concat=not last, add_self_loops=False)
         return conv, out_width * heads if not last else out_width
 
+    propagation_graph = GNNGuard.propagation_graph
+
     def call_layer(self, i, layer, h, edge_index):
-        ei, w = guard_weights(h, edge_index, self.config.threshold, self.config.self_weight)
+        pattern = self._cached_propagation_graph(edge_index, h.size(0), h.dtype)
+        ei, w = guard_weights(h, pattern, self.config.threshold, self.config.self_weight)
         return layer(h, ei, edge_attr=w)
 
     def weighted_forward(self, x, edge_index, edge_weight):
         """Eval-mode logits with edge weights: guard weights of the weighted edges in a
         weighted attention softmax, hard pruning kept (see the module docstring)."""
         c = self.config
+        pattern = self._cached_propagation_graph(edge_index, x.size(0), x.dtype)
 
         def call(i, layer, h):
-            ei, a = guard_weights(h, edge_index, c.threshold, c.self_weight, edge_weight)
+            ei, a = guard_weights(h, pattern, c.threshold, c.self_weight, edge_weight)
             heads, width, n = layer.heads, layer.out_channels, h.shape[0]
             xl = layer.lin(h).view(-1, heads, width)
             a_src, a_dst = (xl * layer.att_src).sum(-1), (xl * layer.att_dst).sum(-1)

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch_geometric.utils import subgraph
 
+from grb_dist.core import allocator
 from grb_dist.core.config import TrainSection
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph
@@ -134,41 +135,43 @@ def train_model(
     best_state: dict[str, torch.Tensor] | None = None
     history: list[dict[str, float]] = []
     start = time.perf_counter()
-    epoch, stopped_early = 0, False
-    for epoch in range(config.epochs):
-        model.train()
-        x, ei = train_view.x, train_view.edge_index
-        if augment is not None:
-            x, ei = augment(model, train_view, gen)
-            model.train()  # the hook may have switched modes
-        opt.zero_grad(set_to_none=True)
-        out = model(x, ei)
-        if epoch == 0:  # what the model returns, checked once before it is trained on
-            check_logits(out, int(x.shape[0]), int(graph.num_classes))
-        loss = torch.nn.functional.cross_entropy(out[train_view.mask_idx], train_view.y[train_view.mask_idx])
-        # Optional model regulariser of this forward pass (R-GCN's KL term).
-        extra = model.regularization() if hasattr(model, "regularization") else None
-        if extra is not None:
-            loss = loss + extra
-        loss.backward()
-        opt.step()
-        model.eval()
-        with torch.no_grad():
-            logits = model(val_view.x, val_view.edge_index)[val_view.mask_idx]
-            yv = val_view.y[val_view.mask_idx]
-            val_loss = float(torch.nn.functional.cross_entropy(logits, yv))
-            val_acc = float((logits.argmax(1) == yv).float().mean())
-        history.append({"epoch": epoch, "train_loss": loss.item(), "val_loss": val_loss, "val_accuracy": val_acc})
-        improved = val_loss < best[0]
-        if improved:
-            best = (val_loss, val_acc, epoch)
-            best_state = copy.deepcopy(model.state_dict())
-        if on_epoch is not None:
-            on_epoch({**history[-1], "epochs": config.epochs, "best_epoch": best[2], "best_val_loss": best[0],
-                      "best_val_accuracy": best[1]})
-        if not improved and epoch - best[2] >= config.patience:
-            stopped_early = epoch + 1 < config.epochs
-            break
+    # Every epoch allocates the same shapes: freed blocks are kept for the next (core.allocator).
+    with allocator.reusing_freed_blocks():
+        epoch, stopped_early = 0, False
+        for epoch in range(config.epochs):
+            model.train()
+            x, ei = train_view.x, train_view.edge_index
+            if augment is not None:
+                x, ei = augment(model, train_view, gen)
+                model.train()  # the hook may have switched modes
+            opt.zero_grad(set_to_none=True)
+            out = model(x, ei)
+            if epoch == 0:  # what the model returns, checked once before it is trained on
+                check_logits(out, int(x.shape[0]), int(graph.num_classes))
+            loss = torch.nn.functional.cross_entropy(out[train_view.mask_idx], train_view.y[train_view.mask_idx])
+            # Optional model regulariser of this forward pass (R-GCN's KL term).
+            extra = model.regularization() if hasattr(model, "regularization") else None
+            if extra is not None:
+                loss = loss + extra
+            loss.backward()
+            opt.step()
+            model.eval()
+            with torch.no_grad():
+                logits = model(val_view.x, val_view.edge_index)[val_view.mask_idx]
+                yv = val_view.y[val_view.mask_idx]
+                val_loss = float(torch.nn.functional.cross_entropy(logits, yv))
+                val_acc = float((logits.argmax(1) == yv).float().mean())
+            history.append({"epoch": epoch, "train_loss": loss.item(), "val_loss": val_loss, "val_accuracy": val_acc})
+            improved = val_loss < best[0]
+            if improved:
+                best = (val_loss, val_acc, epoch)
+                best_state = copy.deepcopy(model.state_dict())
+            if on_epoch is not None:
+                on_epoch({**history[-1], "epochs": config.epochs, "best_epoch": best[2], "best_val_loss": best[0],
+                          "best_val_accuracy": best[1]})
+            if not improved and epoch - best[2] >= config.patience:
+                stopped_early = epoch + 1 < config.epochs
+                break
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()

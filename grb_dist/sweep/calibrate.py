@@ -139,13 +139,14 @@ def code_hash() -> str:
 
 def machine_identity(device: str, threads: int) -> dict[str, Any]:
     """What makes a calibration valid on a machine: its CPU, cores, device, threads, the
-    allocator's policy, the versions of torch and of this package, and this package's code."""
+    allocator's policy for training, the versions of torch and of this package, and this
+    package's code."""
     import torch
 
     name = torch.cuda.get_device_name(0) if device.startswith("cuda") else cpu_model()
     return {"host": platform.node(), "device": device, "processor": name, "cores": os.cpu_count(),
-            "threads": threads, "allocator": allocator.configure(), "torch": torch.__version__, "grb_dist": __version__, "code": code_hash(),
-            "version": CALIBRATION_VERSION}
+            "threads": threads, "allocator": allocator.training_policy(), "torch": torch.__version__,
+            "grb_dist": __version__, "code": code_hash(), "version": CALIBRATION_VERSION}
 
 
 def cache_path(machine: Mapping[str, Any]) -> Path:

@@ -389,12 +389,10 @@ def options(settings: RaySettings, kind: str, use_gpu: bool) -> dict[str, Any]:
 @contextmanager
 def _in_worker(registrations: list) -> Iterator[None]:
     """Around every task and actor call: the driver's registrations (restored once per
-    worker), torch's threads and the allocator's policy (:mod:`grb_dist.core.allocator`)
-    before it; the heap's free memory given back after it, so that an idle worker holds
-    only what it keeps."""
+    worker) and torch's threads before it; the heap's free memory given back after it
+    (:mod:`grb_dist.core.allocator`), so that an idle worker holds only what it keeps."""
     _restore(registrations)
     _set_threads()
-    allocator.configure()
     try:
         yield
     finally:
