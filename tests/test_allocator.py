@@ -1,6 +1,7 @@
 """The allocator policy of computing processes (grb_dist.core.allocator)."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -39,7 +40,7 @@ print(json.dumps(out))
 
 
 def _probe(env_value):
-    env = {k: v for k, v in __import__("os").environ.items() if k != allocator.ALLOCATOR_ENV}
+    env = {k: v for k, v in os.environ.items() if k != allocator.ALLOCATOR_ENV}
     if env_value is not None:
         env[allocator.ALLOCATOR_ENV] = env_value
     out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env, check=True)

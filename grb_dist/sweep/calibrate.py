@@ -22,10 +22,11 @@ Alongside the time, the peak resident memory of each measurement above the proce
 the last difficulty and scaled to the others by their transfer counterpart.
 
 Results are cached per machine (CPU model, cores, torch and package versions, the
-package's code, device, threads, allocator policy) in ``$XDG_CACHE_HOME/grb-dist/calibration/``
-(default ``~/.cache``), one JSON file per machine, keyed by what each figure depends on (the graph's content, the model or attack
-parameters without epochs, steps and seeds): a second ``--plan`` of the same job measures
-nothing. The cache holds numbers only.
+package's code, device, threads, allocator policy) in
+``$XDG_CACHE_HOME/grb-dist/calibration/`` (default ``~/.cache``), one JSON file per machine,
+keyed by what each figure depends on (the graph's content, the model or attack parameters
+without epochs, steps and seeds): a second ``--plan`` of the same job measures nothing.
+The cache holds numbers only.
 """
 
 from __future__ import annotations

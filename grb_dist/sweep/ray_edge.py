@@ -469,7 +469,7 @@ class _ScorerActor:
         return self.name
 
     def _hold(self, setup: ScorerSetup) -> worker.Scorer:
-        graph_ref, models, registrations = setup
+        graph_ref, models, _registrations = setup  # restored by score's _in_worker
         if self.scorer is None:
             self.scorer = worker.Scorer(ray.get(graph_ref), {}, _device())
         scorer = self.scorer
