@@ -41,7 +41,7 @@ from torch_geometric.utils import scatter, softmax
 from grb_dist.core.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
 from grb_dist.models.weighted import (
-    csr_matrix, csr_structure, finish_heads, propagate, propagate_attention, weighted_softmax,
+    csr_matrix, csr_structure, finish_heads, propagate, propagate_attention, sampled_dot, weighted_softmax,
 )
 
 @dataclass(frozen=True)
@@ -120,10 +120,7 @@ class _EdgeCosine(torch.autograd.Function):
     def forward(ctx, h, crow, col, perm, crow_t, col_t, perm_t):
         n = h.size(0)
         hn = h / h.norm(dim=1, keepdim=True).clamp_min(_EdgeCosine.EPS)
-        pattern = csr_matrix(crow, col, torch.zeros(col.numel(), dtype=h.dtype, device=h.device), n)
-        sorted_vals = torch.sparse.sampled_addmm(pattern, hn, hn.t(), beta=0.0).values()
-        out = torch.empty_like(sorted_vals)
-        out[perm] = sorted_vals
+        out = sampled_dot(crow, col, perm, hn, hn, n)
         ctx.save_for_backward(h, crow, col, perm, crow_t, col_t, perm_t)
         return out
 
@@ -146,10 +143,10 @@ class _EdgeCosine(torch.autograd.Function):
 def edge_cosine(h: torch.Tensor, edge_index: torch.Tensor | EdgePattern) -> torch.Tensor:
     """Cosine similarity of the endpoints of every edge (of ``edge_index``, or of an
     :class:`EdgePattern`'s edges), differentiable in ``h``."""
-    p = edge_index if isinstance(edge_index, EdgePattern) else EdgePattern(
-        edge_index, None, csr_structure(edge_index[0], edge_index[1], h.size(0)),
-        csr_structure(edge_index[1], edge_index[0], h.size(0)))
-    return _EdgeCosine.apply(h, *p.by_src, *p.by_dst)
+    if isinstance(edge_index, EdgePattern):
+        return _EdgeCosine.apply(h, *edge_index.by_src, *edge_index.by_dst)
+    src, dst = edge_index
+    return _EdgeCosine.apply(h, *csr_structure(src, dst, h.size(0)), *csr_structure(dst, src, h.size(0)))
 
 
 def guard_weights(

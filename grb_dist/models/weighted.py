@@ -87,6 +87,18 @@ def csr_matrix(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, n: i
         return torch.sparse_csr_tensor(crow, col, values, (n, n), check_invariants=False)
 
 
+def sampled_dot(crow: torch.Tensor, col: torch.Tensor, perm: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
+                n: int) -> torch.Tensor:
+    """``out_e = <a[row_e], b[col_e]>`` for the pairs of a :func:`csr_structure`, in the
+    pairs' own order: a sampled dense-dense product (``torch.sparse.sampled_addmm``), no
+    E x F tensor."""
+    pattern = csr_matrix(crow, col, torch.zeros(col.numel(), dtype=a.dtype, device=a.device), n)
+    sampled = torch.sparse.sampled_addmm(pattern, a, b.t(), beta=0.0).values()
+    out = torch.empty_like(sampled)
+    out[perm] = sampled
+    return out
+
+
 class _WeightedSpmm(torch.autograd.Function):
     """``out = A h`` with ``A[dst_e, src_e] = w_e``, as a sparse-dense product (CSR), with
     gradients in ``h`` (the transposed product) and in ``w`` (``<grad_out[dst_e],
@@ -110,10 +122,7 @@ class _WeightedSpmm(torch.autograd.Function):
             crow_t, col_t, perm_t = csr_structure(src, dst, n)
             grad_h = torch.sparse.mm(csr_matrix(crow_t, col_t, weight[perm_t], n), grad)
         if ctx.needs_input_grad[3]:
-            pattern = csr_matrix(crow, col, torch.zeros(col.numel(), dtype=h.dtype, device=h.device), n)
-            sampled = torch.sparse.sampled_addmm(pattern, grad, h.t(), beta=0.0).values()
-            grad_w = torch.empty_like(sampled)
-            grad_w[perm] = sampled
+            grad_w = sampled_dot(crow, col, perm, grad, h, n)
         return grad_h, None, None, grad_w, None
 
 
@@ -235,7 +244,7 @@ def weighted_logits(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor,
 
 
 __all__ = [
-    "EdgeListOps", "WEIGHTED_KINDS", "attention", "declares_program", "gat_layer", "has_weighted_forward",
-    "operator", "propagate", "propagate_attention", "weighted_degree", "weighted_logits", "weighted_softmax",
-    "with_self_loops", "without_self_loops",
+    "EdgeListOps", "WEIGHTED_KINDS", "attention", "csr_matrix", "csr_structure", "declares_program", "gat_layer",
+    "has_weighted_forward", "operator", "propagate", "propagate_attention", "sampled_dot", "weighted_degree",
+    "weighted_logits", "weighted_softmax", "with_self_loops", "without_self_loops",
 ]

@@ -40,6 +40,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -125,9 +126,10 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+@lru_cache(maxsize=1)
 def code_hash() -> str:
-    """A hash of this package's Python sources: a calibration measured by other code (a
-    faster model, a changed attack) is not reused."""
+    """A hash of this package's Python sources (read once per process): a calibration
+    measured by other code (a faster model, a changed attack) is not reused."""
     import hashlib
 
     root = Path(__file__).resolve().parents[1]
