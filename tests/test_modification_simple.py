@@ -16,7 +16,7 @@ from grb_dist.attacks.modification.dice import DICE, DICEConfig
 from grb_dist.attacks.modification.flip import FLIP, FLIPConfig, sampled_betweenness
 from grb_dist.attacks.modification.nea import NEA, NEAConfig
 from grb_dist.attacks.modification.selection import select_ranked
-from grb_dist.attacks.modification.spectral import adjacency, sum_of_powers
+from grb_dist.attacks.modification.spectral import SINGLE_PRECISION_TOL, adjacency, eigenpairs, sum_of_powers
 from grb_dist.attacks.modification.stack import STACK, STACKConfig
 from grb_dist.datasets import load_dataset
 from grb_dist.core.errors import ConfigError
@@ -317,6 +317,30 @@ def test_spectral_scores_equal_dense_reference(candidates: str) -> None:
         best = pairs[:, np.argsort(-ref, kind="stable")]
         seq = sequential_select(best, is_edge[np.argsort(-ref, kind="stable")], g.degrees(), 5)
         assert keys(np.concatenate([mod.removed, mod.added], 1), 30) == keys(best[:, seq], 30)
+
+
+@pytest.mark.parametrize("tol", [0.0, SINGLE_PRECISION_TOL])
+def test_eigenpairs_equal_dense_reference(tol: float) -> None:
+    """ARPACK in float64 (tol 0) and in float32 with the float64 Rayleigh-Ritz step (the
+    default) give the dense solver's non-trivial pairs, float64-normalised, on a graph with
+    several components."""
+    rng = np.random.default_rng(3)
+    n, big = 400, 300
+    pairs = [(i, (i + 1) % big) for i in range(big)] + [tuple(p) for p in rng.integers(0, big, (400, 2))]
+    pairs += [(big + 2 * i, big + 2 * i + 1) for i in range(20)] + [(360, 361), (361, 362), (362, 363)]
+    g = graph_from_pairs([p for p in pairs if p[0] != p[1]], n)
+    k = 8
+    vals, u = eigenpairs(g.edge_index, n, k, torch.Generator().manual_seed(0), tol=tol)
+    a = adjacency(g.edge_index, n).toarray()
+    d = np.diag(a.sum(1) + 1)
+    ref, ref_u = scipy.linalg.eigh(a + np.eye(n), d)
+    nontrivial = ~np.isclose(ref, 1.0, atol=1e-9)
+    top = np.argsort(-np.abs(ref[nontrivial]), kind="stable")[:k]
+    ref, ref_u = ref[nontrivial][top], ref_u[:, nontrivial][:, top]
+    assert np.allclose(vals, ref, rtol=0, atol=1e-9)
+    assert np.allclose(u.T @ d @ u, np.eye(k), atol=1e-10)
+    cos = np.abs(np.sum(u * (d @ ref_u), axis=0))  # the same vectors up to sign
+    assert np.allclose(cos, 1.0, atol=1e-6)
 
 
 def test_sum_of_powers() -> None:
