@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import Callable, ClassVar, Iterator
 
 import numpy as np
-import scipy.linalg
 import scipy.sparse as sp
 import torch
 from scipy.sparse.csgraph import connected_components
@@ -102,15 +101,21 @@ def _operator(s: sp.csr_matrix, deflation: _Deflation | None, dtype: type) -> Li
 
 
 def _rayleigh_ritz(s: sp.csr_matrix, deflation: _Deflation | None, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The Ritz pairs of ``S P`` on the span of ``v``'s columns, in float64: the eigenpairs of
-    ``V^T S V`` against ``V^T V`` (``V = P v``), their vectors orthonormal in float64."""
+    """The Ritz pairs of ``S P`` on the span of ``v``'s columns, in float64 (``V = P v``):
+    ``V^T V``'s eigenvectors, scaled, make an orthonormal basis of the span (directions it
+    does not have, e.g. a column inside the deflated span, dropped), and ``V^T S V`` in that
+    basis gives the pairs, their vectors orthonormal in float64."""
     v = v.astype(np.float64)
     if deflation is not None:
         v = deflation(v)
     w = s @ v
     h, m = v.T @ w, v.T @ v
-    vals, y = scipy.linalg.eigh((h + h.T) / 2, (m + m.T) / 2)
-    return vals, v @ y
+    g, z = np.linalg.eigh((m + m.T) / 2)
+    keep = g > 1e-8 * max(float(g.max()), 0.0)
+    basis = z[:, keep] / np.sqrt(g[keep])
+    h = basis.T @ h @ basis
+    vals, y = np.linalg.eigh((h + h.T) / 2)
+    return vals, v @ (basis @ y)
 
 
 #: Smallest ``tol`` at which the Lanczos iteration runs in float32 (single precision reaches
