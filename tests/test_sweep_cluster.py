@@ -140,8 +140,8 @@ def test_no_ray_process_outlives_the_sweep(tmp_path, sig):
         def gone() -> bool:
             return not [q for q in started if alive(q)] and not _ray_processes(ray_tmp)
 
-        # a bound on how long Ray's own shutdown may take, not a benchmark
-        wait_for(gone, 20, "the exit of every Ray process of the sweep")
+        # a bound on how long Ray's own shutdown may take on a loaded 2-core machine, not a benchmark
+        wait_for(gone, 60, "the exit of every Ray process of the sweep")
     finally:
         if p.poll() is None:
             p.kill()

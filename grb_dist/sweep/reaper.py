@@ -71,7 +71,10 @@ def watch(driver_pid: int, pipe) -> int:
         ready, _, _ = select.select([pipe], [], [], INTERVAL)
         if ready and not os.read(pipe.fileno(), 4096):
             break  # EOF: the driver closed the pipe or died
-    # what ray.shutdown() (or nobody) left behind
+    # what ray.shutdown() (or nobody) left behind, with what those spawned since the last
+    # look (a worker the raylet started in the last interval)
+    for p in _alive(list(seen.values())):
+        seen.update(_descendants(p))
     left = _alive(seen.values())
     for p in left:
         try:
