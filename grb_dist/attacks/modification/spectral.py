@@ -78,10 +78,17 @@ class _Deflation:
     (N x components) their sparse matrix, one entry per node (two sparse products: about 3x
     faster than a weighted ``bincount`` and a gather, the same values)."""
 
-    def __init__(self, labels: np.ndarray, basis: np.ndarray, dtype: type = np.float64) -> None:
+    def __init__(self, q: sp.csr_matrix) -> None:
+        self.q, self.q_t = q, q.T.tocsr()
+
+    @classmethod
+    def of_components(cls, labels: np.ndarray, basis: np.ndarray) -> _Deflation:
         n = labels.size
-        self.q = sp.csr_matrix((basis.astype(dtype), (np.arange(n), labels)), shape=(n, int(labels.max()) + 1))
-        self.q_t = self.q.T.tocsr()
+        return cls(sp.csr_matrix((basis, (np.arange(n), labels)), shape=(n, int(labels.max()) + 1)))
+
+    def astype(self, dtype: type) -> _Deflation:
+        """The same projection in ``dtype`` (itself when it already is)."""
+        return self if self.q.dtype == dtype else _Deflation(self.q.astype(dtype))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         return x - self.q @ (self.q_t @ x)
@@ -147,7 +154,7 @@ def eigenpairs(edge_index: np.ndarray, n: int, k: int, gen: torch.Generator, *, 
     deflation, rank = None, n
     if skip_trivial:
         labels, basis = trivial_basis(edge_index, n, d_inv_sqrt)
-        deflation, rank = _Deflation(labels, basis), n - int(labels.max()) - 1
+        deflation, rank = _Deflation.of_components(labels, basis), n - int(labels.max()) - 1
     k = max(1, min(k, rank, n - 1))
     v0 = torch.rand(n, generator=gen, dtype=torch.float64).numpy() + 0.5
     if k + 1 >= rank and n <= DENSE_MAX_NODES:
@@ -157,8 +164,7 @@ def eigenpairs(edge_index: np.ndarray, n: int, k: int, gen: torch.Generator, *, 
         dtype = np.float32 if single else np.float64
         if deflation is not None:
             v0 = deflation(v0)
-        op_deflation = _Deflation(labels, basis, dtype) if deflation is not None and single else deflation
-        op = _operator(s, op_deflation, dtype)
+        op = _operator(s, None if deflation is None else deflation.astype(dtype), dtype)
         vals, vecs = eigsh(op, k=min(k, n - 2), which="LM", v0=v0.astype(dtype), tol=tol)
         if single:
             vals, vecs = _rayleigh_ritz(s, deflation, vecs)
