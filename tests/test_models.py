@@ -195,11 +195,16 @@ def test_gnnguard_layers_equal_gcnconv_on_the_guard_weighted_edges():
         assert torch.allclose(_weighted_gcn(layer, x, ei, w), layer(x, ei, w), atol=1e-5)
 
 
+@pytest.mark.parametrize("rows", [4, 16384])
 @pytest.mark.parametrize("activate", [True, False])
-def test_rgcn_messages_equal_the_plain_operators_and_their_gradients_check(activate):
-    """R-GCN's layer keeps only its inputs for the backward pass and recomputes the rest;
-    values and gradients are those of the plain operators."""
+def test_rgcn_messages_equal_the_plain_operators_and_their_gradients_check(activate, rows, monkeypatch):
+    """R-GCN's layer keeps only its inputs for the backward pass and recomputes the rest
+    (in blocks of rows: 4, 4 and 1 of the 9 here, or all at once); values and gradients are
+    those of the plain operators."""
+    from grb_dist.models import rgcn
     from grb_dist.models.rgcn import GaussianConv, _GaussianMessages
+
+    monkeypatch.setattr(rgcn, "BLOCK_ROWS", rows)
 
     torch.manual_seed(0)
     gamma = 0.7
@@ -229,6 +234,11 @@ def test_edge_cosine_keeps_only_its_input_and_its_gradients_check():
     edge_index = torch.tensor([[0, 0, 1, 2, 2, 5, 3, 4, 1, 6], [1, 1, 2, 0, 0, 4, 3, 2, 0, 7]])
     h = torch.randn(n, 4, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda h: edge_cosine(h, edge_index), (h,))
+    # every edge with its reverse: the backward pass takes one product with the summed pattern
+    both = torch.cat([edge_index, edge_index.flip(0)], 1)
+    assert EdgePattern.of(both, n).symmetric and not EdgePattern.of(edge_index, n).symmetric
+    assert torch.autograd.gradcheck(lambda h: edge_cosine(h, both), (h,))
+    assert torch.autograd.gradcheck(lambda h: edge_cosine(h, EdgePattern.of(both, n)), (h,))
     z = h.detach().clone()
     z[7] = 0
     z.requires_grad_(True)

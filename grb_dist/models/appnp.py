@@ -11,6 +11,7 @@ from torch_geometric.nn import APPNP as APPNPProp
 from grb_dist.core.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
 from grb_dist.models.gcn import normalized_adjacency_t
+from grb_dist.models.propagation import appnp
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class APPNP(GraphModel):
         return layer(h)
 
     def output(self, h, edge_index):
-        return self.propagate(h, edge_index)
+        return appnp(self.propagate, h, edge_index)
 
     def incremental_layer(self, ops, i, layer, h):
         return ops.map(layer, h)

@@ -18,6 +18,7 @@ from torch_geometric.utils import to_torch_csr_tensor
 
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph
+from grb_dist.models.dropout import dropout
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ class GraphModel(nn.Module):
         n_layers = len(self.layers)
         for i, layer in enumerate(self.layers):
             if i > 0:
-                h = nn.functional.dropout(h, p=self.config.dropout, training=self.training)
+                h = dropout(h, self.config.dropout, self.training)
             h = call(i, layer, h)
             if i < n_layers - 1:
                 if self.norms:

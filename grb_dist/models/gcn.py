@@ -8,6 +8,7 @@ from torch_geometric.nn import GCNConv
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
 from grb_dist.models.base import GraphModel, adjacency_t
+from grb_dist.models.propagation import gcn_conv
 
 
 def normalized_adjacency_t(edge_index, num_nodes):
@@ -29,6 +30,9 @@ class GCN(GraphModel):
 
     def make_layer(self, index, in_width, out_width, last):
         return GCNConv(in_width, out_width, normalize=False), out_width
+
+    def call_layer(self, i, layer, h, edge_index):
+        return gcn_conv(layer, h, edge_index)
 
     def incremental_layer(self, ops, i, layer, h):
         h = ops.propagate(ops.map(layer.lin, h), "gcn")

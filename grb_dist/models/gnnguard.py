@@ -40,6 +40,7 @@ from torch_geometric.utils import scatter, softmax
 
 from grb_dist.core.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
+from grb_dist.models.propagation import product
 from grb_dist.models.weighted import (
     csr_matrix, csr_structure, finish_heads, propagate, propagate_attention, sampled_dot, weighted_softmax,
 )
@@ -85,12 +86,15 @@ class EdgePattern:
     per layer and forward pass.
 
     ``loops``: the input edges that are self-loops (removed; ``None`` when there are none),
-    so that input edge weights can be matched to :attr:`edge_index`."""
+    so that input edge weights can be matched to :attr:`edge_index`. ``symmetric``: both
+    structures are the same pattern (every edge's reverse is an edge too, as in an
+    undirected graph)."""
 
     edge_index: torch.Tensor
     loops: torch.Tensor | None
     by_src: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
     by_dst: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    symmetric: bool = False
 
     @classmethod
     def of(cls, edge_index: torch.Tensor, num_nodes: int) -> "EdgePattern":
@@ -100,7 +104,8 @@ class EdgePattern:
         else:
             loops = None
         src, dst = edge_index
-        return cls(edge_index, loops, csr_structure(src, dst, num_nodes), csr_structure(dst, src, num_nodes))
+        by_src, by_dst = csr_structure(src, dst, num_nodes), csr_structure(dst, src, num_nodes)
+        return cls(edge_index, loops, by_src, by_dst, _same_pattern(by_src, by_dst))
 
     def weights(self, edge_weight: torch.Tensor | None) -> torch.Tensor | None:
         """``edge_weight`` of the input edges restricted to :attr:`edge_index`."""
@@ -110,43 +115,56 @@ class EdgePattern:
 class _EdgeCosine(torch.autograd.Function):
     """``out_e = cos(h[src_e], h[dst_e])`` for every edge of an :class:`EdgePattern`, as a
     sampled dense-dense product (SDDMM, ``torch.sparse.sampled_addmm``) of the normalised
-    rows; the backward pass is two sparse-dense products. No E x d tensor in either
+    rows; the backward pass is two sparse-dense products (one when the edges are
+    symmetric: the sum of the two matrices has their pattern). No E x d tensor in either
     direction, and only ``h`` is kept (the normalised copy is made again in the backward
     pass; ``h`` is the layer's input, which its linear map keeps anyway)."""
 
     EPS = 1e-12  # as F.normalize: h / max(|h|, eps)
 
     @staticmethod
-    def forward(ctx, h, crow, col, perm, crow_t, col_t, perm_t):
+    def forward(ctx, h, crow, col, perm, crow_t, col_t, perm_t, symmetric):
         n = h.size(0)
         hn = h / h.norm(dim=1, keepdim=True).clamp_min(_EdgeCosine.EPS)
         out = sampled_dot(crow, col, perm, hn, hn, n)
         ctx.save_for_backward(h, crow, col, perm, crow_t, col_t, perm_t)
+        ctx.symmetric = symmetric
         return out
 
     @staticmethod
     def backward(ctx, grad):
         h, crow, col, perm, crow_t, col_t, perm_t = ctx.saved_tensors
         n = h.size(0)
-        norm = h.norm(dim=1, keepdim=True)
-        scale = norm.clamp_min(_EdgeCosine.EPS)
-        hn = h / scale
+        norm = h.norm(dim=1)
+        inv = norm.clamp_min(_EdgeCosine.EPS).reciprocal_()  # hn = h * inv (row-wise)
         g = grad.contiguous()
-        # d out_e / d hn[src] = hn[dst], d out_e / d hn[dst] = hn[src]
-        gh = torch.sparse.mm(csr_matrix(crow, col, g[perm], n), hn)
-        gh += torch.sparse.mm(csr_matrix(crow_t, col_t, g[perm_t], n), hn)
+        # d out_e / d hn[src] = hn[dst], d out_e / d hn[dst] = hn[src]: gh = G hn = (G inv) h,
+        # the row scaling folded into the matrix's values (no N x d copy of hn); one product
+        # with each structure, or one with their sum when they are the same pattern
+        if ctx.symmetric:
+            gh = product(csr_matrix(crow, col, (g[perm] + g[perm_t]) * inv[col], n), h)
+        else:
+            gh = product(csr_matrix(crow, col, g[perm] * inv[col], n), h)
+            gh += product(csr_matrix(crow_t, col_t, g[perm_t] * inv[col_t], n), h)
         # through hn = h / max(|h|, eps): (gh - hn <gh, hn>) / |h|, or gh / eps below eps
-        dot = (gh * hn).sum(1, keepdim=True).masked_fill_(norm <= _EdgeCosine.EPS, 0)
-        return gh.sub_(hn.mul_(dot)).div_(scale), None, None, None, None, None, None
+        dot = torch.einsum("ij,ij->i", gh, h).mul_(inv).masked_fill_(norm <= _EdgeCosine.EPS, 0)
+        grad_h = gh.addcmul_(h, dot.mul_(inv).unsqueeze_(1), value=-1).mul_(inv.unsqueeze(1))
+        return grad_h, None, None, None, None, None, None, None
+
+
+def _same_pattern(a: tuple[torch.Tensor, ...], b: tuple[torch.Tensor, ...]) -> bool:
+    """Whether two :func:`csr_structure` results have the same rows and columns."""
+    return torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
 
 
 def edge_cosine(h: torch.Tensor, edge_index: torch.Tensor | EdgePattern) -> torch.Tensor:
     """Cosine similarity of the endpoints of every edge (of ``edge_index``, or of an
     :class:`EdgePattern`'s edges), differentiable in ``h``."""
     if isinstance(edge_index, EdgePattern):
-        return _EdgeCosine.apply(h, *edge_index.by_src, *edge_index.by_dst)
+        return _EdgeCosine.apply(h, *edge_index.by_src, *edge_index.by_dst, edge_index.symmetric)
     src, dst = edge_index
-    return _EdgeCosine.apply(h, *csr_structure(src, dst, h.size(0)), *csr_structure(dst, src, h.size(0)))
+    by_src, by_dst = csr_structure(src, dst, h.size(0)), csr_structure(dst, src, h.size(0))
+    return _EdgeCosine.apply(h, *by_src, *by_dst, _same_pattern(by_src, by_dst))
 
 
 def guard_weights(

@@ -32,10 +32,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch_geometric.utils import add_remaining_self_loops, degree, remove_self_loops, spmm, to_torch_csr_tensor
+from torch_geometric.utils import add_remaining_self_loops, degree, remove_self_loops, to_torch_csr_tensor
 
 from grb_dist.core.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
+from grb_dist.models.dropout import dropout
+from grb_dist.models.propagation import propagate as propagate_csr
 from grb_dist.models.weighted import propagate, weighted_degree, with_self_loops, without_self_loops
 
 
@@ -100,7 +102,7 @@ class GaussianConv(nn.Module):
     def forward(self, mean, var, norms):
         adj_mean, adj_var = norms
         mean, var = self.messages(mean, var)
-        return spmm(adj_mean, mean), spmm(adj_var, var)
+        return propagate_csr(adj_mean, mean), propagate_csr(adj_var, var)
 
     def messages(self, mean, var):
         """What is propagated: ``(mean * att, var * att * att)`` of the linear maps.
@@ -116,6 +118,10 @@ class GaussianConv(nn.Module):
                                        self.lin_var.bias, self.gamma, self.activate)
 
 
+#: Rows of a block of :class:`_GaussianMessages` (8 MiB a tensor at width 128).
+BLOCK_ROWS = 16384
+
+
 class _GaussianMessages(torch.autograd.Function):
     """``(mean, var) -> (m, v)`` of :meth:`GaussianConv.messages`: ``a = mean W_m^T + b_m``,
     ``r = relu(var W_v^T + b_v)``, ``att = exp(-gamma r)``, ``m = elu(a) att`` (``a att``
@@ -123,14 +129,20 @@ class _GaussianMessages(torch.autograd.Function):
 
     Autograd would keep about six N x F intermediates per layer (the activations, the
     attention and the products); this keeps the two inputs and recomputes ``a`` and ``r``
-    (two GEMMs) in the backward pass, which is what holds R-GCN's training near a GCN's
+    (two GEMMs) in the backward pass. Rows are independent, so both passes run over blocks
+    of :data:`BLOCK_ROWS` rows: only the outputs (forward) and the input gradients
+    (backward) are full N x F tensors. That is what holds R-GCN's training near a GCN's
     memory at 660k nodes."""
 
     @staticmethod
     def forward(ctx, mean, var, w_mean, b_mean, w_var, b_var, gamma, activate):
-        a, r, att = _GaussianMessages._pre(mean, var, w_mean, b_mean, w_var, b_var, gamma)
-        m = (F.elu(a, inplace=True) if activate else a).mul_(att)
-        v = r.mul_(att).mul_(att)
+        m = mean.new_empty(mean.shape[0], w_mean.shape[0])
+        v = var.new_empty(var.shape[0], w_var.shape[0])
+        for start in range(0, mean.shape[0], BLOCK_ROWS):
+            rows = slice(start, start + BLOCK_ROWS)
+            a, r, att = _GaussianMessages._pre(mean[rows], var[rows], w_mean, b_mean, w_var, b_var, gamma)
+            torch.mul(F.elu(a, inplace=True) if activate else a, att, out=m[rows])
+            torch.mul(r.mul_(att), att, out=v[rows])
         ctx.save_for_backward(mean, var, w_mean, b_mean, w_var, b_var)
         ctx.gamma, ctx.activate = gamma, activate
         return m, v
@@ -144,24 +156,46 @@ class _GaussianMessages(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_m, grad_v):
         mean, var, w_mean, b_mean, w_var, b_var = ctx.saved_tensors
-        gamma = ctx.gamma
+        need = ctx.needs_input_grad
+        # What the backward pass recomputes (a, r, att and two gradients) is a few blocks of
+        # rows at a time, not five N x F tensors; only the input gradients are full size.
+        grad_mean = mean.new_empty(mean.shape) if need[0] else None
+        grad_var = var.new_empty(var.shape) if need[1] else None
+        grads_w = [torch.zeros_like(t) if need[i] else None for i, t in enumerate((w_mean, b_mean, w_var, b_var), 2)]
+        gw_mean, gb_mean, gw_var, gb_var = grads_w
+        for start in range(0, mean.shape[0], BLOCK_ROWS):
+            rows = slice(start, start + BLOCK_ROWS)
+            m, v = mean[rows], var[rows]
+            grad_a, grad_r = _GaussianMessages._local_grads(m, v, grad_m[rows], grad_v[rows], w_mean, b_mean,
+                                                            w_var, b_var, ctx.gamma, ctx.activate)
+            if grad_mean is not None:
+                torch.mm(grad_a, w_mean, out=grad_mean[rows])
+            if grad_var is not None:
+                torch.mm(grad_r, w_var, out=grad_var[rows])
+            if gw_mean is not None:
+                gw_mean.addmm_(grad_a.t(), m)
+            if gb_mean is not None:
+                gb_mean += grad_a.sum(0)
+            if gw_var is not None:
+                gw_var.addmm_(grad_r.t(), v)
+            if gb_var is not None:
+                gb_var += grad_r.sum(0)
+        return grad_mean, grad_var, gw_mean, gb_mean, gw_var, gb_var, None, None
+
+    @staticmethod
+    def _local_grads(mean, var, grad_m, grad_v, w_mean, b_mean, w_var, b_var, gamma, activate):
+        """The gradients with respect to ``a`` and ``r`` of a block of rows."""
         a, r, att = _GaussianMessages._pre(mean, var, w_mean, b_mean, w_var, b_var, gamma)
-        # In place where it can: at most five N x F tensors of its own at a time.
         # dv/dr = att^2 (1 - 2 gamma r); dm/dr = -gamma m; both only where r > 0.
         grad_r = (r * (-2 * gamma)).add_(1).mul_(att).mul_(att).mul_(grad_v)
         grad_a = grad_m * att
         del att
         # elu(a) = a (a > 0), exp(a) - 1 (a <= 0); its derivative is 1 there, exp(a) = elu(a) + 1 here.
-        e = F.elu(a) if ctx.activate else a
+        e = F.elu(a) if activate else a
         grad_r.addcmul_(grad_a, e, value=-gamma).masked_fill_(r <= 0, 0)
-        del r
-        if ctx.activate:
+        if activate:
             grad_a.mul_(e.add_(1).masked_fill_(a > 0, 1))
-        del a, e
-        need = ctx.needs_input_grad
-        return (grad_a @ w_mean if need[0] else None, grad_r @ w_var if need[1] else None,
-                grad_a.t() @ mean if need[2] else None, grad_a.sum(0) if need[3] else None,
-                grad_r.t() @ var if need[4] else None, grad_r.sum(0) if need[5] else None, None, None)
+        return grad_a, grad_r
 
 
 def weighted_gaussian_norms(edge_index: torch.Tensor, weight: torch.Tensor, num_nodes: int):
@@ -195,8 +229,8 @@ class RGCN(GraphModel):
         kl = None
         for i, layer in enumerate(self.layers):
             if i > 0:
-                mean = F.dropout(mean, p=self.config.dropout, training=self.training)
-                var = F.dropout(var, p=self.config.dropout, training=self.training)
+                mean = dropout(mean, self.config.dropout, self.training)
+                var = dropout(var, self.config.dropout, self.training)
             mean, var = layer(mean, var, norms)
             if i == 0 and self.training and self.config.kl_weight > 0:
                 kl = -0.5 * torch.mean(torch.sum(1 + torch.log(var + 1e-8) - mean.pow(2) - var, dim=1))

@@ -14,6 +14,7 @@ from torch_geometric.nn import APPNP
 from grb_dist.core.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
 from grb_dist.models.gcn import normalized_adjacency_t
+from grb_dist.models.propagation import appnp
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class SGC(GraphModel):
         return nn.Linear(in_width, out_width), out_width
 
     def call_layer(self, i, layer, h, edge_index):
-        return layer["prop"](layer["lin"](h), edge_index) if i == 0 else layer(h)
+        return appnp(layer["prop"], layer["lin"](h), edge_index) if i == 0 else layer(h)
 
     def incremental_layer(self, ops, i, layer, h):
         if i > 0:

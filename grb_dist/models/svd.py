@@ -44,6 +44,7 @@ from torch_geometric.utils import coalesce, remove_self_loops, to_torch_csr_tens
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph
 from grb_dist.models.base import GraphModel, ModelConfig
+from grb_dist.models.propagation import gcn_conv
 from grb_dist.models.weighted import without_self_loops
 
 EDGE_CHUNK = 1 << 20
@@ -151,6 +152,9 @@ class GCNSVD(GraphModel):
 
     def make_layer(self, index, in_width, out_width, last):
         return GCNConv(in_width, out_width, normalize=False), out_width
+
+    def call_layer(self, i, layer, h, edge_index):
+        return gcn_conv(layer, h, edge_index)
 
     def weighted_forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_weight: torch.Tensor) -> torch.Tensor:
         """Eval-mode logits with edge weights, the low-rank projection kept fixed (module

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from grb_dist.core.errors import ConfigError
+from grb_dist.models.propagation import product
 
 #: The propagation operators that are functions of edge weights (see
 #: :data:`grb_dist.attacks.injection.incremental.KINDS`; ``att`` is not).
@@ -107,7 +108,7 @@ class _WeightedSpmm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, src, dst, weight, n):
         crow, col, perm = csr_structure(dst, src, n)
-        out = torch.sparse.mm(csr_matrix(crow, col, weight[perm], n), h)
+        out = product(csr_matrix(crow, col, weight[perm], n), h)
         ctx.save_for_backward(h, src, dst, weight, crow, col, perm)
         ctx.n = n
         return out
@@ -120,7 +121,7 @@ class _WeightedSpmm(torch.autograd.Function):
         grad_h = grad_w = None
         if ctx.needs_input_grad[0]:
             crow_t, col_t, perm_t = csr_structure(src, dst, n)
-            grad_h = torch.sparse.mm(csr_matrix(crow_t, col_t, weight[perm_t], n), grad)
+            grad_h = product(csr_matrix(crow_t, col_t, weight[perm_t], n), grad)
         if ctx.needs_input_grad[3]:
             grad_w = sampled_dot(crow, col, perm, grad, h, n)
         return grad_h, None, None, grad_w, None
