@@ -13,7 +13,7 @@ from grb_dist.core import allocator
 from grb_dist.core.errors import ConfigError
 
 #: In a fresh interpreter: the training policy, then the resident set (MiB) within
-#: ``reusing_freed_blocks`` with a 256 MiB block allocated, after freeing it, after leaving
+#: ``training_heap`` with a 256 MiB block allocated, after freeing it, after leaving
 #: the block, and after freeing a second such block outside it.
 _PROBE = """
 import json, os
@@ -25,7 +25,7 @@ def rss():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 out = {"policy": allocator.training_policy()}
-with allocator.reusing_freed_blocks():
+with allocator.training_heap():
     block = torch.ones(64 * 2**20)  # 256 MiB, touched
     out["held"] = rss()
     del block
@@ -57,6 +57,39 @@ def test_training_keeps_freed_large_blocks_until_it_ends_and_system_returns_them
     system = _probe("system")
     assert system["policy"] == "system"
     assert system["freed"] < system["held"] - 192, system  # glibc unmaps it on free
+
+
+#: In a fresh interpreter: glibc's threshold adapted to a freed 16 MiB block, then, within
+#: ``training_heap``, sixteen 8 MiB blocks below a small live one (so that the heap could
+#: not give them back from its top): the resident set (MiB) while held and once freed.
+_FRAGMENT_PROBE = """
+import json, os
+import torch
+from grb_dist.core import allocator
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+first = torch.ones(4 * 2**20)  # 16 MiB, mapped; freed, glibc's threshold adapts to it
+del first
+out = {}
+with allocator.training_heap():
+    blocks = [torch.ones(2 * 2**20) for _ in range(16)]  # 8 MiB each, touched
+    pin = torch.ones(1024)
+    out["held"] = rss()
+    del blocks
+    out["freed"] = rss()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or allocator._libc() is None, reason="glibc only")
+def test_system_policy_gives_back_blocks_below_glibcs_adapted_threshold():
+    env = {**os.environ, allocator.ALLOCATOR_ENV: "system"}
+    out = subprocess.run([sys.executable, "-c", _FRAGMENT_PROBE], capture_output=True, text=True, env=env, check=True)
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["freed"] < r["held"] - 96, r  # 128 MiB freed in the middle of the heap: given back
 
 
 def test_unknown_policy_is_a_config_error(monkeypatch):

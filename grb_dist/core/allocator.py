@@ -1,21 +1,29 @@
 """How a training process treats the large memory blocks it frees (Linux with glibc).
 
-glibc serves every block above its mmap threshold (which adapts, up to 32 MiB) with a
-fresh ``mmap`` and returns it with ``munmap`` when freed. A training epoch on a graph of
-660k nodes allocates and frees dozens of N x 128 float tensors (338 MB each), and the
-kernel faults in and zeroes every one of them page by page, every epoch.
+glibc serves every block above its mmap threshold with a fresh ``mmap`` and returns it
+with ``munmap`` when freed; the threshold adapts (up to 32 MiB) to the largest block freed
+so far, and blocks below it come from the heap, whose free memory is only given back from
+its top. A training epoch on a graph of 660k nodes allocates and frees dozens of N x 128
+float tensors (338 MB each), and the kernel faults in and zeroes every one of them page by
+page, every epoch.
 
-Within :func:`reusing_freed_blocks` freed blocks stay in the process's heap (the mmap and
-trim thresholds raised) and the next epoch reuses them without a fault; on leaving it, the
-thresholds go back to glibc's adapted values and the heap's free memory is given back to
-the system (``malloc_trim``). Training runs inside it (sweep tasks, ``grb-dist train``,
-the plan's calibration): its epochs allocate the same shapes again and again, so the
-freed blocks fit. Attacks do not: the shapes of their buffers change from step to step
-(PR-BCD resamples its block), freed blocks no longer fit the next requests and the heap
-grows, so they keep glibc's behaviour. Figures in docs/attacks.md ("Freed memory").
+Training runs inside :func:`training_heap` (sweep tasks, ``grb-dist train``, the plan's
+calibration), under one of two policies:
 
-``GRB_DIST_ALLOCATOR=system`` keeps glibc's behaviour for training too (a lower peak,
-slower on large graphs). Elsewhere (no glibc, e.g. macOS) nothing changes.
+- ``cache`` (default): freed blocks stay in the process's heap (the mmap and trim
+  thresholds raised) and the next epoch reuses them without a fault. Its epochs allocate
+  the same shapes again and again, so the freed blocks fit.
+- ``system``: every block of :data:`RETURN_ABOVE` (1 MiB) or more is mapped on its own and
+  given back as soon as it is freed (the threshold fixed, so it does not adapt): the
+  lowest peak, slower on large graphs. With glibc's adapted threshold the blocks between
+  1 and 32 MiB (row blocks, edge-sized arrays) came from the heap and fragmented it: R-GCN
+  at the aminer twin peaked 0.5 GiB higher over three epochs.
+
+On leaving, the thresholds go back to glibc's adapted values and the heap's free memory is
+given back to the system (``malloc_trim``). Attacks keep glibc's behaviour: the shapes of
+their buffers change from step to step (PR-BCD resamples its block), freed blocks no
+longer fit the next requests and the heap grows. Figures in docs/attacks.md ("Freed
+memory"). Elsewhere (no glibc, e.g. macOS) nothing changes.
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ MODES = ("cache", "system")
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _LARGEST = 2**31 - 1
 _MMAP_DEFAULT, _TRIM_DEFAULT = 32 * 2**20, 64 * 2**20
+#: Under the ``system`` policy, blocks of this size or more are given back when freed.
+RETURN_ABOVE = 2**20
 
 
 def mode() -> str:
@@ -59,25 +69,29 @@ def _libc() -> ctypes.CDLL | None:
 
 
 def training_policy() -> str:
-    """What :func:`reusing_freed_blocks` does here: ``cache``, ``system`` or
-    ``unavailable`` (no glibc)."""
+    """What :func:`training_heap` does here: ``cache``, ``system`` or ``unavailable`` (no
+    glibc)."""
     wanted = mode()
     return "unavailable" if _libc() is None else wanted
 
 
 @contextlib.contextmanager
-def reusing_freed_blocks() -> Iterator[None]:
-    """Within: freed large blocks stay in the heap for reuse (policy ``cache``); after:
-    glibc's thresholds again and the heap's free memory given back (see the module doc)."""
+def training_heap() -> Iterator[None]:
+    """Within: freed large blocks stay in the heap for reuse (policy ``cache``) or are given
+    back at once (``system``); after: glibc's thresholds again and the heap's free memory
+    given back (see the module doc)."""
     libc = _libc()
-    cache = libc is not None and mode() == "cache"
-    if cache:
+    policy = mode() if libc is not None else None
+    if policy == "cache":
         libc.mallopt(_M_MMAP_THRESHOLD, _LARGEST)
         libc.mallopt(_M_TRIM_THRESHOLD, _LARGEST)
+    elif policy == "system":
+        libc.mallopt(_M_MMAP_THRESHOLD, RETURN_ABOVE)
+        libc.mallopt(_M_TRIM_THRESHOLD, 2 * RETURN_ABOVE)
     try:
         yield
     finally:
-        if cache:
+        if policy is not None:
             libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_DEFAULT)
             libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_DEFAULT)
         release()
@@ -90,4 +104,4 @@ def release() -> None:
         libc.malloc_trim(0)
 
 
-__all__ = ["ALLOCATOR_ENV", "MODES", "mode", "release", "reusing_freed_blocks", "training_policy"]
+__all__ = ["ALLOCATOR_ENV", "MODES", "RETURN_ABOVE", "mode", "release", "training_heap", "training_policy"]

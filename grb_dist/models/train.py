@@ -135,8 +135,9 @@ def train_model(
     best_state: dict[str, torch.Tensor] | None = None
     history: list[dict[str, float]] = []
     start = time.perf_counter()
-    # Every epoch allocates the same shapes: freed blocks are kept for the next (core.allocator).
-    with allocator.reusing_freed_blocks():
+    # Every epoch allocates the same shapes: freed blocks are kept for the next, or given
+    # back at once under GRB_DIST_ALLOCATOR=system (core.allocator).
+    with allocator.training_heap():
         epoch, stopped_early = 0, False
         for epoch in range(config.epochs):
             model.train()

@@ -44,6 +44,8 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.utils import softmax as edge_softmax
 
+from grb_dist.models.propagation import product
+
 log = logging.getLogger(__name__)
 
 #: The propagation operators a model may use (all symmetric in structure):
@@ -201,7 +203,7 @@ def _csr(row: torch.Tensor, col: torch.Tensor, val: torch.Tensor, shape: tuple[i
 def _sparse_mm(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """``a @ x`` in ``a``'s dtype, outside any autocast (sparse products stay float32)."""
     with torch.autocast(a.device.type, enabled=False):
-        return torch.sparse.mm(a, x.to(a.dtype))
+        return product(a, x.to(a.dtype))
 
 
 class _SpMM(torch.autograd.Function):

@@ -35,6 +35,7 @@ import torch
 
 from grb_dist.attacks.injection.incremental import KINDS, Ops, supports_incremental
 from grb_dist.core.errors import ConfigError
+from grb_dist.models.propagation import product
 from grb_dist.models.weighted import WEIGHTED_KINDS, has_weighted_forward
 
 #: Surrogates whose program is differentiable in edge weights, for error messages.
@@ -107,7 +108,7 @@ class _Structure:
 
     def mm(self, values: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         with torch.autocast(h.device.type, enabled=False):
-            return torch.sparse.mm(self.csr(values), h.to(values.dtype))
+            return product(self.csr(values), h.to(values.dtype))
 
     def sampled(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """``(a @ b^T)`` at the structure's entries, in its order."""
