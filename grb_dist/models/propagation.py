@@ -2,8 +2,8 @@
 
 Autograd's backward pass of ``torch.sparse.mm(A, h)`` with a CSR ``A`` multiplies by
 ``A^T``, a CSC view that is converted back to CSR, a sort of every entry, on every call:
-at the aminer twin's training graph that conversion made one backward propagation cost
-three forward ones. :func:`propagate` transposes a matrix once, on its first backward pass,
+at the aminer twin a propagation forward and backward took 2.15 s, 1.06 s with the
+transpose kept. :func:`propagate` transposes a matrix once, on its first backward pass,
 and keeps the result with the matrix (the matrix itself when it is symmetric, as the
 normalised adjacency of an undirected graph is); its forward pass writes the product
 straight into its output (``torch.sparse.mm`` allocates a second N x F buffer). The values
