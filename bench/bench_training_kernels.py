@@ -2,6 +2,7 @@
 
     python bench/bench_training_kernels.py                      # csbm-grb-aminer's training graph
     python bench/bench_training_kernels.py --dataset csbm --threads 2
+    python bench/bench_training_kernels.py --accuracy 10        # cora-legacy test accuracy, 10 seeds
 
 On the subgraph induced by the training nodes (what an epoch trains on), with 128 columns:
 
@@ -14,6 +15,12 @@ On the subgraph induced by the training nodes (what an epoch trains on), with 12
 - the bytes a training forward keeps for the backward pass, per model of the job.
 
 Times are medians of 5 runs after a warm-up, runs of the two sides interleaved.
+
+``--accuracy SEEDS`` instead trains each model of :data:`ACCURACY_MODELS` on cora-legacy
+(the ``shared/datasets`` folder beside the checkout, or ``--data``) with seeds 0..SEEDS-1
+(200 epochs, patience 50, default hyper-parameters, 1 thread) and prints the mean and
+standard deviation of the full test set's accuracy: a change to the training kernels that
+alters random draws (the dropout masks) is compared with the commit before it this way.
 """
 
 from __future__ import annotations
@@ -25,7 +32,12 @@ import time
 import torch
 import torch.nn.functional as F
 
+from pathlib import Path
+
 from grb_dist.core import allocator
+
+CORA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "grb-format" / "cora-legacy"
+ACCURACY_MODELS = ("gcn", "rgcn", "gnnguard", "gcnsvd", "appnp", "sgc")
 
 
 def interleaved(fns: dict, runs: int = 5) -> dict:
@@ -54,11 +66,39 @@ def saved_bytes(fn) -> int:
     return sum(seen.values())
 
 
+def accuracy(seeds: int, data: Path) -> None:
+    from grb_dist.datasets import load_dataset
+    from grb_dist.defenses import resolve_params, train_defense
+    from grb_dist.models.train import TrainConfig
+
+    torch.set_num_threads(1)
+    g = load_dataset(str(data))
+    x, edges = torch.as_tensor(g.features), torch.as_tensor(g.edge_index)
+    test, labels = torch.as_tensor(g.split["test_full"]), torch.as_tensor(g.labels)
+    print("command:", f"python bench/bench_training_kernels.py --accuracy {seeds}")
+    print(f"cora-legacy, {test.numel()} test nodes, seeds 0..{seeds - 1}, 200 epochs, patience 50\n")
+    print("| model | test accuracy (mean ± sd) | per seed |\n|---|---:|---|")
+    for name in ACCURACY_MODELS:
+        params, _ = resolve_params(name, {})
+        accs = []
+        for seed in range(seeds):
+            model = train_defense(name, g, params, TrainConfig(epochs=200, patience=50, seed=seed)).model
+            with torch.no_grad():
+                accs.append(float((model(x, edges)[test].argmax(1) == labels[test]).float().mean()))
+        sd = statistics.stdev(accs) if len(accs) > 1 else 0.0
+        print(f"| {name} | {statistics.mean(accs):.4f} ± {sd:.4f} | {', '.join(f'{a:.4f}' for a in accs)} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", default="csbm-grb-aminer")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--accuracy", type=int, metavar="SEEDS", help="cora-legacy test accuracy over this many seeds")
+    ap.add_argument("--data", type=Path, default=CORA, help="the cora-legacy folder (GRB layout)")
     args = ap.parse_args()
+    if args.accuracy:
+        accuracy(args.accuracy, args.data)
+        return
     torch.set_num_threads(args.threads)
 
     from grb_dist.datasets import load_dataset
