@@ -21,10 +21,14 @@ _KEY = "_grb_dist_transpose"
 _SYMMETRIC = "symmetric"
 
 
+def _is_csr(adj) -> bool:
+    return isinstance(adj, torch.Tensor) and adj.layout == torch.sparse_csr
+
+
 def propagate(adj: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     """``adj @ h`` for a sparse CSR ``adj`` (constant) and a dense ``h`` (N x F),
     differentiable in ``h``; ``torch.sparse.mm`` otherwise (other layouts, autocast)."""
-    if adj.layout != torch.sparse_csr or h.dim() != 2 or torch.is_autocast_enabled(h.device.type):
+    if not _is_csr(adj) or h.dim() != 2 or torch.is_autocast_enabled(h.device.type):
         return torch.sparse.mm(adj, h)
     return _Product.apply(h, adj)
 
@@ -67,7 +71,7 @@ def gcn_conv(layer: torch.nn.Module, h: torch.Tensor, adj: torch.Tensor) -> torc
     """``torch_geometric``'s ``GCNConv`` without its own normalisation (``normalize=False``)
     on a propagation matrix ``adj``: its linear map, :func:`propagate` and its bias; the
     layer itself for any other kind of graph argument, or when it normalises."""
-    if not isinstance(adj, torch.Tensor) or adj.layout != torch.sparse_csr or layer.normalize:
+    if not _is_csr(adj) or layer.normalize:
         return layer(h, adj)
     out = propagate(adj, layer.lin(h))
     return out if layer.bias is None else out + layer.bias
@@ -79,8 +83,7 @@ def appnp(prop: torch.nn.Module, x: torch.Tensor, adj: torch.Tensor) -> torch.Te
     ``x <- (1 - alpha) adj x + alpha h`` with :func:`propagate`, the same arithmetic in
     the same order; the module itself for any other graph argument, with its own
     normalisation or with edge dropout."""
-    if (not isinstance(adj, torch.Tensor) or adj.layout != torch.sparse_csr or prop.normalize
-            or (prop.dropout > 0 and prop.training)):
+    if not _is_csr(adj) or prop.normalize or (prop.dropout > 0 and prop.training):
         return prop(x, adj)
     h = x
     for _ in range(prop.K):

@@ -122,6 +122,11 @@ class GaussianConv(nn.Module):
 BLOCK_ROWS = 16384
 
 
+def _row_blocks(n: int):
+    """Slices of :data:`BLOCK_ROWS` rows covering ``n`` rows."""
+    return (slice(start, start + BLOCK_ROWS) for start in range(0, n, BLOCK_ROWS))
+
+
 class _GaussianMessages(torch.autograd.Function):
     """``(mean, var) -> (m, v)`` of :meth:`GaussianConv.messages`: ``a = mean W_m^T + b_m``,
     ``r = relu(var W_v^T + b_v)``, ``att = exp(-gamma r)``, ``m = elu(a) att`` (``a att``
@@ -138,8 +143,7 @@ class _GaussianMessages(torch.autograd.Function):
     def forward(ctx, mean, var, w_mean, b_mean, w_var, b_var, gamma, activate):
         m = mean.new_empty(mean.shape[0], w_mean.shape[0])
         v = var.new_empty(var.shape[0], w_var.shape[0])
-        for start in range(0, mean.shape[0], BLOCK_ROWS):
-            rows = slice(start, start + BLOCK_ROWS)
+        for rows in _row_blocks(mean.shape[0]):
             a, r, att = _GaussianMessages._pre(mean[rows], var[rows], w_mean, b_mean, w_var, b_var, gamma)
             torch.mul(F.elu(a, inplace=True) if activate else a, att, out=m[rows])
             torch.mul(r.mul_(att), att, out=v[rows])
@@ -161,10 +165,9 @@ class _GaussianMessages(torch.autograd.Function):
         # rows at a time, not five N x F tensors; only the input gradients are full size.
         grad_mean = mean.new_empty(mean.shape) if need[0] else None
         grad_var = var.new_empty(var.shape) if need[1] else None
-        grads_w = [torch.zeros_like(t) if need[i] else None for i, t in enumerate((w_mean, b_mean, w_var, b_var), 2)]
-        gw_mean, gb_mean, gw_var, gb_var = grads_w
-        for start in range(0, mean.shape[0], BLOCK_ROWS):
-            rows = slice(start, start + BLOCK_ROWS)
+        gw_mean, gb_mean, gw_var, gb_var = (torch.zeros_like(t) if need[i] else None
+                                            for i, t in enumerate((w_mean, b_mean, w_var, b_var), 2))
+        for rows in _row_blocks(mean.shape[0]):
             m, v = mean[rows], var[rows]
             grad_a, grad_r = _GaussianMessages._local_grads(m, v, grad_m[rows], grad_v[rows], w_mean, b_mean,
                                                             w_var, b_var, ctx.gamma, ctx.activate)
