@@ -174,7 +174,7 @@ def audit_modification(
     n_node_mod: int,
     feat_min: float,
     feat_max: float,
-    targets: np.ndarray,
+    targets: np.ndarray | None,
 ) -> None:
     """Check ``modification`` on ``graph`` against the threat model; raise :class:`AuditError`.
 
@@ -186,7 +186,8 @@ def audit_modification(
         n_node_mod: maximum number of nodes whose features change.
         feat_min, feat_max: feature limits of changed features (float32-rounded).
         targets: the attacked nodes; every flip must touch one, and only they may have
-            their features changed.
+            their features changed. ``None``: a global attack (poisoning), which may flip
+            any pair and change no features.
     """
     n = graph.num_nodes
     _check_modification_shapes(modification, n, graph.num_features)
@@ -239,8 +240,9 @@ def _check_pairs(rem: np.ndarray, add: np.ndarray, n: int, n_edge_mod: int) -> n
 
 
 def _check_flips_against_graph(graph: Graph, rem: np.ndarray, add: np.ndarray, pairs: np.ndarray,
-                               targets: np.ndarray) -> None:
-    """Rules ``removed_exists``, ``added_absent`` and ``touches_target``."""
+                               targets: np.ndarray | None) -> None:
+    """Rules ``removed_exists``, ``added_absent`` and ``touches_target`` (not for a
+    global attack, ``targets=None``)."""
     n = graph.num_nodes
     clean = undirected_keys(graph)
     missing = ~_member(rem[0] * n + rem[1], clean)
@@ -253,6 +255,8 @@ def _check_flips_against_graph(graph: Graph, rem: np.ndarray, add: np.ndarray, p
         i = int(np.flatnonzero(present)[0])
         raise _fail("added_absent", f"{int(present.sum())} added pair(s) are already edges, "
                                     f"e.g. ({int(add[0, i])}, {int(add[1, i])})")
+    if targets is None:
+        return
     is_target = _target_mask(targets, n)
     off = ~(is_target[pairs[0]] | is_target[pairs[1]])
     if off.any():
@@ -261,14 +265,14 @@ def _check_flips_against_graph(graph: Graph, rem: np.ndarray, add: np.ndarray, p
                                       f"e.g. ({int(pairs[0, i])}, {int(pairs[1, i])})")
 
 
-def _check_modified_nodes(nodes: np.ndarray, n: int, n_node_mod: int, targets: np.ndarray) -> None:
+def _check_modified_nodes(nodes: np.ndarray, n: int, n_node_mod: int, targets: np.ndarray | None) -> None:
     """Rules ``node_budget`` and ``node_target``."""
     if nodes.size > n_node_mod:
         raise _fail("node_budget", f"{nodes.size} nodes with changed features exceed the budget of {n_node_mod}")
     if nodes.size:
         if nodes.min() < 0 or nodes.max() >= n or (np.diff(nodes) <= 0).any():
             raise _fail("node_target", f"changed node ids must be sorted, distinct and in [0, {n})")
-        is_target = _target_mask(targets, n)
+        is_target = _target_mask(targets if targets is not None else np.zeros(0, np.int64), n)
         if not is_target[nodes].all():
             raise _fail("node_target", f"node {int(nodes[~is_target[nodes]][0])} is not a target; "
                                        "only targets' features may change")

@@ -28,10 +28,12 @@ from grb_dist.core.registry import Registry, describe, plain_name
 
 #: Entry-point group of installed packages that provide attacks.
 GROUP = "grb_dist.attacks"
-#: The base class and base config of each scenario's attacks.
-BASES = {"injection": (InjectionAttack, AttackConfig), "modification": (ModificationAttack, ModificationConfig)}
+#: The base class and base config of each scenario's attacks (a poisoning perturbation is a
+#: modification made before training: the same types).
+BASES = {"injection": (InjectionAttack, AttackConfig), "modification": (ModificationAttack, ModificationConfig),
+         "poisoning": (ModificationAttack, ModificationConfig)}
 #: Where a job lists the attacks of each scenario.
-JOB_SECTION = {"injection": "attacks", "modification": "modification.attacks"}
+JOB_SECTION = {"injection": "attacks", "modification": "modification.attacks", "poisoning": "poisoning.attacks"}
 #: Separator of a budget-axis entry's name, ``<attack>@<budget>`` (``fgsm@20``, ``prbcd@0.05``):
 #: one attack of a sweep over several budgets, built by the class of ``<attack>``.
 BUDGET_SEP = "@"
@@ -46,6 +48,11 @@ def attack_entry(scenario: str, cls: Any, where: str, *, registering: bool = Fal
     from the scenario's base config; else :class:`ConfigError` saying what it is (found in a
     job: where it belongs; given to :func:`register_attack`: which ``scenario`` to pass)."""
     base, config = BASES[scenario]
+    if inspect.isclass(cls) and issubclass(cls, base) and scenario not in getattr(cls, "scenarios", (scenario,)):
+        home = cls.scenarios[0]
+        raise ConfigError(f"{where} is {_article(home)} {home} attack ({cls.__name__}), not "
+                          f"{_article(scenario)} {scenario} attack; list it under {JOB_SECTION[home]} in the job "
+                          f"(and run --scenario {home} or all)")
     if not (inspect.isclass(cls) and issubclass(cls, base)):
         other = next((s for s, (b, _) in BASES.items() if s != scenario and inspect.isclass(cls) and issubclass(cls, b)),
                      None)
@@ -74,8 +81,8 @@ INJECTION: Registry[type[InjectionAttack]] = _table("injection", "attack", {
     "tdgia": TDGIA,
 })
 
-#: Modification attacks: name -> class.
-MODIFICATION: Registry[type[ModificationAttack]] = _table("modification", "modification attack", {
+#: The modification attacks' classes (of both tables below).
+_MODIFICATION_ATTACKS: dict[str, type[ModificationAttack]] = {
     "rnd": rnd.RND,
     "dice": dice.DICE,
     "flip": flip.FLIP,
@@ -85,15 +92,25 @@ MODIFICATION: Registry[type[ModificationAttack]] = _table("modification", "modif
     "pgd": pgd.PGD,
     "prbcd": prbcd.PRBCD,
     "grbcd": grbcd.GRBCD,
+}
+
+#: Modification attacks: name -> class.
+MODIFICATION: Registry[type[ModificationAttack]] = _table("modification", "modification attack", _MODIFICATION_ATTACKS)
+
+#: Poisoning attacks: every modification attack (its perturbation computed on the surrogate
+#: against the unlabelled nodes, then trained on) and the attacks made for poisoning.
+POISONING: Registry[type[ModificationAttack]] = _table("poisoning", "poisoning attack", {
+    **_MODIFICATION_ATTACKS,
 })
 
-REGISTRIES = {"injection": INJECTION, "modification": MODIFICATION}
+REGISTRIES = {"injection": INJECTION, "modification": MODIFICATION, "poisoning": POISONING}
 
 
 def register_attack(name: str, cls: type, scenario: str = "injection", *, replace: bool = False) -> str:
     """Register attack class ``cls`` for ``scenario`` (``injection``: an
-    :class:`InjectionAttack` subclass; ``modification``: a :class:`ModificationAttack`
-    subclass), its ``Config`` checked like the built-ins'. Returns the registered name."""
+    :class:`InjectionAttack` subclass; ``modification`` or ``poisoning``: a
+    :class:`ModificationAttack` subclass), its ``Config`` checked like the built-ins'.
+    Returns the registered name."""
     table = attack_registry(scenario)
     key = plain_name(name, f"{scenario} attack")
     return table.add(key, attack_entry(scenario, cls, f"{scenario} attack {key!r}", registering=True), replace=replace)
@@ -106,7 +123,7 @@ def base_attack_name(name: str) -> str:
 
 
 def attack_registry(scenario: str) -> Registry:
-    """The attack table of ``scenario`` (``injection`` or ``modification``)."""
+    """The attack table of ``scenario`` (``injection``, ``modification`` or ``poisoning``)."""
     if scenario not in REGISTRIES:
         raise ConfigError(f"unknown scenario {scenario!r}; choose one of: {', '.join(SCENARIOS)}")
     return REGISTRIES[scenario]
@@ -142,5 +159,5 @@ def build_attack(name: str, params: Mapping[str, Any], scenario: str = "injectio
     return cls(config)
 
 
-__all__ = ["BASES", "BUDGET_SEP", "GROUP", "INJECTION", "JOB_SECTION", "MODIFICATION", "REGISTRIES", "attack_class",
+__all__ = ["BASES", "BUDGET_SEP", "GROUP", "INJECTION", "JOB_SECTION", "MODIFICATION", "POISONING", "REGISTRIES", "attack_class",
            "attack_entry", "attack_registry", "base_attack_name", "build_attack", "register_attack"]

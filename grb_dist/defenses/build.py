@@ -27,7 +27,7 @@ from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph
 from grb_dist.models.lp import LabelPropagationOn, LPConfig
 from grb_dist.models.registry import ModelSpec, check_name, model_config, split_suffixes
-from grb_dist.models.train import TrainConfig, TrainResult, induced, seed_everything, train_model
+from grb_dist.models.train import TrainConfig, TrainResult, induced, seed_everything, train_model, training_views
 from grb_dist.core.names import normalize_name
 
 #: Key of the label propagation settings inside a ``*_lp`` model's parameters.
@@ -138,8 +138,11 @@ def train_defense(
     *,
     at_config: Mapping[str, Any] | None = None,
     device: str | torch.device = "cpu",
+    transductive: bool = False,
 ) -> TrainResult:
-    """Build model/defense ``name`` (seeded by ``train_config.seed``) and train it inductively.
+    """Build model/defense ``name`` (seeded by ``train_config.seed``) and train it
+    inductively, or on the whole graph with ``transductive`` (the poisoning scenario: the
+    graph is then the perturbed one; :func:`grb_dist.models.train.train_model`).
 
     ``*_at`` names train with adversarial training (injection, or edge flips with
     ``scenario: modification``) using ``at_config`` (a job's
@@ -158,11 +161,15 @@ def train_defense(
     seed_everything(train_config.seed)
     module = build_defense(name, graph, params)
     if spec.uses_train_labels:
-        return _evaluate_lp(module, graph, device)
+        return _evaluate_lp(module, graph, device, transductive)
     inner = module.model if isinstance(module, LabelPropagationOn) else module
     if getattr(inner, "trainable", True) is False:  # a user defense with nothing to train
-        return _evaluate_untrained(module, graph, device)
-    result = train_model(inner, graph, train_config, device=device, augment=augment)
+        return _evaluate_untrained(module, graph, device, transductive)
+    train_on = getattr(inner, "train_on", None)  # a defense with a training procedure of its own (Pro-GNN)
+    if callable(train_on):
+        result = train_on(graph, train_config, device=device, augment=augment, transductive=transductive)
+    else:
+        result = train_model(inner, graph, train_config, device=device, augment=augment, transductive=transductive)
     module = module.to(device).eval()
     return dataclasses.replace(result, model=module)
 
@@ -173,10 +180,10 @@ def at_config_or_error(name: str, params):
     return at_config(params)
 
 
-def _evaluate_lp(module: nn.Module, graph: Graph, device) -> TrainResult:
+def _evaluate_lp(module: nn.Module, graph: Graph, device, transductive: bool = False) -> TrainResult:
     start = time.perf_counter()
     split = graph.split
-    nodes = np.sort(np.concatenate([split["train"], split["val"]]))
+    nodes = np.arange(graph.num_nodes) if transductive else np.sort(np.concatenate([split["train"], split["val"]]))
     view = induced(graph, nodes, split["val"], device)
     # The same label propagation on the train+val subgraph (local ids), for validation.
     local = torch.as_tensor(np.searchsorted(nodes, module.train_index.cpu().numpy()), device=device)
@@ -190,11 +197,11 @@ def _evaluate_lp(module: nn.Module, graph: Graph, device) -> TrainResult:
     return TrainResult(module, 0, loss, acc, 0, time.perf_counter() - start, [])
 
 
-def _evaluate_untrained(module: nn.Module, graph: Graph, device) -> TrainResult:
+def _evaluate_untrained(module: nn.Module, graph: Graph, device, transductive: bool = False) -> TrainResult:
     """The validation loss and accuracy of a module used as built (0 epochs)."""
     start = time.perf_counter()
     split = graph.split
-    view = induced(graph, np.concatenate([split["train"], split["val"]]), split["val"], device)
+    view = training_views(graph, device, transductive)[1]
     module = module.to(device).eval()
     with torch.no_grad():
         out = module(view.x, view.edge_index)[view.mask_idx]

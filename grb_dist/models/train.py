@@ -1,7 +1,10 @@
-"""The inductive trainer (GRB protocol).
+"""The trainer: inductive (GRB protocol) or transductive (poisoning).
 
-The model trains on the subgraph induced by the training nodes and is validated on the
-subgraph induced by training + validation nodes; test nodes are never seen during training.
+Inductive (the default): the model trains on the subgraph induced by the training nodes and
+is validated on the subgraph induced by training + validation nodes; test nodes are never
+seen during training. Transductive (``transductive=True``, the poisoning scenario's setting,
+as in Zügner & Günnemann 2019 and Pro-GNN): the model sees the whole graph, its loss counts
+the training nodes and its validation the validation nodes.
 Early stopping keeps the state_dict of the epoch with the lowest validation loss. Training
 is seeded: the same seed gives the same weights on the same device. Progress can be watched
 with an ``on_epoch`` callback (an argument of :func:`train_model`, or installed with
@@ -82,6 +85,17 @@ def induced(graph: Graph, nodes: np.ndarray, loss_nodes: np.ndarray, device) -> 
     return InductiveView(t.x[idx], ei, t.y[idx], local)
 
 
+def training_views(graph: Graph, device, transductive: bool = False) -> tuple[InductiveView, InductiveView]:
+    """The training and validation views of ``graph``: the subgraphs induced by the training
+    nodes and by training + validation nodes, or (``transductive``) the whole graph twice."""
+    split = graph.split
+    if transductive:
+        every = np.arange(graph.num_nodes)
+        return induced(graph, every, split["train"], device), induced(graph, every, split["val"], device)
+    return (induced(graph, split["train"], split["train"], device),
+            induced(graph, np.concatenate([split["train"], split["val"]]), split["val"], device))
+
+
 #: Training-time perturbation hook (adversarial training): given the model in train mode and
 #: the training view, return perturbed ``(x, edge_index)``; original nodes keep their ids.
 Augment = Callable[[GraphModel, InductiveView, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
@@ -115,8 +129,10 @@ def train_model(
     device: str | torch.device = "cpu",
     augment: Augment | None = None,
     on_epoch: OnEpoch | None = None,
+    transductive: bool = False,
 ) -> TrainResult:
-    """Train ``model`` inductively on ``graph`` (which must carry a GRB split).
+    """Train ``model`` on ``graph`` (which must carry a split): inductively, or on the whole
+    graph with ``transductive`` (module docstring).
 
     ``on_epoch`` (default: the callback of an enclosing :func:`report_epochs`, else none) is
     called after every epoch, see :data:`OnEpoch`.
@@ -127,8 +143,7 @@ def train_model(
         if key not in split or split[key].size == 0:
             raise ConfigError(f"graph {graph.name!r} has an empty {key!r} split; re-split it")
     model = model.to(device)
-    train_view = induced(graph, split["train"], split["train"], device)
-    val_view = induced(graph, np.concatenate([split["train"], split["val"]]), split["val"], device)
+    train_view, val_view = training_views(graph, device, transductive)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     gen = torch.Generator(device="cpu").manual_seed(config.seed)
     best = (float("inf"), 0.0, -1)

@@ -119,6 +119,10 @@ class ModificationAttack(Attack):
             (their surrogate needs a weighted program or ``weighted_forward``, see
             :func:`~.weighted.weighted_surrogate`).
         changes_features: True for attacks that also modify node features (PGD).
+        global_pairs: True for attacks that may flip any node pair (Metattack, a published
+            perturbation): the budget counts every pair and the audit checks no target rule.
+        scenarios: the scenarios whose table may hold the attack (every modification attack
+            is a poisoning perturbation too; :mod:`grb_dist.attacks.poisoning`).
     """
 
     Config: ClassVar[type[ModificationConfig]] = ModificationConfig
@@ -127,6 +131,8 @@ class ModificationAttack(Attack):
     uses_surrogate: ClassVar[bool] = True
     edge_gradients: ClassVar[bool] = False
     changes_features: ClassVar[bool] = False
+    global_pairs: ClassVar[bool] = False
+    scenarios: ClassVar[tuple[str, ...]] = ("modification", "poisoning")
 
     @property
     def follows_gradients(self) -> bool:
@@ -145,11 +151,14 @@ class ModificationAttack(Attack):
         :class:`ConfigError` when it is empty or exceeds what the graph allows."""
         cfg = self.config
         n_edge = cfg.n_edge_mod if cfg.n_edge_mod is not None else max(1, round(cfg.ratio_edge_mod * graph.num_edges))
-        available = candidate_pairs(graph.num_nodes, num_targets)
+        if self.global_pairs:
+            available, which = graph.num_nodes * (graph.num_nodes - 1) // 2, "node pairs"
+        else:
+            available, which = candidate_pairs(graph.num_nodes, num_targets), f"node pairs that touch the {num_targets:,} targets"
         if n_edge > available:
             raise ConfigError(
-                f"{self.name}: a budget of {n_edge:,} flipped edges exceeds the {available:,} node pairs that "
-                f"touch the {num_targets:,} targets of {graph.name!r}; lower n_edge_mod / ratio_edge_mod"
+                f"{self.name}: a budget of {n_edge:,} flipped edges exceeds the {available:,} {which} of "
+                f"{graph.name!r}; lower n_edge_mod / ratio_edge_mod"
             )
         n_node = cfg.n_node_mod if cfg.n_node_mod is not None else max(1, round(cfg.ratio_node_mod * num_targets))
         if self.changes_features and n_node > num_targets:
@@ -190,7 +199,8 @@ class ModificationAttack(Attack):
                      budget.n_node_mod, graph.name, targets.size)
             mod = self.generate(ctx, gen)
         audit_modification(graph, mod, n_edge_mod=budget.n_edge_mod, n_node_mod=budget.n_node_mod,
-                           feat_min=budget.feat_min, feat_max=budget.feat_max, targets=targets)
+                           feat_min=budget.feat_min, feat_max=budget.feat_max,
+                           targets=None if self.global_pairs else targets)
         return dataclasses.replace(mod, feat_min=budget.feat_min, feat_max=budget.feat_max)
 
     def generate(self, ctx: "ModContext", gen: torch.Generator) -> Modification:
