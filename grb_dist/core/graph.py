@@ -327,6 +327,27 @@ class Modification:
                             np.ascontiguousarray(np.asarray(features, dtype=np.float32)[order]), int(num_original))
 
 
+def modified_graph(graph: Graph, modification: "Modification | None") -> Graph:
+    """``graph`` with ``modification`` applied, as a new :class:`Graph` (same split, labels
+    and name): what a defender trains on in the poisoning scenario. ``None`` gives ``graph``."""
+    if modification is None or (modification.n_edge_flips == 0 and modification.n_nodes_modified == 0):
+        return graph
+    n = graph.num_nodes
+    if modification.num_original != n:
+        raise DatasetError(f"a modification made for {modification.num_original:,} nodes cannot apply to "
+                           f"{graph.name!r} ({n:,} nodes)")
+    keys = undirected_keys(graph)
+    removed = modification.removed[0] * n + modification.removed[1]
+    added = modification.added[0] * n + modification.added[1]
+    keys = np.concatenate([keys[~np.isin(keys, removed)], added])
+    edge_index, _ = canonical_edges(keys // n, keys % n, n)
+    features = graph.features
+    if modification.n_nodes_modified:
+        features = features.copy()
+        features[modification.nodes] = modification.features
+    return dataclasses.replace(graph, features=features, edge_index=edge_index)
+
+
 def undirected_keys(graph: Graph) -> np.ndarray:
     """Sorted keys ``u * N + v`` (u < v) of the graph's undirected edges (loaded graphs keep
     their edges sorted, so this is usually a filter without a sort)."""

@@ -19,8 +19,14 @@ from typing import Any, Iterable
 
 from grb_dist.core.errors import ConfigError, DatasetError
 
-#: The benchmark's two scenarios.
-SCENARIOS = ("injection", "modification")
+#: The scenarios: GRB's two evasion scenarios, and poisoning (the graph is perturbed before
+#: the defender trains on it).
+SCENARIOS = ("injection", "modification", "poisoning")
+#: The poisoning scenario's name.
+POISONING = "poisoning"
+#: The difficulty a poisoning perturbation is keyed under: it is global (it fights every
+#: unlabelled node), computed once and scored on every difficulty.
+POISONING_DIFFICULTY = "full"
 #: The degree-based test sets, easiest first.
 DIFFICULTIES = ("easy", "medium", "hard", "full")
 #: The keys of a graph's split.

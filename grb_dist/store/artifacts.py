@@ -176,7 +176,7 @@ class Perturbations:
         feats = t["features"].combine_chunks().flatten().to_numpy(zero_copy_only=False).astype(np.float32)
         added = np.stack([ints("edge_src"), ints("edge_dst")])
         num_original = int(t["num_original"][0].as_py())
-        if t["scenario"][0].as_py() == "modification":
+        if t["scenario"][0].as_py() != "injection":  # a modification (evasion or poisoning)
             nodes = ints("node_ids")
             return Modification(np.stack([ints("removed_src"), ints("removed_dst")]), added, nodes,
                                 feats.reshape(nodes.size, d), num_original)

@@ -133,7 +133,7 @@ TIMELINE = pa.schema([
 
 MODELS = pa.schema([
     pa.field("model_id", pa.string(), nullable=False),
-    pa.field("role", pa.string(), nullable=False),  # target | surrogate
+    pa.field("role", pa.string(), nullable=False),  # target | surrogate | poisoned
     pa.field("name", pa.string(), nullable=False),
     pa.field("seed", pa.int64(), nullable=False),
     pa.field("params_json", pa.string(), nullable=False),

@@ -304,10 +304,12 @@ class _Calibrator:
 
     # -- keys: what each figure depends on
     def model_key(self, task: ModelTask) -> str:
+        """A training's key; a poisoned model's (trained transductively, on the whole graph)
+        is shared by every perturbation it is trained on."""
         train = {k: v for k, v in task.train.items() if k not in ("epochs", "patience")}
         at = {**task.at, "warmup_epochs": 0} if task.at is not None else None  # as timed (see _train)
-        return content_hash({"dataset": self.fingerprint, "name": task.name, "params": dict(task.params),
-                             "train": train, "at": at})
+        what = {"dataset": self.fingerprint, "name": task.name, "params": dict(task.params), "train": train, "at": at}
+        return content_hash({**what, "transductive": True} if task.role == "poisoned" else what)
 
     def attack_key(self, a: AttackCell) -> str:
         params = {k: v for k, v in a.params.items() if k not in ("steps", "seed")}
@@ -366,13 +368,15 @@ class _Calibrator:
         # epochs): every timed epoch is one of the attacked epochs that dominate its cost
         at = {**task.at, "warmup_epochs": 0} if task.at is not None else None
         quick = dataclasses.replace(task, train={**task.train, "epochs": epochs, "patience": epochs + 1}, at=at)
-        seconds, peak, result = _timed(lambda: train_task(self.graph, quick, device=self.device))
+        seconds, peak, result = _timed(lambda: train_task(self.graph, quick, device=self.device,
+                                                          transductive=task.role == "poisoned"))
         self.models[task.file_stem] = _to_model(self.graph, task, result.state_dict, self.device)
         return seconds, peak
 
     def train_rate(self, task: ModelTask) -> Rate:
         def measure() -> Rate:
-            self.on_step(f"training {task.name}")
+            self.on_step(f"training {task.name}" + (" (poisoning: on the whole graph)" if task.role == "poisoned"
+                                                    else ""))
             warm = self._train(task, 1)  # first calls allocate and compile: untimed on a small graph
             epochs = _counts(warm[0])
             # on a large graph the first epoch's extra is noise next to it: it is the first point
@@ -498,7 +502,7 @@ def calibrate(plan: Plan, work: Work, graph: Any, fingerprint: str, *, device: s
     c = _Calibrator(plan, graph, device, threads, fingerprint, on_step, machine)
     try:
         startup = c.startup(max(1, min(int(cpus), os.cpu_count() or 1)), dashboard)
-        train = {t.file_stem: c.train_rate(t) for t in work.models}
+        train = {t.file_stem: c.train_rate(t) for t in (*work.models, *(pt.model for pt in work.poisoned))}
         attack = _attack_rates(c, plan, work)
         score = {d: c.score_rate(d) for d in sorted({cell.defense for cell in work.todo})}
         perturb = {sc: c.perturb_rate(sc) for sc in sorted({cell.scenario for cell in work.todo})}

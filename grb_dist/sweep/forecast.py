@@ -12,7 +12,9 @@ The cost model, in epochs, steps and calls:
 * an attack task (up to :data:`~grb_dist.sweep.plan.ATTACK_BATCH` cells on one surrogate
   and difficulty) runs its surrogate's clean pass once plus ``fixed + steps * unit`` per cell;
 * a scoring call assembles the perturbed graph once and runs one forward pass per defense
-  it scores, plus :data:`CALL_S`.
+  it scores, plus :data:`CALL_S`;
+* a poisoning task trains a defense on the whole (poisoned) graph, priced like a training
+  by a transductive rate, plus one forward pass; it can start once its perturbation exists.
 
 The schedule replays the runner's order: surrogates first, then training and attack tasks
 alternating, one CPU each (a GPU share on GPU clusters); each Scorer actor serves its calls
@@ -32,7 +34,8 @@ from typing import Any
 
 from grb_dist.core.errors import ConfigError
 from grb_dist.sweep.calibrate import Calibration
-from grb_dist.sweep.plan import ATTACK_BATCH, AttackCell, Plan, ScoreCell, Work
+from grb_dist.core.names import POISONING
+from grb_dist.sweep.plan import ATTACK_BATCH, AttackCell, Plan, PoisonTask, ScoreCell, Work
 
 #: Seconds of a scoring call beyond its forward passes (the actor call, assembling the
 #: perturbed graph).
@@ -117,7 +120,7 @@ def forecast(plan: Plan, work: Work, calibration: Calibration, cluster: Cluster,
     the graph took and ``graph_bytes`` its size; ``n_scorers``: Scorer actors (0 = the
     runner's default)."""
     cal = calibration
-    to_train = [t for t in work.models if t.file_stem not in stored]
+    to_train = [t for t in (*work.models, *(pt.model for pt in work.poisoned)) if t.file_stem not in stored]
     epochs = {t.file_stem: expected_epochs(dict(t.train), cal.best_epoch) for t in to_train}
     train_s = {t.file_stem: cal.train[t.file_stem].seconds(epochs[t.file_stem]) for t in to_train}
     upper_s = sum(cal.train[t.file_stem].seconds(int(t.train.get("epochs", 200))) for t in to_train)
@@ -127,7 +130,8 @@ def forecast(plan: Plan, work: Work, calibration: Calibration, cluster: Cluster,
         "attack": StageForecast("attack", len(work.attacks_to_run),
                                 peak=max((cal.attack[a.perturbation_id].peak for a in work.attacks_to_run), default=0)),
         "score": StageForecast("score", len(work.todo),
-                               peak=max((cal.score[c.defense].peak for c in work.todo), default=0)),
+                               peak=max((cal.score[c.defense].peak for c in work.todo if c.scenario != POISONING),
+                                        default=0)),
     }
     schedule = _Schedule(plan, work, cal, cluster, train_s, stored, n_scorers, stages).run()
     up = cal.startup
@@ -158,7 +162,12 @@ class _Schedule:
         self.train_s = train_s
         self.attack_queue = list(work.attacks_to_run)
         self.stem_of = {t.name: t.file_stem for t in plan.targets}
-        defenses = sorted({c.defense for c in work.todo})
+        # poisoning tasks wait for their perturbation (None: the clean graph, at once)
+        self.poison_of: dict[str | None, list[PoisonTask]] = {}
+        for pt in work.poisoned:
+            self.poison_of.setdefault(pt.perturbation_id, []).append(pt)
+        self.poison_queue: list[PoisonTask] = []
+        defenses = sorted({c.defense for c in work.todo if c.scenario != POISONING})
         n = n_scorers or max(1, int(cluster.gpus) if cluster.gpus else int(cluster.cpus) // 2)
         n = max(1, min(n, len(defenses) or 1))
         self.holder = {d: i % n for i, d in enumerate(defenses)}
@@ -167,15 +176,16 @@ class _Schedule:
         # score cells by perturbation and difficulty; cells waiting for their defense
         self.by_pert: dict[str | None, list[ScoreCell]] = {}
         for c in work.todo:
-            self.by_pert.setdefault(c.perturbation_id, []).append(c)
+            if c.scenario != POISONING:
+                self.by_pert.setdefault(c.perturbation_id, []).append(c)
         self.waiting: dict[str, list[tuple[str | None, ScoreCell]]] = {}
         self.running: list[list[Any]] = []  # [remaining seconds, kind, payload]
-        self.tasks = {"train": 0, "attack": 0}
+        self.tasks = {"train": 0, "attack": 0, "poison": 0}
         self.now = 0.0
         self.started: set[str] = set()
         stored_perts = {a.perturbation_id for a in work.attacks_needed} - {a.perturbation_id for a in work.attacks_to_run}
         for pid in [None, *sorted(stored_perts)]:
-            if pid in self.by_pert:
+            if pid in self.by_pert or pid in self.poison_of:
                 self.perturbation_done(pid)
 
     # -- events
@@ -185,6 +195,7 @@ class _Schedule:
         return CALL_S + (perturb.fixed if perturb is not None and c.perturbation_id is not None else 0.0)
 
     def perturbation_done(self, pid: str | None) -> None:
+        self.poison_queue.extend(self.poison_of.pop(pid, ()))
         groups: dict[tuple[int, str], float] = {}
         for c in self.by_pert.get(pid, []):
             if self.stem_of[c.defense] in self.ready:
@@ -210,7 +221,12 @@ class _Schedule:
             t = self.train_queue.pop(0)
             return "train", t.file_stem, self.train_s[t.file_stem]
         if ready is None:
-            return None
+            if not self.poison_queue:
+                return None
+            pt = self.poison_queue.pop(0)
+            stem = pt.model.file_stem
+            seconds = self.train_s.get(stem, 0.0) + self.cal.score[pt.model.name].fixed * len(pt.cells)
+            return "poison", stem, seconds
         same = [b for b in self.attack_queue if (b.surrogate_model, b.labels_from, b.difficulty)
                 == (ready.surrogate_model, ready.labels_from, ready.difficulty)]
         batch = same[:max(1, min(ATTACK_BATCH, len(same) // max(1, int(self.cluster.cpus))))]
@@ -230,13 +246,13 @@ class _Schedule:
 
     def run(self) -> float:
         while True:
-            while self.tasks["train"] + self.tasks["attack"] < self.slots:
+            while sum(self.tasks.values()) < self.slots:
                 job = self.next_work()
                 if job is None:
                     break
                 kind, payload, seconds = job
                 self.tasks[kind] += 1
-                self.mark(kind)
+                self.mark("train" if kind == "poison" else kind)
                 self.running.append([seconds, kind, payload])
             for i, queue in enumerate(self.scorer_queue):
                 if not self.scorer_busy[i] and queue:
@@ -255,8 +271,10 @@ class _Schedule:
             for r in self.running:
                 r[0] -= step * rate
             for _, kind, payload in finished:
-                self.mark(kind)
-                if kind == "train":
+                self.mark("train" if kind == "poison" else kind)
+                if kind == "poison":  # trained and scored: its cells are done
+                    self.tasks["poison"] -= 1
+                elif kind == "train":
                     self.tasks["train"] -= 1
                     self.model_done(payload)
                 elif kind == "attack":

@@ -4,7 +4,7 @@ A job file (``grb_dist/jobs/<dataset>.yaml``) is read as safe YAML (no key twice
 1 MiB, also after alias expansion); unknown keys are rejected with the list of valid keys.
 Each scenario's attack settings are the same three sections (:class:`ScenarioSection`): the
 top-level ``attack``, ``budgets`` and ``attacks`` for injection, the same keys inside
-``modification:`` for modification. Names are checked against the tables by
+``modification:`` for modification and inside ``poisoning:`` for poisoning. Names are checked against the tables by
 :func:`grb_dist.sweep.resolve.resolve`; :mod:`grb_dist.sweep.plan` turns a job into cells.
 """
 
@@ -66,8 +66,10 @@ def content_hash(obj: Any, length: int = 16) -> str:
     return hashlib.sha256(canonical_json(obj).encode()).hexdigest()[:length]
 
 
-#: Keys of a job's ``modification:`` section.
+#: Keys of a job's ``modification:`` and ``poisoning:`` sections.
 MODIFICATION_KEYS = ("attack", "budgets", "attacks")
+#: The scenarios whose settings live in a section of their own (injection's are top-level).
+SECTIONED = ("modification", "poisoning")
 
 
 @dataclass(frozen=True)
@@ -87,17 +89,19 @@ class ScenarioSection:
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A sweep job (one dataset; the injection scenario, the modification scenario or all).
+    """A sweep job (one dataset; the injection, modification or poisoning scenario, or all).
     See ``grb_dist/jobs/csbm.yaml`` for the layout.
 
     The injection scenario's attacks are the top-level ``attack`` (shared settings),
-    ``budgets`` (per difficulty) and ``attacks`` (per attack) sections; the modification
-    scenario's are the same three keys inside ``modification:``. Mapping sections are
-    checked for shape here and for content by the registries in :func:`resolve`.
+    ``budgets`` (per difficulty) and ``attacks`` (per attack) sections; the modification and
+    poisoning scenarios' are the same three keys inside ``modification:`` and
+    ``poisoning:``. ``all`` sweeps injection, modification, and poisoning when the job lists
+    poisoning attacks. Mapping sections are checked for shape here and for content by the
+    registries in :func:`resolve`.
     """
 
     dataset: str
-    scenario: Literal["injection", "modification", "all"] = "injection"
+    scenario: Literal["injection", "modification", "poisoning", "all"] = "injection"
     normalize: str = "arctan"
     seed: int = 0
     repeats: int = 1
@@ -111,6 +115,7 @@ class JobSpec:
     attacks: Mapping[str, Any] = field(default_factory=dict)
     adversarial_training: Mapping[str, Any] = field(default_factory=dict)
     modification: Mapping[str, Any] = field(default_factory=dict)
+    poisoning: Mapping[str, Any] = field(default_factory=dict)
     #: Also attack every defense with itself as the surrogate (white-box): the scenario's
     #: gradient attacks, scored on that defense (threat ``adaptive``).
     adaptive: bool = False
@@ -131,7 +136,7 @@ class JobSpec:
         for d in self.difficulties:
             if d not in DIFFICULTIES:
                 raise ConfigError(unknown_name_message("difficulty", d, DIFFICULTIES))
-        for key in ("models", "attack", "budgets", "attacks", "adversarial_training", "modification"):
+        for key in ("models", "attack", "budgets", "attacks", "adversarial_training", *SECTIONED):
             section = getattr(self, key)
             if not isinstance(section, Mapping):
                 raise ConfigError(f"job {key}: expected a mapping, got {type(section).__name__}")
@@ -148,23 +153,26 @@ class JobSpec:
         object.__setattr__(self, "budgets", {k: dict(v or {}) for k, v in self.budgets.items()})
         object.__setattr__(self, "attack", dict(self.attack))
         object.__setattr__(self, "adversarial_training", dict(self.adversarial_training))
-        object.__setattr__(self, "modification", _modification_section(self.modification))
+        for key in SECTIONED:
+            object.__setattr__(self, key, _scenario_section(getattr(self, key), key))
         for scenario in self.scenarios:
             if not self.scenario_attacks(scenario):
-                where = "attacks" if scenario == "injection" else "modification.attacks"
+                where = "attacks" if scenario == "injection" else f"{scenario}.attacks"
                 raise ConfigError(f"job {where} must name at least one attack for the {scenario} scenario")
 
     @property
     def scenarios(self) -> tuple[str, ...]:
-        """The scenarios this job sweeps."""
-        return SCENARIOS if self.scenario == "all" else (self.scenario,)
+        """The scenarios this job sweeps (``all``: poisoning only when it lists attacks)."""
+        if self.scenario != "all":
+            return (self.scenario,)
+        return tuple(s for s in SCENARIOS if s != "poisoning" or self.poisoning["attacks"])
 
     def section(self, scenario: str) -> "ScenarioSection":
         """The attack settings of ``scenario``: the top-level sections for injection, those
-        inside ``modification:`` for modification."""
+        inside ``modification:`` / ``poisoning:`` for the others."""
         if scenario == "injection":
             return ScenarioSection(self.attack, self.budgets, self.attacks)
-        m = self.modification
+        m = getattr(self, scenario)
         return ScenarioSection(m["attack"], m["budgets"], m["attacks"])
 
     def scenario_attacks(self, scenario: str) -> Mapping[str, Mapping[str, Any]]:
@@ -175,6 +183,8 @@ class JobSpec:
         data = json.loads(canonical_json(to_dict(self)))
         if not self.adaptive:  # jobs without adaptive cells keep the hash they always had
             del data["adaptive"]
+        if not any(data["poisoning"].values()):  # likewise jobs without a poisoning section
+            del data["poisoning"]
         return data
 
     @property
@@ -185,8 +195,8 @@ class JobSpec:
     def attack_params(self, attack: str, difficulty: str, seed: int, scenario: str = "injection",
                       defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Parameters of ``build_attack``: ``defaults`` <- ``attack:`` <- ``budgets[difficulty]`` <-
-        ``attacks[name]`` <- seed (of the top level for injection, of ``modification:`` for
-        modification); ``defaults``: an adaptive cell's (``Attack.adaptive_defaults``)."""
+        ``attacks[name]`` <- seed (of the top level for injection, of ``modification:`` /
+        ``poisoning:`` for those); ``defaults``: an adaptive cell's (``Attack.adaptive_defaults``)."""
         s = self.section(scenario)
         return {**(defaults or {}), **s.attack, **s.budgets.get(difficulty, {}), **s.attacks[attack], "seed": seed}
 
@@ -194,24 +204,25 @@ class JobSpec:
         return self.seed + ATTACK_SEED_STRIDE * (repeat + 1)
 
 
-def _modification_section(section: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``modification:`` section in canonical form (every key present, names normalised)."""
+def _scenario_section(section: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A ``modification:`` or ``poisoning:`` section in canonical form (every key present,
+    names normalised)."""
     unknown = [k for k in section if k not in MODIFICATION_KEYS]
     if unknown:
-        raise ConfigError(f"job modification: unknown key {unknown[0]!r}; valid keys: {', '.join(MODIFICATION_KEYS)}")
+        raise ConfigError(f"job {where}: unknown key {unknown[0]!r}; valid keys: {', '.join(MODIFICATION_KEYS)}")
     out: dict[str, Any] = {}
     for key in MODIFICATION_KEYS:
         value = section.get(key) or {}
         if not isinstance(value, Mapping):
-            raise ConfigError(f"job modification.{key}: expected a mapping, got {type(value).__name__}")
+            raise ConfigError(f"job {where}.{key}: expected a mapping, got {type(value).__name__}")
         if key != "attack":
             for name, entry in value.items():
                 if entry is not None and not isinstance(entry, Mapping):
-                    raise ConfigError(f"job modification.{key}.{name}: expected a mapping of options, got {entry!r}")
+                    raise ConfigError(f"job {where}.{key}.{name}: expected a mapping of options, got {entry!r}")
         out[key] = dict(value)
     for d in out["budgets"]:
         if d not in DIFFICULTIES:
-            raise ConfigError("job modification.budgets: " + unknown_name_message("difficulty", d, DIFFICULTIES))
+            raise ConfigError(f"job {where}.budgets: " + unknown_name_message("difficulty", d, DIFFICULTIES))
     out["attacks"] = {normalize_name(k): dict(v or {}) for k, v in out["attacks"].items()}
     out["budgets"] = {k: dict(v or {}) for k, v in out["budgets"].items()}
     return out

@@ -120,12 +120,13 @@ def apply_overrides(
 ) -> JobSpec:
     """Narrow or override a job (the CLI flags). Lists may be comma-separated strings.
 
-    ``scenario`` picks ``injection``, ``modification`` or ``all``. ``--attacks`` keeps, in
+    ``scenario`` picks ``injection``, ``modification``, ``poisoning`` or ``all``. ``--attacks`` keeps, in
     every scenario swept, the named attacks that scenario knows, with the job's parameters
     (attacks the job does not list run with defaults; ``pgd`` names both scenarios' PGD); a
     name no swept scenario knows is an error. ``n_inject`` / ``edges_per_node`` / ``steps``
     replace the value in the shared attack section and in every ``budgets`` and ``attacks``
-    entry (``steps`` in both scenarios); ``ratio_edge_mod`` likewise in ``modification:``.
+    entry (``steps`` in every scenario); ``ratio_edge_mod`` likewise in ``modification:`` and
+    ``poisoning:``.
 
     ``n_inject`` and ``ratio_edge_mod`` may list several values (``"20,40,60"``; see
     :func:`budget_values`): that scenario's attacks then become a budget axis, one entry
@@ -156,6 +157,7 @@ def apply_overrides(
     if adaptive is not None:
         data["adaptive"] = adaptive
     mod = data.setdefault("modification", {})
+    poison = data.setdefault("poisoning", {})
     n_injects, ratios = budget_values(n_inject, "n_inject"), budget_values(ratio_edge_mod, "ratio_edge_mod")
     n_inject = n_injects[0] if n_injects and len(n_injects) == 1 else None
     ratio_edge_mod = ratios[0] if ratios and len(ratios) == 1 else None
@@ -163,8 +165,10 @@ def apply_overrides(
         _budget_axis(data, "n_inject", n_injects)
     if ratios and len(ratios) > 1:
         _budget_axis(mod, "ratio_edge_mod", ratios)
+        _budget_axis(poison, "ratio_edge_mod", ratios)
     for key, value, sections in (("n_inject", n_inject, (data,)), ("edges_per_node", edges_per_node, (data,)),
-                                 ("steps", steps, (data, mod)), ("ratio_edge_mod", ratio_edge_mod, (mod,))):
+                                 ("steps", steps, (data, mod, poison)),
+                                 ("ratio_edge_mod", ratio_edge_mod, (mod, poison))):
         if value is None:
             continue
         for sec in sections:
@@ -178,7 +182,10 @@ def apply_overrides(
 
 def _select_attacks(spec: JobSpec, data: dict[str, Any], names: tuple[str, ...]) -> None:
     """Narrow every swept scenario's attacks to ``names`` (see :func:`apply_overrides`)."""
-    scenarios = SCENARIOS if data.get("scenario") == "all" else (data.get("scenario", spec.scenario),)
+    if data.get("scenario") == "all":  # poisoning joins ``all`` when the job lists poisoning attacks
+        scenarios = tuple(s for s in SCENARIOS if s != "poisoning" or spec.poisoning["attacks"])
+    else:
+        scenarios = (data.get("scenario", spec.scenario),)
     known = set()
     for scenario in scenarios:
         registry = attack_registry(scenario)
@@ -189,7 +196,7 @@ def _select_attacks(spec: JobSpec, data: dict[str, Any], names: tuple[str, ...])
         listed = [n for n in names if BUDGET_SEP in n and n in own]  # a job's own <attack>@<value> entries
         known.update(listed)
         chosen.update({n: dict(own[n]) for n in listed})
-        section = data if scenario == "injection" else data.setdefault("modification", {})
+        section = data if scenario == "injection" else data.setdefault(scenario, {})
         section["attacks"] = chosen
     unknown = [n for n in names if n not in known]
     if unknown and BUDGET_SEP in unknown[0]:

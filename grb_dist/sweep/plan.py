@@ -19,6 +19,14 @@ in its transfer attacks (the attacker has no test labels). A defense whose progr
 that scenario (``transfer_only``, with the reason). Adaptive ids hash the threat too, and
 transfer ids are what they were, so switching adaptive on grows a run by its adaptive cells.
 
+The poisoning scenario (``docs/poisoning.md``) plans otherwise: a perturbation is global,
+one per (attack, surrogate, repeat), keyed under difficulty
+:data:`~grb_dist.core.names.POISONING_DIFFICULTY`; every defense is then trained on it
+(transductively, with its own seed) and scored on every difficulty: a :class:`PoisonTask`
+per (perturbation, defense), whose model is stored like any other
+(``models/<defense>-<seed>-<perturbation id>.pt``). Its clean rows come from a
+:class:`PoisonTask` on the clean graph (the same transductive training, no perturbation).
+
 Every id is the sha256 of the canonical JSON of the full configuration it depends on, so an
 id changes exactly when something that influences its result changes.
 """
@@ -31,7 +39,7 @@ from typing import Any, Callable, Literal, Mapping
 
 from grb_dist.core.config import canonical_json, to_dict
 from grb_dist.core.errors import ConfigError
-from grb_dist.core.names import ADAPTIVE, CLEAN, TRANSFER
+from grb_dist.core.names import ADAPTIVE, CLEAN, POISONING, POISONING_DIFFICULTY, TRANSFER
 from grb_dist.sweep.job import SURROGATE_SEED_OFFSET, JobSpec, content_hash
 from grb_dist.sweep.resolve import ResolvedJob, resolve
 
@@ -42,20 +50,33 @@ ATTACK_BATCH = 4
 
 @dataclass(frozen=True)
 class ModelTask:
-    """Train one model: a defense (``role="target"``) or a surrogate (``role="surrogate"``)."""
+    """Train one model: a defense (``role="target"``), a surrogate (``role="surrogate"``) or
+    a defense on a poisoned graph (``role="poisoned"``, ``tag``: what it was trained on)."""
 
-    role: Literal["target", "surrogate"]
+    role: Literal["target", "surrogate", "poisoned"]
     name: str
     seed: int
     params: Mapping[str, Any]
     train: Mapping[str, Any]
     at: Mapping[str, Any] | None
     model_id: str
+    tag: str = ""
 
     @property
     def file_stem(self) -> str:
-        """``<name>-<seed>``: the state_dict lives at ``models/<name>-<seed>.pt``."""
-        return f"{self.name}-{self.seed}"
+        """``<name>-<seed>`` (``-<tag>`` for a poisoned model): the state_dict lives at
+        ``models/<file_stem>.pt``."""
+        return f"{self.name}-{self.seed}" + (f"-{self.tag}" if self.tag else "")
+
+
+@dataclass(frozen=True)
+class PoisonTask:
+    """Train one defense on one poisoned graph (``perturbation_id``; ``None``: the clean
+    graph, for the clean rows) and score it on every difficulty (``cells``)."""
+
+    model: ModelTask
+    perturbation_id: str | None
+    cells: tuple["ScoreCell", ...]
 
 
 @dataclass(frozen=True)
@@ -106,6 +127,8 @@ class Plan:
     scores: tuple[ScoreCell, ...]
     #: ``(scenario, defense) -> reason`` of the defenses without adaptive cells there
     transfer_only: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    #: the poisoning scenario's trainings (clean and poisoned), their cells in ``scores``
+    poisoned: tuple[PoisonTask, ...] = ()
 
     @property
     def models(self) -> tuple[ModelTask, ...]:
@@ -146,8 +169,12 @@ def plan(job: JobSpec | ResolvedJob, fingerprint: str,
     excluded = dict(transfer_only or {}) if spec.adaptive else {}
     attacks: list[AttackCell] = []
     scores: list[ScoreCell] = []
+    poisoned: list[PoisonTask] = []
     for scenario in spec.scenarios:
         base = {"dataset": fingerprint, "scenario": scenario, "normalize": spec.normalize, "data_seed": spec.seed}
+        if scenario == POISONING:
+            _poisoning(spec, base, targets, surrogates, attacks, scores, poisoned)
+            continue
         for difficulty in spec.difficulties:
             for t in targets:
                 ident = {**base, "attack": CLEAN, "difficulty": difficulty, "defense": t.model_id}
@@ -166,7 +193,41 @@ def plan(job: JobSpec | ResolvedJob, fingerprint: str,
                         _cells(spec, base, scenario, attack, t, (t,), ADAPTIVE, attacks, scores, surrogates[0],
                                built.adaptive_defaults)
     return Plan(spec, spec.config_hash, targets, surrogates, tuple(attacks), tuple(scores),
-                {k: v for k, v in excluded.items() if k[0] in spec.scenarios})
+                {k: v for k, v in excluded.items() if k[0] in spec.scenarios}, tuple(poisoned))
+
+
+def _poisoning(spec: JobSpec, base: Mapping[str, Any], targets: tuple[ModelTask, ...],
+               surrogates: tuple[ModelTask, ...], attacks: list[AttackCell], scores: list[ScoreCell],
+               poisoned: list[PoisonTask]) -> None:
+    """The poisoning scenario's cells: a clean training per defense, a global perturbation per
+    (attack, surrogate, repeat), a training per (perturbation, defense), each scored on every
+    difficulty (module docstring)."""
+
+    def train_on(t: ModelTask, pid: str | None, attack: str, surrogate: str, repeat: int, seed: int) -> None:
+        tag = pid[:16] if pid else "clean"
+        model = ModelTask("poisoned", t.name, t.seed, t.params, t.train, t.at,
+                          content_hash({"defense": t.model_id, "perturbation": pid, "setting": "transductive"}), tag)
+        cells = tuple(ScoreCell(content_hash({**base, "attack": CLEAN, "difficulty": d, "defense": model.model_id})
+                                if pid is None else content_hash({"perturbation": pid, "defense": t.model_id,
+                                                                  "difficulty": d}),
+                                attack, surrogate, t.name, d, repeat, seed, model.file_stem, pid, POISONING)
+                      for d in spec.difficulties)
+        poisoned.append(PoisonTask(model, pid, cells))
+        scores.extend(cells)
+
+    for t in targets:
+        train_on(t, None, CLEAN, CLEAN, 0, spec.seed)
+    for attack in spec.scenario_attacks(POISONING):
+        for s in surrogates:
+            for repeat in range(spec.repeats):
+                seed = spec.attack_seed(repeat)
+                params = spec.attack_params(attack, POISONING_DIFFICULTY, seed, POISONING)
+                pid = content_hash({**base, "attack": attack, "params": params, "surrogate": s.model_id,
+                                    "repeat": repeat})
+                attacks.append(AttackCell(attack, s.name, POISONING_DIFFICULTY, repeat, seed, params, s.file_stem,
+                                          pid, POISONING))
+                for t in targets:
+                    train_on(t, pid, attack, s.name, repeat, seed)
 
 
 def _cells(spec: JobSpec, base: Mapping[str, Any], scenario: str, attack: str, attacker: ModelTask,
@@ -210,6 +271,8 @@ class Work:
     attacks_needed: tuple[AttackCell, ...]
     attacks_to_run: tuple[AttackCell, ...]
     models: tuple[ModelTask, ...]
+    #: the poisoning trainings with a cell not stored (their cells are in ``todo`` too)
+    poisoned: tuple[PoisonTask, ...] = ()
 
     def totals(self) -> dict[str, int]:
         """The progress stages' totals: ``train`` models, ``attack`` perturbations,
@@ -226,10 +289,11 @@ def needed_work(p: Plan, done_cells: set[str], has_perturbation: Callable[[str],
     to_run = tuple(a for a in needed if not has_perturbation(a.perturbation_id))
     # an adaptive attack's model is a defense's, its labels a surrogate's
     attacker_stems = {a.surrogate_model for a in to_run} | {a.labels_from for a in to_run if a.labels_from}
-    targets = {c.defense for c in todo}
+    targets = {c.defense for c in todo if c.scenario != POISONING}  # a poisoned defense trains on its own
     models = tuple(s for s in p.surrogates if s.file_stem in attacker_stems) + tuple(
         t for t in p.targets if t.name in targets or t.file_stem in attacker_stems)
-    return Work(todo, needed, to_run, models)
+    poisoned = tuple(pt for pt in p.poisoned if any(c.cell_id not in done_cells for c in pt.cells))
+    return Work(todo, needed, to_run, models, poisoned)
 
 
 def run_components(p: Plan) -> dict[str, dict[str, Any]]:
@@ -247,7 +311,7 @@ def run_components(p: Plan) -> dict[str, dict[str, Any]]:
     spec = p.spec
     models = {t.file_stem: {"role": t.role, "name": t.name, "model_id": t.model_id, "params": dict(t.params),
                             "train": dict(t.train), "at": dict(t.at) if t.at is not None else None}
-              for t in p.models}
+              for t in (*p.models, *(pt.model for pt in p.poisoned))}
     attacks = {}
     for a in p.attacks:
         key = f"{a.attack}/{a.difficulty}" if a.scenario == "injection" else f"{a.scenario}/{a.attack}/{a.difficulty}"
@@ -257,4 +321,5 @@ def run_components(p: Plan) -> dict[str, dict[str, Any]]:
     return json.loads(canonical_json({"job": {"seed": {"seed": spec.seed}}, "models": models, "attacks": attacks}))
 
 
-__all__ = ["ATTACK_BATCH", "AttackCell", "ModelTask", "Plan", "ScoreCell", "Work", "needed_work", "plan", "run_components"]
+__all__ = ["ATTACK_BATCH", "AttackCell", "ModelTask", "Plan", "PoisonTask", "ScoreCell", "Work", "needed_work", "plan",
+           "run_components"]

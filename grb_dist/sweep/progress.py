@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
 #: The stages in the order a sweep runs them: attribute of ``SweepProgress``, label, unit.
@@ -218,5 +218,39 @@ class RichProgress:
                             detail=stage_detail(stage, progress.elapsed))
 
 
-__all__ = ["PLAIN_EVERY", "PlainProgress", "RichProgress", "STAGES", "Stage", "clock_text", "progress_line",
+@dataclass
+class SweepProgress:
+    """Reported at the start, after every trained model, generated perturbation and scored
+    cell, and every few seconds while nothing ends.
+
+    ``done`` / ``total`` / ``failures`` count score cells (``score`` has the same counts);
+    ``train``, ``attack`` and ``score`` are the stages' counts (models, perturbations,
+    cells; see :class:`grb_dist.sweep.progress.Stage`); ``phase`` is the first stage not
+    finished (``plan``, ``train``, ``attack``, ``score``).
+    """
+
+    done: int
+    total: int
+    failures: int
+    elapsed: float
+    phase: str
+    computed: int = 0  # cells written by this invocation
+    scorers: tuple = ()  # Scorer actor handles (tests kill them to check fault tolerance)
+    train: Stage = field(default_factory=Stage)
+    attack: Stage = field(default_factory=Stage)
+    score: Stage = field(default_factory=Stage)
+
+
+@dataclass
+class SweepSummary:
+    total: int
+    done: int
+    computed: int
+    skipped: int
+    failures: int
+    seconds: float
+    errors: list[str] = field(default_factory=list)
+
+
+__all__ = ["PLAIN_EVERY", "PlainProgress", "RichProgress", "STAGES", "Stage", "SweepProgress", "SweepSummary", "clock_text", "progress_line",
            "stage_detail", "stage_text"]

@@ -430,6 +430,25 @@ def _attack_remote(graph: Graph, cells: list, models: list, registrations: list)
         return results[0] if len(results) == 1 else tuple(results)
 
 
+@ray.remote
+def _poison_remote(graph: Graph, task, attack: worker.AttackResult | None, state: list, registrations: list):
+    """Train a defense on a poisoned graph and score it (:func:`worker.poison_task`);
+    ``state``: ``[ref]`` of the stored state_dict when the run holds the model, else ``[]``."""
+    with _in_worker(registrations):
+        perturbation = attack.perturbation if attack is not None else None
+        return worker.poison_task(graph, task, perturbation, device=_device(),
+                                  state_dict=ray.get(state[0]) if state else None)
+
+
+def submit_poison(graph_ref: Any, task: Any, pert_ref: Any, state_ref: Any, registrations: list, opts: dict,
+                  name: str) -> Any:
+    """A poisoning task (train on the perturbation of ``pert_ref``, ``None`` for the clean
+    graph, then score); its ref. ``state_ref``: the stored model's, or ``None``."""
+    return _poison_remote.options(**opts, name=name).remote(graph_ref, task, pert_ref,
+                                                            [state_ref] if state_ref is not None else [],
+                                                            registrations)
+
+
 def submit_train(graph_ref: Any, task: Any, registrations: list, opts: dict, name: str) -> Any:
     """A training task (:func:`worker.train_task`); its ref."""
     return _train_remote.options(**opts, name=name).remote(graph_ref, task, registrations)

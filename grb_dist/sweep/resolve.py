@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from grb_dist.attacks.registry import attack_class, build_attack
 from grb_dist.core.checks import check_budgets, check_model_bounds, check_plan_size
 from grb_dist.core.errors import ConfigError, GrbDistError
-from grb_dist.core.names import SCENARIOS
+from grb_dist.core.names import POISONING, POISONING_DIFFICULTY, SCENARIOS
 from grb_dist.datasets import NORMALIZATIONS
 from grb_dist.defenses import at_config, resolve_params
 from grb_dist.models.registry import ModelSpec, check_name, model_config
@@ -40,7 +40,9 @@ class ResolvedJob:
         job: the job.
         models: every defense and surrogate of the job (and every ``models:`` entry).
         attacks: ``(scenario, attack, difficulty) -> attack`` of every attack of the swept
-            scenarios on every swept difficulty, built with the seed of repeat 0.
+            scenarios on every swept difficulty (a poisoning attack: on
+            :data:`~grb_dist.core.names.POISONING_DIFFICULTY` alone, it is global), built with
+            the seed of repeat 0.
     """
 
     job: JobSpec
@@ -69,25 +71,26 @@ def resolve(job: JobSpec) -> ResolvedJob:
     if job.adversarial_training or any(models[n].spec.adversarial for n in (*job.defenses, *job.surrogates)):
         at_config(job.adversarial_training)
     attacks = {}
-    for scenario in SCENARIOS:  # both scenarios' sections, also of a scenario this run does not sweep
+    for scenario in SCENARIOS:  # every scenario's section, also of a scenario this run does not sweep
         section = job.section(scenario)
+        swept = (POISONING_DIFFICULTY,) if scenario == POISONING else job.difficulties
         for attack in section.attacks:
             attack_class(attack, scenario)
-            for difficulty in dict.fromkeys((*job.difficulties, *section.budgets)):
+            for difficulty in dict.fromkeys((*swept, *section.budgets)):
                 params = job.attack_params(attack, difficulty, job.attack_seed(0), scenario)
                 built = _build(attack, params, scenario, difficulty)
                 if job.adaptive and built.follows_gradients and built.adaptive_defaults:
                     # an adaptive cell's parameters: the attack's defaults under the job's
                     _build(attack, job.attack_params(attack, difficulty, job.attack_seed(0), scenario,
                                                      built.adaptive_defaults), scenario, f"{difficulty}, adaptive")
-                if scenario in job.scenarios and difficulty in job.difficulties:
+                if scenario in job.scenarios and difficulty in swept:
                     attacks[scenario, attack, difficulty] = built
     weighted = {attack for (_, attack, _), built in attacks.items() if getattr(built, "edge_gradients", False)}
     for attack in sorted(weighted):  # once per attack and surrogate, not per difficulty
         for s in job.surrogates:
             check_weighted_surrogate(attack, s, models[s].params)
     d, t, s = len(job.difficulties), len(job.defenses), len(job.surrogates)
-    n_attacks = sum(len(job.scenario_attacks(sc)) for sc in job.scenarios)
+    n_attacks = sum(len(job.scenario_attacks(sc)) for sc in job.scenarios)  # poisoning: also a cell per difficulty
     check_plan_size(len(job.scenarios) * d * t + n_attacks * s * d * job.repeats * t)
     return ResolvedJob(job, models, attacks)
 

@@ -44,14 +44,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from grb_dist.core.errors import GrbDistError
-from grb_dist.core.names import TRANSFER
+from grb_dist.core.names import POISONING, TRANSFER
 from grb_dist.core.graph import Graph
 from grb_dist.models.io import state_dict_from_bytes, state_dict_to_bytes
 from grb_dist.store import RunStore, ScoreWriter, schema
 from grb_dist.sweep import ray_edge as edge
 from grb_dist.sweep import worker
-from grb_dist.sweep.plan import ATTACK_BATCH, AttackCell, Plan, ScoreCell, needed_work
-from grb_dist.sweep.progress import Stage
+from grb_dist.sweep.plan import ATTACK_BATCH, AttackCell, Plan, PoisonTask, ScoreCell, needed_work
+from grb_dist.sweep.progress import Stage, SweepProgress, SweepSummary
 from grb_dist.sweep.ray_edge import ActorLost, TaskFailed
 from grb_dist.sweep.settings import RaySettings
 
@@ -87,40 +87,6 @@ def scorer_name(index: int) -> str:
 
 
 # ---------------------------------------------------------------- the sweep
-
-
-@dataclass
-class SweepProgress:
-    """Reported at the start, after every trained model, generated perturbation and scored
-    cell, and every few seconds while nothing ends.
-
-    ``done`` / ``total`` / ``failures`` count score cells (``score`` has the same counts);
-    ``train``, ``attack`` and ``score`` are the stages' counts (models, perturbations,
-    cells; see :class:`grb_dist.sweep.progress.Stage`); ``phase`` is the first stage not
-    finished (``plan``, ``train``, ``attack``, ``score``).
-    """
-
-    done: int
-    total: int
-    failures: int
-    elapsed: float
-    phase: str
-    computed: int = 0  # cells written by this invocation
-    scorers: tuple = ()  # Scorer actor handles (tests kill them to check fault tolerance)
-    train: Stage = field(default_factory=Stage)
-    attack: Stage = field(default_factory=Stage)
-    score: Stage = field(default_factory=Stage)
-
-
-@dataclass
-class SweepSummary:
-    total: int
-    done: int
-    computed: int
-    skipped: int
-    failures: int
-    seconds: float
-    errors: list[str] = field(default_factory=list)
 
 
 def _partition(names: list[str], n: int) -> list[list[str]]:
@@ -202,12 +168,18 @@ class _Sweep:
         self.scorers: list = []
         self.ray: _Resources | None = None  # set by connect()
 
-        # which perturbations and models this invocation needs
+        # which perturbations and models this invocation needs; poisoning cells are scored by
+        # their own training task (a PoisonTask per perturbation and defense)
         self.todo_by_pert: dict[str | None, dict[str, list[ScoreCell]]] = {}
         for c in self.todo:
-            self.todo_by_pert.setdefault(c.perturbation_id, {}).setdefault(c.difficulty, []).append(c)
+            if c.scenario != POISONING:
+                self.todo_by_pert.setdefault(c.perturbation_id, {}).setdefault(c.difficulty, []).append(c)
+        self.poison_by_pert: dict[str | None, list[PoisonTask]] = {}
+        for pt in work.poisoned:
+            self.poison_by_pert.setdefault(pt.perturbation_id, []).append(pt)
+        self.poison_queue: list[tuple[Any, PoisonTask]] = []
         self.attacks_needed, self.attacks_to_run = list(work.attacks_needed), list(work.attacks_to_run)
-        self.target_names = sorted({c.defense for c in self.todo})
+        self.target_names = sorted({c.defense for c in self.todo if c.scenario != POISONING})
         self.tasks = list(work.models)
         self.params_of = {t.file_stem: dict(t.params) for t in plan.models}
         self.name_of = {t.file_stem: t.name for t in plan.models}
@@ -219,7 +191,7 @@ class _Sweep:
 
         # work in flight and waiting
         self.in_flight: dict[Any, tuple] = {}
-        self.running = {"train": 0, "attack": 0}  # training and attack tasks in flight
+        self.running = {"train": 0, "attack": 0, "poison": 0}  # tasks in flight
         self.batch_left: dict[int, int] = {}  # attack batch -> its cells still in flight
         self.batch_ids = itertools.count()
         self.state_refs: dict[str, Any] = {}  # file stem -> ref of the stored state_dict
@@ -304,7 +276,7 @@ class _Sweep:
                 trained.skipped += 1
             else:
                 self.train_queue.append(t)
-        if None in self.todo_by_pert:
+        if None in self.todo_by_pert or None in self.poison_by_pert:
             self.submit_scores(None, None)
         to_run = {a.perturbation_id for a in self.attacks_to_run}
         self.attack_queue = list(self.attacks_to_run)
@@ -335,7 +307,7 @@ class _Sweep:
     def loop(self) -> None:
         """Keep work in flight and collect it as it ends, until nothing is left."""
         self.report()
-        while self.train_queue or self.attack_queue or self.in_flight or self.waiting:
+        while self.train_queue or self.attack_queue or self.poison_queue or self.in_flight or self.waiting:
             self.fill()
             if not self.in_flight:
                 raise SweepError("the sweep stalled: work is left but nothing can run (a bug; please report it)")
@@ -351,6 +323,8 @@ class _Sweep:
                     self.on_trained(ref, info)
                 elif kind == "attack":
                     self.on_attacked(ref, info)
+                elif kind == "poison":
+                    self.on_poisoned(ref, info)
                 else:
                     self.on_scored(ref, info)
 
@@ -395,6 +369,8 @@ class _Sweep:
             for b in batch:
                 attack_queue.remove(b)
             return "attack", batch
+        if self.poison_queue:
+            return "poison", self.poison_queue.pop(0)
         return None
 
     def fill(self) -> None:
@@ -407,8 +383,10 @@ class _Sweep:
             self.running[kind] += 1
             if kind == "train":
                 self.submit_train(item)
-            else:
+            elif kind == "attack":
                 self.submit_attack(item)
+            else:
+                self.submit_poison(*item)
 
     def submit_train(self, t: Any) -> None:
         ref = edge.submit_train(self.ray.graph_ref, t, self.ray.registrations, self.ray.train_opts, train_task_name(t))
@@ -435,10 +413,23 @@ class _Sweep:
         self.in_flight[ref] = ("score", (i, pert_ref, difficulty, group, attempt))
         self.begin(self.scored)
 
+    def submit_poison(self, pert_ref: Any, pt: PoisonTask) -> None:
+        """Train ``pt``'s defense on its poisoned graph and score it (load it when stored)."""
+        m = self.store.has_model(pt.model.file_stem, pt.model.model_id)
+        state = edge.put(self.store.read_model(pt.model.file_stem, state_dict_from_bytes)) if m else None
+        c = pt.cells[0]
+        name = f"poison:{c.defense}/{c.attack}/{c.surrogate}/r{c.repeat}"
+        ref = edge.submit_poison(self.ray.graph_ref, pt, pert_ref, state, self.ray.registrations, self.ray.train_opts,
+                                 name)
+        self.in_flight[ref] = ("poison", pt)
+        self.begin(self.scored)
+
     def submit_scores(self, pert_ref: Any, pid: str | None) -> None:
         """Score a stored perturbation against every defense already stored; the other
-        defenses' cells wait for their model (:meth:`model_ready`)."""
-        for difficulty, cells in self.todo_by_pert[pid].items():
+        defenses' cells wait for their model (:meth:`model_ready`). A poisoning
+        perturbation queues the trainings on it instead."""
+        self.poison_queue.extend((pert_ref, pt) for pt in self.poison_by_pert.get(pid, ()))
+        for difficulty, cells in self.todo_by_pert.get(pid, {}).items():
             by_scorer: dict[int, list[ScoreCell]] = {}
             for c in cells:
                 if self.target_stem[c.defense] in self.state_refs:
@@ -482,7 +473,8 @@ class _Sweep:
         try:
             result: worker.AttackResult = edge.get(ref)
         except TaskFailed as exc:
-            self.scored.failed += sum(len(v) for v in self.todo_by_pert[a.perturbation_id].values())
+            self.scored.failed += sum(len(v) for v in self.todo_by_pert.get(a.perturbation_id, {}).values())
+            self.scored.failed += sum(len(pt.cells) for pt in self.poison_by_pert.get(a.perturbation_id, ()))
             self.attacked.failed += 1
             self.errors.append(f"{a.attack} on {_attacker(a)} ({a.difficulty}, repeat {a.repeat}): {exc}")
             log.error("attack failed: %s", self.errors[-1])
@@ -496,6 +488,33 @@ class _Sweep:
         self.record("attack", f"{a.attack} on {_attacker(a)}, {a.difficulty}, repeat {a.repeat}", result.seconds)
         self.submit_scores(ref, a.perturbation_id)  # the attack's own ref: no copy through the driver
         self.attacked.done += 1
+        self.report()
+
+    def on_poisoned(self, ref: Any, pt: PoisonTask) -> None:
+        self.running["poison"] -= 1
+        c0 = pt.cells[0]
+        try:
+            result: worker.PoisonResult = edge.get(ref)
+        except TaskFailed as exc:
+            self.scored.failed += len(pt.cells)
+            self.errors.append(f"poisoning {c0.defense} with {c0.attack} on {c0.surrogate} (repeat {c0.repeat}): {exc}")
+            log.error("poisoning failed: %s", self.errors[-1])
+            self.report()
+            return
+        stem = pt.model.file_stem
+        if result.trained is not None:
+            self.store.write_model(stem, state_dict_to_bytes(result.trained.state_dict), result.trained.meta)
+            self.record("train", f"{c0.defense} poisoned by {c0.attack} (repeat {c0.repeat})",
+                        result.trained.meta.get("train_seconds", 0.0))
+        train_seconds = float(self.store.read_model_meta(stem)["train_seconds"])
+        attack_seconds, sizes = self.pert_info[pt.perturbation_id]
+        rows = [schema.score_row(c, config_hash=self.plan.config_hash, dataset=self.label,
+                                 dataset_fingerprint=self.fingerprint, defense_seed=pt.model.seed,
+                                 result={**result.results[c.difficulty], "defense_train_seconds": train_seconds},
+                                 sizes=sizes, attack_seconds=attack_seconds) for c in pt.cells]
+        self.writer.add(rows)
+        self.scored.done += len(rows)
+        self.computed += len(rows)
         self.report()
 
     def on_scored(self, ref: Any, info: tuple) -> None:

@@ -1,4 +1,5 @@
-"""The work of a sweep as plain Python (no Ray): train, attack, score.
+"""The work of a sweep as plain Python (no Ray): train, attack, score, and poison (train a
+defense on a perturbed graph and score it).
 
 :mod:`grb_dist.sweep.ray_edge` wraps these functions and :class:`Scorer` in Ray tasks and
 actors; tests and debugging can call them directly. Nothing here writes files: results go
@@ -17,13 +18,15 @@ import numpy as np
 import torch
 
 from grb_dist.attacks import SurrogateCache, build_attack
+from grb_dist.attacks.poisoning.base import poisoning_targets
+from grb_dist.core.names import POISONING
 from grb_dist.defenses import build_defense, train_defense
 from grb_dist.evaluation.evaluate import difficulty_accuracy, predict_tensors
-from grb_dist.core.graph import Graph, Injection, Modification
+from grb_dist.core.graph import Graph, Injection, Modification, modified_graph
 from grb_dist.models.tensors import perturb_tensors
 from grb_dist.models.train import TrainConfig
 from grb_dist.store.schema import model_meta
-from grb_dist.sweep.plan import AttackCell, ModelTask
+from grb_dist.sweep.plan import AttackCell, ModelTask, PoisonTask
 from grb_dist.models.tensors import graph_tensors
 
 log = logging.getLogger(__name__)
@@ -40,10 +43,11 @@ class TrainedModel:
     meta: dict[str, Any]
 
 
-def train_task(graph: Graph, task: ModelTask, *, device: str = "cpu") -> TrainedModel:
-    """Train one model (a defense or a surrogate) as ``task`` describes."""
+def train_task(graph: Graph, task: ModelTask, *, device: str = "cpu", transductive: bool = False) -> TrainedModel:
+    """Train one model (a defense or a surrogate) as ``task`` describes; ``transductive``:
+    on the whole graph (the poisoning scenario)."""
     cfg = TrainConfig(**{**task.train, "seed": task.seed})
-    kwargs: dict[str, Any] = {"device": device}
+    kwargs: dict[str, Any] = {"device": device, "transductive": transductive}
     if task.at is not None:
         kwargs["at_config"] = dict(task.at)
     start = time.perf_counter()
@@ -86,7 +90,8 @@ def attack_task(graph: Graph, cell: AttackCell, surrogate: torch.nn.Module, *, d
     torch.manual_seed(cell.seed)
     attack = build_attack(cell.attack, dict(cell.params), cell.scenario)
     start = time.perf_counter()
-    targets = graph.targets(cell.difficulty)
+    # a poisoning attack fights every unlabelled node; an evasion attack its difficulty's targets
+    targets = poisoning_targets(graph) if cell.scenario == POISONING else graph.targets(cell.difficulty)
     perturbation = attack.attack(graph, surrogate, targets, device=device, cache=cache, labels=labels)
     seconds = time.perf_counter() - start
     return AttackResult(cell.perturbation_id, perturbation, seconds)
@@ -113,6 +118,42 @@ def attack_batch(graph: Graph, cells: list[AttackCell], surrogate: torch.nn.Modu
     cache = SurrogateCache()
     labels = attacker_labels(graph, labeler, device) if labeler is not None else None
     return [attack_task(graph, cell, surrogate, device=device, cache=cache, labels=labels) for cell in cells]
+
+
+# ----------------------------------------------------------------- poisoning
+
+
+@dataclass
+class PoisonResult:
+    """A defense trained on a poisoned graph (``trained``: ``None`` when it was loaded from
+    the run) and one scoring result per difficulty (as :meth:`Scorer.score` gives them)."""
+
+    trained: TrainedModel | None
+    results: dict[str, dict[str, Any]]
+
+
+def poison_task(graph: Graph, task: PoisonTask, perturbation: Modification | None, *, device: str = "cpu",
+                state_dict: Mapping[str, torch.Tensor] | None = None) -> PoisonResult:
+    """Train ``task``'s defense on ``graph`` with ``perturbation`` applied (transductively:
+    the whole poisoned graph, the defender's training labels; ``None``: the clean graph),
+    or load ``state_dict`` when the run already holds the model, and score it on the
+    test nodes of every difficulty of ``task.cells``, on the graph it was trained on."""
+    poisoned = modified_graph(graph, perturbation)
+    model = task.model
+    if state_dict is None:
+        trained = train_task(poisoned, model, device=device, transductive=True)
+        state_dict, seconds = trained.state_dict, float(trained.meta["train_seconds"])
+    else:
+        trained, seconds = None, float("nan")
+    defense = load_model(poisoned, model.name, model.params, state_dict, device)
+    start = time.perf_counter()
+    pred = predict_tensors(defense, graph_tensors(poisoned, device))
+    difficulties = [c.difficulty for c in task.cells]
+    accuracy = difficulty_accuracy(pred, poisoned, difficulties)
+    each = (time.perf_counter() - start) / max(1, len(difficulties))
+    results = {d: {"defense": model.name, "accuracy": accuracy[d], "n_targets": int(poisoned.targets(d).size),
+                   "score_seconds": each, "defense_train_seconds": seconds} for d in difficulties}
+    return PoisonResult(trained, results)
 
 
 # ----------------------------------------------------------------- scoring
