@@ -1,0 +1,197 @@
+"""The poisoning scenario end to end: its plan, a real local Ray sweep (2 CPUs), scores that
+a direct train-and-evaluate on the stored perturbation reproduces, and resume after an
+interruption."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from grb_dist.attacks.poisoning.base import poisoning_targets
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.graph import Modification, modified_graph, undirected_keys
+from grb_dist.core.names import CLEAN, POISONING, POISONING_DIFFICULTY
+from grb_dist.datasets import load_dataset
+from grb_dist.defenses import train_defense
+from grb_dist.evaluation.evaluate import difficulty_accuracy, predict_tensors
+from grb_dist.models.io import state_dict_from_bytes
+from grb_dist.models.tensors import apply_modification, graph_tensors
+from grb_dist.models.train import TrainConfig
+from grb_dist.store import RunLock, RunStore, graph_fingerprint
+from grb_dist.sweep.job import parse_job
+from grb_dist.sweep.plan import needed_work, plan, run_components
+from grb_dist.sweep.session import dataset_identity
+
+JOB = {
+    "dataset": "csbm", "seed": 0, "repeats": 2, "difficulties": ["easy", "full"], "scenario": "poisoning",
+    "train": {"epochs": 30, "patience": 10}, "models": {"gcn": {"hidden_sizes": [16]}},
+    "defenses": ["gcn", "mlp"], "surrogates": ["gcn"], "attacks": {"fgsm": {}},
+    "poisoning": {"attack": {"ratio_edge_mod": 0.1}, "attacks": {"dice": {}, "rnd": {}}},
+}
+
+
+@pytest.fixture(scope="module")
+def job():
+    return parse_job(JOB)
+
+
+@pytest.fixture(scope="module")
+def graph(job):
+    return load_dataset(job.dataset, normalize=job.normalize, seed=job.seed)
+
+
+def job_plan(job, graph):
+    return plan(job, graph_fingerprint(graph, job.normalize))
+
+
+def sweep(job, graph, run_dir, on_progress=None):
+    from grb_dist.sweep.runner import run_sweep
+    from grb_dist.sweep.settings import RaySettings
+
+    p = job_plan(job, graph)
+    with RunLock(run_dir) as lock:
+        store = RunStore.open(run_dir, dataset=dataset_identity(job, graph), components=run_components(p),
+                              config=job.to_dict(), config_hash=job.config_hash, lock=lock)
+        return store, run_sweep(p, graph, store, RaySettings(), on_progress=on_progress, flush_rows=1)
+
+
+# ------------------------------------------------------------------------------ the plan
+
+
+def test_plan_one_global_perturbation_per_attack_surrogate_and_repeat(job, graph):
+    p = job_plan(job, graph)
+    assert {a.difficulty for a in p.attacks} == {POISONING_DIFFICULTY} and {a.scenario for a in p.attacks} == {POISONING}
+    assert len(p.attacks) == 2 * 1 * 2  # attacks x surrogates x repeats
+    assert len(p.poisoned) == 2 + len(p.attacks) * 2  # a clean training per defense, then one per perturbation
+    # every poisoning training is scored on every difficulty, and those are the plan's cells
+    assert sorted(c.cell_id for pt in p.poisoned for c in pt.cells) == sorted(c.cell_id for c in p.scores)
+    assert all([c.difficulty for c in pt.cells] == ["easy", "full"] for pt in p.poisoned)
+    stems = [pt.model.file_stem for pt in p.poisoned]
+    assert len(set(stems)) == len(stems) and all(c.defense_model == pt.model.file_stem for pt in p.poisoned
+                                                 for c in pt.cells)
+    clean = [pt for pt in p.poisoned if pt.perturbation_id is None]
+    assert {pt.model.name for pt in clean} == {"gcn", "mlp"} and all(c.attack == CLEAN for pt in clean for c in pt.cells)
+    # the evasion defenses are not trained: a poisoning run trains its surrogate and its poisoned models only
+    work = needed_work(p, set(), lambda pid: False)
+    assert [t.role for t in work.models] == ["surrogate"] and len(work.poisoned) == len(p.poisoned)
+    assert len(set(p.scores)) == len({c.cell_id for c in p.scores})
+
+
+def test_a_job_without_poisoning_keeps_its_hash_and_all_takes_poisoning_when_listed(job):
+    plain = parse_job({k: v for k, v in JOB.items() if k not in ("poisoning", "scenario")})
+    assert "poisoning" not in plain.to_dict()
+    assert parse_job({**plain.to_dict(), "poisoning": {}}).config_hash == plain.config_hash
+    both = {**JOB, "scenario": "all", "modification": {"attacks": {"rnd": {}}}}
+    assert parse_job(both).scenarios == ("injection", "modification", "poisoning")
+    assert parse_job({**both, "poisoning": {}}).scenarios == ("injection", "modification")
+    with pytest.raises(ConfigError, match="poisoning.attacks must name at least one attack"):
+        parse_job({**JOB, "poisoning": {}})
+    with pytest.raises(ConfigError, match="job poisoning: unknown key 'attackz'"):
+        parse_job({**JOB, "poisoning": {"attackz": {}}})
+
+
+def test_modified_graph_equals_the_tensor_modification(graph):
+    rng = np.random.default_rng(0)
+    keys = undirected_keys(graph)
+    removed = np.stack([keys[:7] // graph.num_nodes, keys[:7] % graph.num_nodes])
+    added = np.stack([np.arange(10, 20), np.arange(500, 510)])
+    added = added[:, ~np.isin(added[0] * graph.num_nodes + added[1], keys)]
+    mod = Modification.build(removed, added, graph.num_nodes, graph.num_features)
+    g = modified_graph(graph, mod)
+    t = apply_modification(graph_tensors(graph, "cpu"), mod)
+    assert np.array_equal(g.edge_index, t.edge_index.numpy())
+    assert g.num_edges == graph.num_edges - 7 + added.shape[1] and g.split is graph.split
+    assert modified_graph(g, mod.inverse(graph)).edge_index.tolist() == graph.edge_index.tolist()
+    assert modified_graph(graph, None) is graph
+    del rng
+
+
+def test_poisoning_targets_are_the_unlabelled_nodes(graph):
+    t = poisoning_targets(graph)
+    assert np.intersect1d(t, graph.split["train"]).size == 0
+    assert t.size + graph.split["train"].size == graph.num_nodes
+
+
+# ------------------------------------------------------------------------------ on Ray
+
+
+@pytest.fixture(scope="module")
+def full_run(ray_local, job, graph, tmp_path_factory):
+    return sweep(job, graph, tmp_path_factory.mktemp("poison") / "run")
+
+
+def test_every_poisoning_cell_once(full_run, job, graph):
+    store, summary = full_run
+    p = job_plan(job, graph)
+    df = store.read_scores()
+    assert summary.failures == 0 and summary.computed == len(p.scores) == len(df)
+    assert set(df["cell_id"]) == {c.cell_id for c in p.scores} and set(df["scenario"]) == {POISONING}
+    attacked = df[df["attack"] != CLEAN]
+    budget = round(0.1 * graph.num_edges)
+    assert ((attacked["n_edges_added"] + attacked["n_edges_removed"]) <= budget).all()
+    assert (attacked["n_edges_added"] + attacked["n_edges_removed"] > 0).all()
+    models = store.read_models()
+    assert sorted(models["role"].unique()) == ["poisoned", "surrogate"] and len(models) == 1 + len(p.poisoned)
+
+
+def test_a_poisoning_cell_trains_on_the_perturbed_graph_and_equals_a_direct_run(full_run, job, graph):
+    store, _ = full_run
+    p = job_plan(job, graph)
+    df = store.read_scores().set_index("cell_id")
+    pt = next(pt for pt in p.poisoned if pt.perturbation_id is not None and pt.model.name == "gcn"
+              and pt.cells[0].attack == "dice")
+    mod = store.read_perturbation(pt.perturbation_id)
+    poisoned = modified_graph(graph, mod)
+    cfg = TrainConfig(**{**pt.model.train, "seed": pt.model.seed})
+    direct = train_defense("gcn", poisoned, dict(pt.model.params), cfg, transductive=True).model
+    stored = state_dict_from_bytes(store.model_path(pt.model.file_stem).read_bytes())
+    for k, v in direct.state_dict().items():
+        assert torch.equal(v, stored[k]), k
+    # ... and not on the clean graph
+    clean = train_defense("gcn", graph, dict(pt.model.params), cfg, transductive=True).model
+    assert any(not torch.equal(v, stored[k]) for k, v in clean.state_dict().items())
+    acc = difficulty_accuracy(predict_tensors(direct, graph_tensors(poisoned, "cpu")), poisoned, ["easy", "full"])
+    for c in pt.cells:
+        assert df.loc[c.cell_id, "accuracy"] == pytest.approx(acc[c.difficulty], abs=0)
+
+
+def _table(store):
+    cols = ["cell_id", "attack", "defense", "difficulty", "repeat", "accuracy", "n_edges_added", "n_edges_removed"]
+    return store.read_scores()[cols].sort_values("cell_id").reset_index(drop=True)
+
+
+def test_an_interrupted_poisoning_sweep_resumes_to_the_same_scores(full_run, job, graph, tmp_path):
+    run_dir = tmp_path / "run"
+    stop_at = 4
+
+    def interrupt(progress):
+        if progress.computed >= stop_at:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep(job, graph, run_dir, on_progress=interrupt)
+    done_before = RunStore.existing(run_dir).done_cells()
+    total = len(job_plan(job, graph).scores)
+    assert stop_at <= len(done_before) < total
+    store, summary = sweep(job, graph, run_dir)
+    assert summary.skipped == len(done_before) and summary.computed == total - len(done_before)
+    pd.testing.assert_frame_equal(_table(store), _table(full_run[0]))
+    _, again = sweep(job, graph, run_dir)
+    assert again.computed == 0 and again.skipped == total
+
+
+def test_a_stored_poisoned_model_is_scored_without_training(full_run, job, graph):
+    from grb_dist.sweep.worker import poison_task
+
+    store, _ = full_run
+    p = job_plan(job, graph)
+    pt = next(pt for pt in p.poisoned if pt.perturbation_id is not None and pt.model.name == "gcn")
+    mod = store.read_perturbation(pt.perturbation_id)
+    stored = state_dict_from_bytes(store.model_path(pt.model.file_stem).read_bytes())
+    loaded = poison_task(graph, pt, mod, state_dict=stored)
+    df = store.read_scores().set_index("cell_id")
+    assert loaded.trained is None
+    assert [loaded.results[c.difficulty]["accuracy"] for c in pt.cells] == [df.loc[c.cell_id, "accuracy"]
+                                                                              for c in pt.cells]
