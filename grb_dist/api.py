@@ -81,7 +81,8 @@ def registered() -> list[tuple[str, str]]:
     scenario for attacks."""
     from grb_dist.core.registry import snapshot
 
-    kinds = {"model": "model", "attack": "injection", "modification attack": "modification"}
+    kinds = {"model": "model", "attack": "injection", "modification attack": "modification",
+             "poisoning attack": "poisoning"}
     return [(kinds.get(kind, kind), name) for kind, entries in snapshot().items() for name in entries]
 
 
@@ -124,7 +125,7 @@ def benchmark(
             PyG ``Data`` / one-graph ``InMemoryDataset`` (the default job;
             :func:`grb_dist.datasets.pyg.from_pyg` reads it: its masks, else a GRB split,
             and its features as they are, ``normalize="none"`` unless given).
-        scenario: ``injection``, ``modification`` or ``all``.
+        scenario: ``injection``, ``modification``, ``poisoning`` or ``all``.
         attacks / difficulties: narrow the job's (lists or comma-separated strings).
         repeats: repeats of every attack. steps: attack optimisation steps (all attacks).
         out: the run directory (kept, and resumed by a later call with the same arguments);

@@ -56,3 +56,11 @@ def npz_dir():
     from helpers import NPZ
 
     return _real(NPZ)
+
+
+@pytest.fixture(scope="session")
+def prognn_dir():
+    """Pro-GNN's published perturbations (meta/, nettack/, splits/), the npz/ folder beside it."""
+    from helpers import PROGNN
+
+    return _real(PROGNN)

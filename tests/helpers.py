@@ -14,9 +14,12 @@ from grb_dist.core.graph import Graph, canonical_edges
 #: The environment variable naming a folder of real test graphs (layout below).
 DATA_ENV = "GRB_DIST_TEST_DATA"
 #: The real graphs the tests read, relative to a data folder: Cora in the GRB layout (an early
-#: GRB release: 2,708 nodes, 1,433 features) and graphs in the ``.npz`` convention of the field.
+#: GRB release: 2,708 nodes, 1,433 features), graphs in the ``.npz`` convention of the field, and
+#: Pro-GNN's published perturbations (``meta/``, ``nettack/``, ``splits/``; their base graphs are
+#: the ``npz/`` folder beside it).
 CORA_LEGACY = "grb-format/cora-legacy"
 NPZ = "npz"
+PROGNN = "prognn"
 
 
 def data_folders() -> list[Path]:

@@ -262,7 +262,7 @@ def test_transfer_only_reasons(graph):
     assert reason.startswith("_Plain is not differentiable in edge weights") and "LabelPropagationOn" in reason
     assert transfer_only_reason(build("lp", graph), "modification") is None
     with pytest.raises(ConfigError, match="scenario must be one of"):
-        transfer_only_reason(plain, "poisoning")
+        transfer_only_reason(plain, "evasion")
     with pytest.raises(ConfigError, match="_Plain is not differentiable in edge weights"):
         weighted_surrogate(plain, *tensors(graph))
     # the attacks that get adaptive cells: those that follow their surrogate's gradients

@@ -168,7 +168,7 @@ def test_wrong_base_classes_are_refused(registry_cleanup):
     with pytest.raises(ExtensionTypeError, match="scenario='modification'"):
         grb_dist.register_attack("a", ModRND)
     with pytest.raises(ConfigError, match="unknown scenario"):
-        grb_dist.register_attack("a", MyRND, scenario="poisoning")
+        grb_dist.register_attack("a", MyRND, scenario="evasion")
 
 
 # ------------------------------------------------------------------ module:Class specs

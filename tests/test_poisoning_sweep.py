@@ -195,3 +195,17 @@ def test_a_stored_poisoned_model_is_scored_without_training(full_run, job, graph
     assert loaded.trained is None
     assert [loaded.results[c.difficulty]["accuracy"] for c in pt.cells] == [df.loc[c.cell_id, "accuracy"]
                                                                               for c in pt.cells]
+
+
+def test_an_attack_with_its_own_targets_is_scored_on_them(graph):
+    from grb_dist.sweep.worker import accuracies
+
+    pred = torch.as_tensor(graph.labels).clone()
+    wrong = graph.targets("full")[:10]
+    pred[wrong] = (pred[wrong] + 1) % graph.num_classes
+    plain = accuracies(pred, graph, ["easy", "full"])
+    assert plain["full"] == (pytest.approx(1 - 10 / graph.targets("full").size), graph.targets("full").size)
+    # a targeted set (a published Nettack set) reports on its attacked nodes, under every difficulty
+    scored = np.sort(np.concatenate([wrong[:4], graph.targets("full")[-4:]]))
+    own = accuracies(pred, graph, ["easy", "full"], scored)
+    assert own == {"easy": (0.5, 8), "full": (0.5, 8)}

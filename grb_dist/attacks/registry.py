@@ -21,6 +21,7 @@ from grb_dist.attacks.injection.speit import SPEIT
 from grb_dist.attacks.injection.tdgia import TDGIA
 from grb_dist.attacks.modification import dice, fga, flip, grbcd, nea, pgd, prbcd, rnd, stack
 from grb_dist.attacks.modification.base import ModificationAttack, ModificationConfig
+from grb_dist.attacks.poisoning.published import Published
 from grb_dist.core.config import from_dict
 from grb_dist.core.errors import ConfigError, ExtensionTypeError
 from grb_dist.core.names import SCENARIOS
@@ -92,6 +93,7 @@ _MODIFICATION_ATTACKS: dict[str, type[ModificationAttack]] = {
     "pgd": pgd.PGD,
     "prbcd": prbcd.PRBCD,
     "grbcd": grbcd.GRBCD,
+    "published": Published,
 }
 
 #: Modification attacks: name -> class.

@@ -1,4 +1,5 @@
-"""Datasets: the catalogue, the official GRB layout, ``.npz`` files, CSBM graphs, splits.
+"""Datasets: the catalogue, the official GRB layout, ``.npz`` files, CSBM graphs, splits, and
+Pro-GNN's graphs with published perturbations.
 
 Importing this package does not import torch (``grb-dist datasets`` lists the catalogue and
 what is cached in well under a second): the modules here import :mod:`grb_dist.core.graph`
@@ -18,6 +19,7 @@ from grb_dist.datasets.csbm import CBAConfig, CSBMConfig, bayes_predict, sample_
 from grb_dist.datasets.grb import default_cache_dir, download_grb, is_grb_dir, load_grb_dir, verify_dataset_dir
 from grb_dist.datasets.normalize import NORMALIZATIONS, normalize_features
 from grb_dist.datasets.npz import DeclaredGraph, check_regular_file, declared_graph, load_npz_graph
+from grb_dist.datasets.prognn import PROGNN_DATASETS, is_prognn_available, load_prognn, prognn_folder
 from grb_dist.datasets.split import grb_split
 from grb_dist.core.errors import DatasetError
 
@@ -30,7 +32,7 @@ __all__ = [
     "CATALOG", "DatasetInfo", "CSBMConfig", "CBAConfig", "DeclaredGraph", "NORMALIZATIONS", "Graph",
     "bayes_predict", "declared_graph", "default_cache_dir", "download_grb", "grb_split", "is_grb_dir",
     "load_dataset", "load_grb_dir", "load_npz_graph", "normalize_features", "sample_cba",
-    "sample_csbm", "sample_inductive_nodes", "is_available",
+    "sample_csbm", "sample_inductive_nodes", "is_available", "load_prognn", "prognn_name",
 ]
 
 
@@ -56,10 +58,17 @@ def check_published_sizes(graph: Graph, info: DatasetInfo, where: Path) -> None:
         )
 
 
+def prognn_name(catalogue_name: str) -> str:
+    """Pro-GNN's name of a ``prognn-*`` catalogue entry (``prognn-cora-ml`` -> ``cora_ml``)."""
+    return next(k for k, v in PROGNN_DATASETS.items() if v == catalogue_name)
+
+
 def is_available(info: DatasetInfo, data_dir: str | Path | None = None) -> bool:
     """Whether a catalogue dataset can be loaded without a download."""
     if info.source == "csbm":
         return True
+    if info.source == "prognn":
+        return is_prognn_available(prognn_name(info.name), data_dir)
     return is_grb_dir(Path(data_dir or default_cache_dir()) / info.name)
 
 
@@ -75,14 +84,17 @@ def load_dataset(
     """Load a dataset by catalogue name or path, split and with normalised features.
 
     Args:
-        name: a catalogue name (``csbm``, ``grb-cora``, ``csbm-grb-aminer`` ...), a directory
-            in the GRB layout, an ``.npz`` file in the field's sparse convention, or a
-            :class:`Graph` already in memory (e.g. :func:`grb_dist.datasets.pyg.from_pyg`'s),
-            split (when it has no split) and normalised like a loaded one.
+        name: a catalogue name (``csbm``, ``grb-cora``, ``csbm-grb-aminer``, ``prognn-cora``
+            ...), a directory in the GRB layout, an ``.npz`` file in the field's sparse
+            convention, or a :class:`Graph` already in memory (e.g.
+            :func:`grb_dist.datasets.pyg.from_pyg`'s), split (when it has no split) and
+            normalised like a loaded one.
         data_dir: cache directory of downloaded datasets (default ``$GRB_DIST_DATA`` or
-            ``~/.cache/grb-dist``).
+            ``~/.cache/grb-dist``); Pro-GNN's files are read from ``$GRB_DIST_PROGNN`` when
+            it is set, else cached in ``<data_dir>/prognn``.
         normalize: feature normalisation (``arctan``, ``tanh``, ``standardize``, ``none``).
-        seed: seed of generated graphs and of the GRB split of graphs without one.
+        seed: seed of generated graphs, of the GRB split of graphs without one and of the
+            tie-breaking of the difficulty bands of Pro-GNN's test sets.
         download: fetch missing official datasets.
         verify: compare official files with the catalogue's sizes and SHA-256 (where it
             records them) and the loaded graph with the published node, feature and class
@@ -99,6 +111,10 @@ def load_dataset(
         info = CATALOG.get(key)
         if info.source == "csbm":
             graph, _ = sample_csbm(info.csbm, seed=seed, name=info.name)
+        elif info.source == "prognn":
+            graph = load_prognn(prognn_name(info.name), data_dir=data_dir, download=download, verify=verify, seed=seed)
+            if verify:
+                check_published_sizes(graph, info, prognn_folder(None, data_dir).path)
         else:
             cache = Path(data_dir) if data_dir else default_cache_dir()
             target = cache / info.name

@@ -1,10 +1,12 @@
-"""The dataset catalogue: the five official GRB datasets and their synthetic CSBM twins."""
+"""The dataset catalogue: the five official GRB datasets, their synthetic CSBM twins, and
+Pro-GNN's four graphs with published perturbations (:mod:`grb_dist.datasets.prognn`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from grb_dist.datasets.csbm import CSBMConfig
+from grb_dist.datasets.prognn import dataset_urls
 from grb_dist.core.registry import Registry
 
 _TSINGHUA = "https://cloud.tsinghua.edu.cn/f/{}/?dl=1"
@@ -26,14 +28,17 @@ class DatasetInfo:
     Attributes:
         name: registry name.
         nodes, edges, features, classes: published sizes (edges undirected).
-        source: ``grb`` (official download) or ``csbm`` (generated here).
-        urls: official download address of each GRB file (empty when none is known).
+        source: ``grb`` (official download), ``csbm`` (generated here) or ``prognn``
+            (Pro-GNN's published graphs, :mod:`grb_dist.datasets.prognn`).
+        urls: official download address of each file (empty when none is known); a
+            ``prognn`` entry's keys are paths of Pro-GNN's layout (its base graph and split).
         csbm: generator parameters for ``csbm`` sources.
         feature_range: feature range after arctan normalisation (seed 001, Table 5/12).
         checksums: file name -> ``(size in bytes, sha256)`` of the official files. Downloads
             and cached copies are compared with them (``--no-verify`` skips the comparison);
             a file without an entry is verified by parsing only (the ``.npz`` keys, shapes,
-            labels and split), plus the published sizes above.
+            labels and split), plus the published sizes above. The checksums of Pro-GNN's
+            files are :data:`grb_dist.datasets.prognn.PROGNN_CHECKSUMS`.
     """
 
     name: str
@@ -132,7 +137,16 @@ CSBM_DEFAULT = DatasetInfo(
     csbm=CSBMConfig(num_nodes=2000, num_classes=4, num_features=32, K=1.5, deg_same=4.0, deg_diff=1.0),
 )
 
+#: Pro-GNN's graphs (KDD 2020): the largest connected component of each base graph, with
+#: Pro-GNN's split; sizes of that component (features: polblogs has identity features).
+PROGNN_GRAPHS = (
+    DatasetInfo("prognn-cora", 2485, 5069, 1433, 7, "prognn", dataset_urls("cora")),
+    DatasetInfo("prognn-citeseer", 2110, 3668, 3703, 6, "prognn", dataset_urls("citeseer")),
+    DatasetInfo("prognn-cora-ml", 2810, 7981, 2879, 7, "prognn", dataset_urls("cora_ml")),
+    DatasetInfo("prognn-polblogs", 1222, 16714, 1222, 2, "prognn", dataset_urls("polblogs")),
+)
+
 CATALOG: Registry[DatasetInfo] = Registry(
     "dataset",
-    {d.name: d for d in (CSBM_DEFAULT, *GRB_DATASETS, *(_twin(d) for d in GRB_DATASETS))},
+    {d.name: d for d in (CSBM_DEFAULT, *GRB_DATASETS, *(_twin(d) for d in GRB_DATASETS), *PROGNN_GRAPHS)},
 )

@@ -435,9 +435,9 @@ def _poison_remote(graph: Graph, task, attack: worker.AttackResult | None, state
     """Train a defense on a poisoned graph and score it (:func:`worker.poison_task`);
     ``state``: ``[ref]`` of the stored state_dict when the run holds the model, else ``[]``."""
     with _in_worker(registrations):
-        perturbation = attack.perturbation if attack is not None else None
+        perturbation, scored = (attack.perturbation, attack.scored) if attack is not None else (None, None)
         return worker.poison_task(graph, task, perturbation, device=_device(),
-                                  state_dict=ray.get(state[0]) if state else None)
+                                  state_dict=ray.get(state[0]) if state else None, scored=scored)
 
 
 def submit_poison(graph_ref: Any, task: Any, pert_ref: Any, state_ref: Any, registrations: list, opts: dict,
@@ -509,7 +509,9 @@ class _ScorerActor:
               defenses: list[str]) -> list[dict]:
         with _in_worker(setup[2]):
             scorer = self._hold(setup)
-            return scorer.score(attack.perturbation if attack is not None else None, difficulty, defenses)
+            if attack is None:
+                return scorer.score(None, difficulty, defenses)
+            return scorer.score(attack.perturbation, difficulty, defenses, attack.scored)
 
 
 ScorerActor = ray.remote(_ScorerActor)

@@ -302,7 +302,8 @@ class _Sweep:
         self.attacked.done += 1
         self.attacked.skipped += 1
         self.pert_info[a.perturbation_id] = (secs, worker.perturbation_sizes(inj))
-        self.submit_scores(edge.put(worker.AttackResult(a.perturbation_id, inj, secs)), a.perturbation_id)
+        result = worker.AttackResult(a.perturbation_id, inj, secs, worker.scored_nodes(self.graph, a))
+        self.submit_scores(edge.put(result), a.perturbation_id)
 
     def loop(self) -> None:
         """Keep work in flight and collect it as it ends, until nothing is left."""

@@ -72,11 +72,36 @@ def load_model(graph: Graph, name: str, params: Mapping[str, Any], state_dict: M
 
 @dataclass
 class AttackResult:
-    """A perturbation (an injection or a modification) and how long it took to generate."""
+    """A perturbation (an injection or a modification), how long it took to generate, and
+    the nodes its rows are scored on when the attack chose its own (a published Nettack
+    set: :func:`scored_nodes`)."""
 
     perturbation_id: str
     perturbation: Injection | Modification
     seconds: float
+    scored: np.ndarray | None = None
+
+
+def scored_nodes(graph: Graph, cell: AttackCell) -> np.ndarray | None:
+    """The nodes ``cell``'s perturbation is scored on instead of the difficulty's test nodes:
+    those its attack reports (``scored_nodes(graph)``: a targeted published set, which chose
+    its own targets), else ``None``."""
+    attack = build_attack(cell.attack, dict(cell.params), cell.scenario)
+    nodes = getattr(attack, "scored_nodes", None)
+    return nodes(graph) if callable(nodes) else None
+
+
+def accuracies(pred: torch.Tensor, graph: Graph, difficulties: list[str],
+               scored: np.ndarray | None = None) -> dict[str, tuple[float, int]]:
+    """``(accuracy, number of nodes)`` of ``pred`` per difficulty: on its test nodes, or on
+    ``scored`` for every difficulty when given (the attack's own targets)."""
+    if scored is None:
+        acc = difficulty_accuracy(pred, graph, difficulties)
+        return {d: (acc[d], int(graph.targets(d).size)) for d in difficulties}
+    y = torch.as_tensor(graph.labels)
+    idx = torch.as_tensor(scored)
+    acc = float((pred.cpu()[idx] == y[idx]).float().mean())
+    return dict.fromkeys(difficulties, (acc, int(idx.numel())))
 
 
 def attack_task(graph: Graph, cell: AttackCell, surrogate: torch.nn.Module, *, device: str = "cpu",
@@ -94,7 +119,8 @@ def attack_task(graph: Graph, cell: AttackCell, surrogate: torch.nn.Module, *, d
     targets = poisoning_targets(graph) if cell.scenario == POISONING else graph.targets(cell.difficulty)
     perturbation = attack.attack(graph, surrogate, targets, device=device, cache=cache, labels=labels)
     seconds = time.perf_counter() - start
-    return AttackResult(cell.perturbation_id, perturbation, seconds)
+    scored = attack.scored_nodes(graph) if callable(getattr(attack, "scored_nodes", None)) else None
+    return AttackResult(cell.perturbation_id, perturbation, seconds, scored)
 
 
 def attacker_labels(graph: Graph, model: torch.nn.Module, device: str = "cpu") -> np.ndarray:
@@ -133,11 +159,13 @@ class PoisonResult:
 
 
 def poison_task(graph: Graph, task: PoisonTask, perturbation: Modification | None, *, device: str = "cpu",
-                state_dict: Mapping[str, torch.Tensor] | None = None) -> PoisonResult:
+                state_dict: Mapping[str, torch.Tensor] | None = None,
+                scored: np.ndarray | None = None) -> PoisonResult:
     """Train ``task``'s defense on ``graph`` with ``perturbation`` applied (transductively:
     the whole poisoned graph, the defender's training labels; ``None``: the clean graph),
     or load ``state_dict`` when the run already holds the model, and score it on the
-    test nodes of every difficulty of ``task.cells``, on the graph it was trained on."""
+    test nodes of every difficulty of ``task.cells`` (on ``scored`` when the attack chose
+    its own targets), on the graph it was trained on."""
     poisoned = modified_graph(graph, perturbation)
     model = task.model
     if state_dict is None:
@@ -149,9 +177,9 @@ def poison_task(graph: Graph, task: PoisonTask, perturbation: Modification | Non
     start = time.perf_counter()
     pred = predict_tensors(defense, graph_tensors(poisoned, device))
     difficulties = [c.difficulty for c in task.cells]
-    accuracy = difficulty_accuracy(pred, poisoned, difficulties)
+    accuracy = accuracies(pred, poisoned, difficulties, scored)
     each = (time.perf_counter() - start) / max(1, len(difficulties))
-    results = {d: {"defense": model.name, "accuracy": accuracy[d], "n_targets": int(poisoned.targets(d).size),
+    results = {d: {"defense": model.name, "accuracy": accuracy[d][0], "n_targets": accuracy[d][1],
                    "score_seconds": each, "defense_train_seconds": seconds} for d in difficulties}
     return PoisonResult(trained, results)
 
@@ -179,20 +207,20 @@ class Scorer:
         return sorted(self.models)
 
     def score(self, perturbation: Injection | Modification | None, difficulty: str,
-              defenses: list[str]) -> list[dict[str, Any]]:
-        """One result per requested held defense: accuracy, n_targets, score_seconds.
+              defenses: list[str], scored: np.ndarray | None = None) -> list[dict[str, Any]]:
+        """One result per requested held defense: accuracy, n_targets, score_seconds; on
+        ``scored`` instead of the difficulty's test nodes when the attack chose its own.
 
         The perturbed graph is assembled once and shared by every defense; defenses that
         pre-process the graph (GNN-SVD, GNNGuard, R-GCN) do so on the perturbed graph, as
         a deployed model would.
         """
         tensors = perturb_tensors(self.clean, perturbation)
-        n = int(self.graph.targets(difficulty).size)
         out = []
         for name in defenses:
             start = time.perf_counter()
             pred = predict_tensors(self.models[name], tensors)
-            acc = difficulty_accuracy(pred, self.graph, [difficulty])[difficulty]
+            acc, n = accuracies(pred, self.graph, [difficulty], scored)[difficulty]
             out.append({"defense": name, "accuracy": acc, "n_targets": n,
                         "score_seconds": time.perf_counter() - start,
                         "defense_train_seconds": self.train_seconds[name]})
