@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from grb_dist.attacks.base import AttackConfig, InjectionAttack
+from grb_dist.attacks.injection.base import AttackConfig, InjectionAttack
 from grb_dist.attacks.injection.common import random_edges
 
 

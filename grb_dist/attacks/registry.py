@@ -13,7 +13,7 @@ import dataclasses
 import inspect
 from typing import Any, Mapping
 
-from grb_dist.attacks.base import AttackConfig, InjectionAttack
+from grb_dist.attacks.injection.base import AttackConfig, InjectionAttack
 from grb_dist.attacks.injection.fgsm import FGSM
 from grb_dist.attacks.injection.pgd import PGD
 from grb_dist.attacks.injection.rnd import RND

@@ -186,7 +186,7 @@ class ModificationAT:
         ``None`` when the model is not differentiable in edge weights."""
         import torch.nn.functional as F
 
-        from grb_dist.attacks.injection.incremental import frozen_parameters
+        from grb_dist.attacks.base import frozen_parameters
         from grb_dist.attacks.modification.weighted import WeightedSurrogate
         from grb_dist.core.errors import ConfigError
 

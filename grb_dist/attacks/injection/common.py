@@ -17,12 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.utils import k_hop_subgraph
 
-from grb_dist.attacks.injection.incremental import (
-    IncrementalSurrogate,
-    frozen_parameters,
-    program_depth,
-    supports_incremental,
-)
+from grb_dist.attacks.base import input_grad
+from grb_dist.attacks.injection.incremental import IncrementalSurrogate, program_depth, supports_incremental
 from grb_dist.core.graph import Graph, Injection
 from grb_dist.models.tensors import apply_injection, graph_tensors
 
@@ -32,34 +28,6 @@ log = logging.getLogger(__name__)
 SUBGRAPH_MAX_FRACTION = 0.9
 #: Bound on the random keys materialised at once by :func:`random_target_choice`.
 _KEY_BLOCK = 1 << 22
-
-
-@contextlib.contextmanager
-def surrogate_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
-    """Freeze ``model`` for an attack: eval mode (dropout off) and parameters that do not
-    require gradients (autograd then records nothing for them); both restored on exit."""
-    was_training = model.training
-    model.eval()
-    with frozen_parameters(model):
-        try:
-            yield model
-        finally:
-            model.train(was_training)
-
-
-def gradients(loss: torch.Tensor, inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
-    """``d loss / d v`` for each ``v`` of ``inputs``; zeros for an input the loss does not
-    depend on (injected nodes that reach no target, the edge weights of a model that reads
-    no graph, such as an MLP)."""
-    if not loss.requires_grad:
-        return tuple(torch.zeros_like(v) for v in inputs)
-    grads = torch.autograd.grad(loss, inputs, allow_unused=True)
-    return tuple(torch.zeros_like(v) if g is None else g for g, v in zip(grads, inputs))
-
-
-def input_grad(loss: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """``d loss / d x`` (:func:`gradients` of one input)."""
-    return gradients(loss, (x,))[0]
 
 
 def receptive_hops(model: torch.nn.Module) -> int | None:

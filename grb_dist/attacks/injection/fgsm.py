@@ -11,14 +11,9 @@ from dataclasses import dataclass
 
 import torch
 
-from grb_dist.attacks.base import AttackConfig, InjectionAttack
-from grb_dist.attacks.injection.common import (
-    AttackContext,
-    random_edges,
-    sign_ascent,
-    surrogate_mode,
-    target_loss,
-)
+from grb_dist.attacks.base import surrogate_mode
+from grb_dist.attacks.injection.base import AttackConfig, InjectionAttack
+from grb_dist.attacks.injection.common import AttackContext, random_edges, sign_ascent, target_loss
 from grb_dist.core.errors import ConfigError
 from grb_dist.models.tensors import apply_injection
 

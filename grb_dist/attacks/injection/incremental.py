@@ -583,17 +583,4 @@ class IncrementalSurrogate:
         return Plan(self, planner.records, gather, out.rows.numel(), const_logits)
 
 
-@contextlib.contextmanager
-def frozen_parameters(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
-    """Parameters of ``model`` do not require gradients inside the block (restored after)."""
-    saved = [(p, p.requires_grad) for p in model.parameters()]
-    for p, _ in saved:
-        p.requires_grad_(False)
-    try:
-        yield model
-    finally:
-        for p, flag in saved:
-            p.requires_grad_(flag)
-
-
-__all__ = ["IncrementalSurrogate", "KINDS", "Ops", "Plan", "frozen_parameters", "supports_incremental"]
+__all__ = ["IncrementalSurrogate", "KINDS", "Ops", "Plan", "supports_incremental"]

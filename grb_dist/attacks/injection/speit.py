@@ -19,8 +19,9 @@ from typing import Literal
 
 import torch
 
-from grb_dist.attacks.base import AttackConfig, InjectionAttack
-from grb_dist.attacks.injection.common import AttackContext, chunked_edges, input_grad, random_edges, target_loss
+from grb_dist.attacks.injection.base import AttackConfig, InjectionAttack
+from grb_dist.attacks.base import input_grad
+from grb_dist.attacks.injection.common import AttackContext, chunked_edges, random_edges, target_loss
 
 
 @dataclass(frozen=True)

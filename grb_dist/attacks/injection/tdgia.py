@@ -29,8 +29,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from grb_dist.attacks.base import AttackConfig, InjectionAttack
-from grb_dist.attacks.injection.common import AttackContext, chunked_edges, input_grad
+from grb_dist.attacks.injection.base import AttackConfig, InjectionAttack
+from grb_dist.attacks.base import input_grad
+from grb_dist.attacks.injection.common import AttackContext, chunked_edges
 from grb_dist.core.errors import ConfigError
 
 log = logging.getLogger(__name__)

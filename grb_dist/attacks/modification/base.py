@@ -34,8 +34,8 @@ import torch.nn.functional as F
 
 from grb_dist.attacks.audit import audit_modification
 from grb_dist.attacks.base import Attack, Budget, check_targets, resolve_feature_limits
+from grb_dist.attacks.base import surrogate_mode
 from grb_dist.attacks.injection.common import SurrogateCache
-from grb_dist.attacks.injection.common import surrogate_mode
 from grb_dist.attacks.modification.weighted import EdgeWeightSurrogate, WeightedSurrogate, weighted_surrogate
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph, Modification, canonical_pairs, undirected_keys

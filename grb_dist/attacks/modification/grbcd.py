@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from grb_dist.attacks.injection.common import input_grad
+from grb_dist.attacks.base import input_grad
 from grb_dist.attacks.modification.base import (
     ModContext, ModificationAttack, ModificationConfig, candidate_pairs, check_loss,
 )

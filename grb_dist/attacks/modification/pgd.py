@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from grb_dist.attacks.injection.common import gradients, input_grad
+from grb_dist.attacks.base import gradients, input_grad
 from grb_dist.attacks.modification.base import (
     ModContext, ModificationAttack, ModificationConfig, check_loss, project_budget,
 )

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from grb_dist.attacks.injection.common import input_grad
+from grb_dist.attacks.base import input_grad
 from grb_dist.attacks.modification.base import (
     ModContext, ModificationAttack, ModificationConfig, check_loss, project_budget, sample_flips,
 )

@@ -28,7 +28,8 @@ import torch
 
 from grb_dist.attacks.audit import audit_modification
 from grb_dist.attacks.base import check_targets
-from grb_dist.attacks.injection.common import SurrogateCache, surrogate_mode
+from grb_dist.attacks.base import surrogate_mode
+from grb_dist.attacks.injection.common import SurrogateCache
 from grb_dist.attacks.modification.base import ModContext, ModificationAttack, ModificationConfig
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph, Modification
