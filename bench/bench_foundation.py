@@ -33,7 +33,7 @@ import json, resource, time
 import torch
 from grb_dist.datasets import load_dataset
 from grb_dist.models import build_model
-from grb_dist.models.train import induced
+from grb_dist.models.views import induced
 from grb_dist.models.tensors import graph_tensors
 g = load_dataset({dataset!r})
 torch.manual_seed(0)

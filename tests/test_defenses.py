@@ -23,7 +23,8 @@ from grb_dist.models.registry import is_model_name
 from grb_dist.models.gnnguard import GNNGuard, GNNGuardConfig, guard_weights
 from grb_dist.models.lp import LPConfig, label_spreading
 from grb_dist.models.svd import GCNSVD, GCNSVDConfig, svd_edge_weights
-from grb_dist.models.train import TrainConfig, induced
+from grb_dist.models.train import TrainConfig
+from grb_dist.models.views import induced
 from grb_dist.models.tensors import graph_tensors
 
 from helpers import tiny_csbm

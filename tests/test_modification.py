@@ -316,7 +316,7 @@ def test_store_round_trips_a_modification(tmp_path, graph, surrogate):
 
 def test_flip_based_at_flips_its_budget_around_training_nodes(graph):
     from grb_dist.defenses import ATConfig, ModificationAT
-    from grb_dist.models.train import induced
+    from grb_dist.models.views import induced
 
     view = induced(graph, graph.split["train"], graph.split["train"], "cpu")
     n = view.x.shape[0]

@@ -21,6 +21,8 @@ from grb_dist.attacks.injection.speit import SPEIT
 from grb_dist.attacks.injection.tdgia import TDGIA
 from grb_dist.attacks.modification import dice, fga, flip, grbcd, nea, pgd, prbcd, rnd, stack
 from grb_dist.attacks.modification.base import ModificationAttack, ModificationConfig
+from grb_dist.attacks.poisoning import metattack
+from grb_dist.attacks.poisoning import prbcd as meta_prbcd
 from grb_dist.attacks.poisoning.published import Published
 from grb_dist.core.config import from_dict
 from grb_dist.core.errors import ConfigError, ExtensionTypeError
@@ -103,6 +105,8 @@ MODIFICATION: Registry[type[ModificationAttack]] = _table("modification", "modif
 #: against the unlabelled nodes, then trained on) and the attacks made for poisoning.
 POISONING: Registry[type[ModificationAttack]] = _table("poisoning", "poisoning attack", {
     **_MODIFICATION_ATTACKS,
+    "metattack": metattack.Metattack,
+    "meta_prbcd": meta_prbcd.MetaPRBCD,
 })
 
 REGISTRIES = {"injection": INJECTION, "modification": MODIFICATION, "poisoning": POISONING}

@@ -35,7 +35,7 @@ from grb_dist.attacks.injection.fgsm import fgsm_inject
 from grb_dist.core.config import from_dict
 from grb_dist.core.errors import ConfigError
 from grb_dist.models.tensors import apply_injection
-from grb_dist.models.train import InductiveView
+from grb_dist.models.views import InductiveView
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,8 @@ from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph
 from grb_dist.models.lp import LabelPropagationOn, LPConfig
 from grb_dist.models.registry import ModelSpec, check_name, model_config, split_suffixes
-from grb_dist.models.train import TrainConfig, TrainResult, induced, seed_everything, train_model, training_views
+from grb_dist.models.train import TrainConfig, seed_everything, train_model
+from grb_dist.models.views import TrainResult, induced, training_views
 from grb_dist.core.names import normalize_name
 
 #: Key of the label propagation settings inside a ``*_lp`` model's parameters.
@@ -200,7 +201,6 @@ def _evaluate_lp(module: nn.Module, graph: Graph, device, transductive: bool = F
 def _evaluate_untrained(module: nn.Module, graph: Graph, device, transductive: bool = False) -> TrainResult:
     """The validation loss and accuracy of a module used as built (0 epochs)."""
     start = time.perf_counter()
-    split = graph.split
     view = training_views(graph, device, transductive)[1]
     module = module.to(device).eval()
     with torch.no_grad():

@@ -39,11 +39,14 @@ from grb_dist.models.gatv2 import GATv2
 from grb_dist.models.gcn import GCN
 from grb_dist.models.gin import GIN
 from grb_dist.models.gnnguard import GATGuard, GNNGuard
+from grb_dist.models.jaccard import GCNJaccard
 from grb_dist.models.lp import LabelPropagation
 from grb_dist.models.mlp import MLP
+from grb_dist.models.prognn import ProGNN
 from grb_dist.models.rgcn import RGCN
 from grb_dist.models.sage import GraphSAGE
 from grb_dist.models.sgc import SGC
+from grb_dist.models.softmedian import SoftMedianGDC
 from grb_dist.models.svd import GCNSVD
 from grb_dist.models.tagcn import TAGCN
 
@@ -187,6 +190,9 @@ ROBUST_MODELS: dict[str, type[GraphModel]] = {
     "gnnguard": GNNGuard,
     "gatguard": GATGuard,
     "gcnsvd": GCNSVD,
+    "jaccard": GCNJaccard,
+    "softmedian": SoftMedianGDC,
+    "prognn": ProGNN,
 }
 
 

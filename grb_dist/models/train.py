@@ -18,20 +18,19 @@ import contextvars
 import copy
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 import torch
-from torch_geometric.utils import subgraph
 
 from grb_dist.core import allocator
 from grb_dist.core.config import TrainSection
-from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph
 from grb_dist.models.base import GraphModel
 from grb_dist.models.registry import build_model
-from grb_dist.models.tensors import check_logits, graph_tensors
+from grb_dist.models.tensors import check_logits
+from grb_dist.models.views import InductiveView, TrainResult, training_views
 
 log = logging.getLogger(__name__)
 
@@ -43,57 +42,6 @@ class TrainConfig(TrainSection):
     initialisation, dropout and any training-time attack."""
 
     seed: int = 0
-
-
-@dataclass
-class TrainResult:
-    """A trained model (best state loaded, in eval mode) and how training went.
-
-    ``best_epoch`` (from 0) is the epoch of the lowest validation loss, the one early
-    stopping selects on; ``best_val_accuracy`` is the validation accuracy of that epoch.
-    ``stopped_early`` is true when training ended before its last epoch because the
-    validation loss had not improved for ``patience`` epochs."""
-
-    model: GraphModel
-    best_epoch: int
-    best_val_loss: float
-    best_val_accuracy: float
-    epochs_run: int
-    seconds: float
-    history: list[dict[str, float]] = field(default_factory=list)
-    stopped_early: bool = False
-
-
-@dataclass(frozen=True)
-class InductiveView:
-    """Tensors of one induced subgraph: features, relabelled edges, labels, and the local
-    positions of the nodes whose loss counts."""
-
-    x: torch.Tensor
-    edge_index: torch.Tensor
-    y: torch.Tensor
-    mask_idx: torch.Tensor
-
-
-def induced(graph: Graph, nodes: np.ndarray, loss_nodes: np.ndarray, device) -> InductiveView:
-    """The subgraph induced by ``nodes``; ``loss_nodes`` (a subset) are located in it."""
-    nodes = np.sort(np.asarray(nodes, dtype=np.int64))
-    t = graph_tensors(graph, device)
-    idx = torch.as_tensor(nodes, device=device)
-    ei, _ = subgraph(idx, t.edge_index, relabel_nodes=True, num_nodes=graph.num_nodes)
-    local = torch.as_tensor(np.searchsorted(nodes, np.asarray(loss_nodes, dtype=np.int64)), device=device)
-    return InductiveView(t.x[idx], ei, t.y[idx], local)
-
-
-def training_views(graph: Graph, device, transductive: bool = False) -> tuple[InductiveView, InductiveView]:
-    """The training and validation views of ``graph``: the subgraphs induced by the training
-    nodes and by training + validation nodes, or (``transductive``) the whole graph twice."""
-    split = graph.split
-    if transductive:
-        every = np.arange(graph.num_nodes)
-        return induced(graph, every, split["train"], device), induced(graph, every, split["val"], device)
-    return (induced(graph, split["train"], split["train"], device),
-            induced(graph, np.concatenate([split["train"], split["val"]]), split["val"], device))
 
 
 #: Training-time perturbation hook (adversarial training): given the model in train mode and
@@ -138,10 +86,6 @@ def train_model(
     called after every epoch, see :data:`OnEpoch`.
     """
     on_epoch = on_epoch if on_epoch is not None else _ON_EPOCH.get()
-    split = graph.split
-    for key in ("train", "val"):
-        if key not in split or split[key].size == 0:
-            raise ConfigError(f"graph {graph.name!r} has an empty {key!r} split; re-split it")
     model = model.to(device)
     train_view, val_view = training_views(graph, device, transductive)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)

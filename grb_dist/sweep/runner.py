@@ -40,7 +40,7 @@ import logging
 import os
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from grb_dist.core.errors import GrbDistError

@@ -7,10 +7,9 @@ block appended (:func:`grb_dist.core.graph.apply_injection`); no N x N matrix is
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable
 
 import numpy as np
 import torch

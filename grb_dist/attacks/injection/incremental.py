@@ -34,11 +34,10 @@ declares nothing is evaluated with its ordinary forward (always correct, just sl
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F

@@ -1,0 +1,115 @@
+"""Fidelity on published perturbations: grb-dist's poisoning accuracies on Pro-GNN's published
+Metattack graphs, next to Pro-GNN's Table 2 (Jin et al., KDD 2020).
+
+For every dataset, rate (0 = the clean graph) and defense: the published perturbation is read
+by the ``published`` attack (the same code a sweep runs), applied to the base graph, and the
+defense is trained on the poisoned graph transductively (what a poisoning cell does:
+:func:`grb_dist.sweep.worker.poison_task`) with the hyper-parameters of the ``prognn-cora`` job
+(Pro-GNN's: raw features, 2 layers, lr 0.01, weight decay 5e-4, 200 epochs); the figure is the
+accuracy on Pro-GNN's test nodes, mean ± std over ``--seeds`` training seeds (Pro-GNN: 10).
+Pro-GNN's own numbers are read from ``prognn_table2.csv`` beside this script (its ``source``
+column says where each came from); a cell it lacks prints as ``-``.
+
+    python bench/poisoning/fidelity.py --datasets cora,citeseer,polblogs --seeds 5
+
+The files: ``$GRB_DIST_PROGNN`` (a folder in Pro-GNN's layout), else the download cache.
+Runs ``--workers`` processes (one torch thread each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+#: The models of Table 2 and their grb-dist names and parameters (the prognn-cora job's).
+MODELS = {
+    "GCN": ("gcn", {"hidden_sizes": [16]}),
+    "GCN-SVD": ("gcnsvd", {"hidden_sizes": [16], "k": 15}),
+    "GCN-Jaccard": ("jaccard", {"hidden_sizes": [16], "threshold": 0.01}),
+    "RGCN": ("rgcn", {"hidden_sizes": [32]}),
+    "GAT": ("gat", {"hidden_sizes": [8], "heads": 8, "dropout": 0.5}),
+    "Pro-GNN": ("prognn", {"hidden_sizes": [16]}),
+}
+TRAIN = {"lr": 0.01, "weight_decay": 5e-4, "epochs": 200, "patience": 200}
+RATES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25)
+
+
+def run_one(dataset: str, rate: float, model: str, seed: int) -> tuple[str, float, str, int, float, float]:
+    """Train ``model`` on ``dataset`` poisoned with the published ``rate`` set; its test accuracy."""
+    import torch
+
+    torch.set_num_threads(1)
+    from grb_dist.attacks import build_attack
+    from grb_dist.attacks.poisoning.base import poisoning_targets
+    from grb_dist.core.graph import modified_graph
+    from grb_dist.datasets import load_dataset
+    from grb_dist.defenses import train_defense
+    from grb_dist.evaluation.evaluate import difficulty_accuracy, predict_tensors
+    from grb_dist.models.tensors import graph_tensors
+    from grb_dist.models.train import TrainConfig
+
+    graph = load_dataset(f"prognn-{dataset.replace('_', '-')}", normalize="none")
+    if rate:
+        attack = build_attack("published", {"kind": "meta", "rate": rate, "seed": 0}, "poisoning")
+        graph = modified_graph(graph, attack.attack(graph, torch.nn.Module(), poisoning_targets(graph)))
+    name, params = MODELS[model]
+    start = time.perf_counter()
+    trained = train_defense(name, graph, params, TrainConfig(**TRAIN, seed=seed), transductive=True).model
+    acc = difficulty_accuracy(predict_tensors(trained, graph_tensors(graph, "cpu")), graph, ["full"])["full"]
+    return dataset, rate, model, seed, acc, time.perf_counter() - start
+
+
+def published_table(path: Path) -> dict[tuple[str, float, str], tuple[float, float]]:
+    with path.open() as f:
+        return {(r["dataset"], float(r["rate"]), r["model"]): (float(r["mean"]), float(r["std"])) for r in csv.DictReader(f)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--datasets", default="cora,citeseer,polblogs")
+    ap.add_argument("--rates", default=",".join(str(r) for r in RATES))
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--out", type=Path, help="also write every run as CSV here")
+    args = ap.parse_args()
+    datasets, models = args.datasets.split(","), args.models.split(",")
+    rates = [float(r) for r in args.rates.split(",")]
+    jobs = [(d, r, m, s) for d in datasets for r in rates for m in models for s in range(args.seeds)]
+    start = time.perf_counter()
+    with ProcessPoolExecutor(args.workers) as pool:
+        runs = list(pool.map(run_one, *zip(*jobs)))
+    wall = time.perf_counter() - start
+    if args.out:
+        with args.out.open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["dataset", "rate", "model", "seed", "accuracy", "train_seconds"])
+            w.writerows(runs)
+    paper = published_table(Path(__file__).with_name("prognn_table2.csv"))
+    print(f"accuracy (%) on Pro-GNN's test nodes, poisoned by its published Metattack graphs; grb-dist mean ± std over "
+          f"{args.seeds} seeds / Pro-GNN's Table 2 ({len(jobs)} trainings, {wall:.0f} s wall, {args.workers} workers)\n")
+    for d in datasets:
+        print(f"### {d}\n")
+        print("| rate | " + " | ".join(models) + " |")
+        print("|---|" + "---|" * len(models))
+        for r in rates:
+            cells = []
+            for m in models:
+                acc = np.array([a for (dd, rr, mm, _, a, _) in runs if (dd, rr, mm) == (d, r, m)]) * 100
+                ours = f"{acc.mean():.1f} ± {acc.std():.1f}"
+                ref = paper.get((d, r, m))
+                cells.append(f"{ours} / {ref[0]:.1f} ± {ref[1]:.1f}" if ref else f"{ours} / -")
+            print(f"| {r:.0%} | " + " | ".join(cells) + " |")
+        print()
+    secs = {m: np.median([run[5] for run in runs if run[2] == m]) for m in models}
+    print("median training seconds: " + ", ".join(f"{m} {s:.1f}" for m, s in secs.items()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,304 @@
+"""Meta-gradient PR-BCD: block-sparse structure poisoning for large graphs (Geisler et al.,
+NeurIPS 2021, "Robustness of Graph Neural Networks at Scale", whose PR-BCD takes
+meta-gradients for poisoning; the meta-gradient is Zügner & Günnemann's, ICLR 2019).
+
+The search is the evasion PR-BCD's (:mod:`grb_dist.attacks.modification.prbcd`): relaxed flip
+weights ``p`` in [0, 1] on a random block of candidate pairs, a projected gradient step
+onto ``{0 <= p <= 1, sum(p) <= budget}`` per step, zero-weight entries resampled during the
+first ``resample_fraction`` of the steps, the best block kept, and discrete flips sampled
+from the final weights. What differs is the loss and the candidates:
+
+- the loss is the attacker's loss of a model *trained* on the relaxed graph: Metattack's
+  linearised GCN ``Â (Â X W1) W2`` (``Â`` the GCN normalisation of ``A + Delta(p) + I``),
+  trained for ``train_iters`` steps of gradient descent with momentum from a fresh seeded
+  initialisation, each step differentiable (``create_graph``), so the gradient with respect
+  to ``p`` runs through the whole training (the meta-gradient). The loss is ``loss``
+  (``ce`` by default: Meta-Self's cross-entropy) on the unlabelled nodes against
+  self-training labels (:func:`~grb_dist.attacks.poisoning.base.self_training_labels`);
+- the candidates are any node pairs (:func:`~grb_dist.attacks.poisoning.base.sample_global_pairs`),
+  the budget a share of all edges.
+
+Scaling: the training depends on the graph only through the training rows of ``Â² X``, so
+every inner step costs ``O(n_train D h)`` whatever the graph's size, and the graph enters
+through two sparse products whose gradient with respect to the weights is a sampled dense
+product at the structure's entries (:class:`SparseProduct`). Memory is
+``O(E + B + N D + train_iters (D h + n_train (h + C)))``; nothing is N x N. Evaluating a
+discrete candidate (the best-so-far check each step, the final samples) is one training
+without the reverse pass.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from grb_dist.attacks.modification.base import ModContext, attack_loss, project_budget
+from grb_dist.attacks.modification.prbcd import EPS, Block, PRBCDConfig, default_block_size
+from grb_dist.attacks.poisoning.base import PoisoningAttack, all_pairs, sample_global_pairs, self_training_labels
+from grb_dist.core.checks import check_int
+from grb_dist.core.errors import ConfigError
+from grb_dist.core.graph import Modification
+
+
+@dataclass(frozen=True)
+class MetaPRBCDConfig(PRBCDConfig):
+    """Attributes (beyond :class:`~grb_dist.attacks.modification.prbcd.PRBCDConfig`, whose
+    ``steps`` is the number of search steps, each one meta-gradient):
+        lr: step-size factor of the search: the step is ``lr * budget`` times the
+            meta-gradient, decayed by ``1 / sqrt(t + 1)`` after the resampling phase (the
+            evasion rule without its ``1 / N``: a meta-gradient of the mean loss over the
+            unlabelled nodes is already small per pair).
+        loss: the attacker's loss on the unlabelled nodes (default ``ce``, Meta-Self).
+        train_iters: differentiable training steps of the surrogate per meta-gradient.
+        train_lr / train_momentum: its gradient descent (Metattack's 0.1 and 0.9).
+        hidden: its hidden width.
+    """
+
+    steps: int = 100
+    lr: float = 0.03
+    loss: str = "ce"
+    train_iters: int = 100
+    train_lr: float = 0.1
+    train_momentum: float = 0.9
+    hidden: int = 16
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int(self.train_iters, "meta_prbcd: train_iters", 1, 100_000)
+        check_int(self.hidden, "meta_prbcd: hidden", 1, 16_384)
+        if not (isinstance(self.train_lr, (int, float)) and math.isfinite(self.train_lr) and self.train_lr > 0):
+            raise ConfigError(f"meta_prbcd: train_lr must be a positive finite number, got {self.train_lr}")
+        if not (isinstance(self.train_momentum, (int, float)) and 0 <= self.train_momentum < 1):
+            raise ConfigError(f"meta_prbcd: train_momentum must be in [0, 1), got {self.train_momentum}")
+
+
+class SparseStructure:
+    """Fixed sparse entries ``(row, col)`` of a ``shape`` matrix, with CSR orders of the
+    matrix and of its transpose."""
+
+    def __init__(self, row: torch.Tensor, col: torch.Tensor, shape: tuple[int, int]):
+        self.row, self.col, self.shape = row, col, shape
+        self.order = torch.argsort(row * shape[1] + col)
+        self.order_t = torch.argsort(col * shape[0] + row)
+        self.crow = self._crow(row, shape[0])
+        self.crow_t = self._crow(col, shape[1])
+        self.col_sorted, self.row_sorted_t = col[self.order], row[self.order_t]
+
+    @staticmethod
+    def _crow(index: torch.Tensor, n: int) -> torch.Tensor:
+        crow = torch.zeros(n + 1, dtype=torch.long)
+        crow[1:] = torch.cumsum(torch.bincount(index, minlength=n), 0)
+        return crow
+
+    def _csr(self, crow, col, values, shape) -> torch.Tensor:
+        with warnings.catch_warnings():  # torch flags sparse CSR as beta on every construction
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.sparse_csr_tensor(crow, col, values, size=shape, check_invariants=False)
+
+    def mm(self, values: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        return self._csr(self.crow, self.col_sorted, values[self.order], self.shape) @ h
+
+    def tmm(self, values: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        return self._csr(self.crow_t, self.row_sorted_t, values[self.order_t], self.shape[::-1]) @ g
+
+    def sampled(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """``(a @ b^T)`` at the entries, in their given order (no E x F temporary)."""
+        mask = self._csr(self.crow, self.col_sorted, torch.zeros(self.row.numel(), dtype=a.dtype), self.shape)
+        out = torch.sparse.sampled_addmm(mask, a.contiguous(), b.T, beta=0.0).values()
+        return torch.empty_like(out).index_copy_(0, self.order, out)
+
+
+class SparseProduct(torch.autograd.Function):
+    """``S(values) @ h`` for a fixed :class:`SparseStructure`, differentiable in both."""
+
+    @staticmethod
+    def forward(ctx, values, h, structure):  # noqa: D401
+        ctx.save_for_backward(values, h)
+        ctx.structure = structure
+        return structure.mm(values, h)
+
+    @staticmethod
+    def backward(ctx, grad):
+        values, h = ctx.saved_tensors
+        st = ctx.structure
+        grad_values = st.sampled(grad, h) if ctx.needs_input_grad[0] else None
+        grad_h = st.tmm(values, grad.contiguous()) if ctx.needs_input_grad[1] else None
+        return grad_values, grad_h, None
+
+
+class RelaxedGraph:
+    """The clean graph plus a block of pairs with relaxed weights: ``A + Delta(p)``
+    (``+p`` on an absent pair, ``-p`` on an edge, both directions) and its normalisation
+    ``Â = D^-1/2 (A + Delta + I) D^-1/2`` as differentiable sparse products."""
+
+    def __init__(self, n: int, edges: torch.Tensor, pairs: torch.Tensor, sign: torch.Tensor,
+                 train: torch.Tensor, dtype: torch.dtype):
+        loop = torch.arange(n)
+        self.n, self.dtype = n, dtype
+        # raw entries: clean edges (both directions), the block's pairs (both), the diagonal;
+        # a block pair that is an edge is one entry of weight 1 - p (duplicates merged)
+        self.m_edges = edges.shape[1]
+        row = torch.cat([edges[0], pairs[0], pairs[1], loop])
+        col = torch.cat([edges[1], pairs[1], pairs[0], loop])
+        keys, self.entry = torch.unique(row * n + col, return_inverse=True)
+        self.row, self.col = keys // n, keys % n
+        self.sign = sign
+        self.full = SparseStructure(self.row, self.col, (n, n))
+        pos = torch.full((n,), -1, dtype=torch.long)
+        pos[train] = torch.arange(train.numel())
+        self.train_entries = torch.nonzero(pos[self.row] >= 0).squeeze(1)
+        self.rows = SparseStructure(pos[self.row[self.train_entries]], self.col[self.train_entries],
+                                    (train.numel(), n))
+
+    def values(self, p: torch.Tensor) -> torch.Tensor:
+        """``Â``'s entries for block weights ``p``."""
+        w_pairs = self.sign * p
+        raw = torch.cat([torch.ones(self.m_edges, dtype=self.dtype), w_pairs, w_pairs,
+                         torch.ones(self.n, dtype=self.dtype)])
+        w = torch.zeros(self.row.numel(), dtype=self.dtype).index_add(0, self.entry, raw)
+        deg = torch.zeros(self.n, dtype=self.dtype).index_add(0, self.row, w)
+        s = deg.rsqrt()
+        return w * s[self.row] * s[self.col]
+
+    def prop(self, values: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        return SparseProduct.apply(values, h, self.full)
+
+    def train_rows(self, values: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """``Â[train] @ h``."""
+        return SparseProduct.apply(values[self.train_entries], h, self.rows)
+
+
+class MetaObjective:
+    """The attacker's loss of the linearised GCN trained on a :class:`RelaxedGraph`."""
+
+    def __init__(self, features: np.ndarray, train: np.ndarray, labels: np.ndarray, targets: np.ndarray,
+                 num_classes: int, *, kind: str = "ce", hidden: int = 16, iters: int = 100, lr: float = 0.1,
+                 momentum: float = 0.9, dtype: torch.dtype = torch.float32):
+        self.x = torch.as_tensor(np.asarray(features), dtype=dtype)
+        self.train = torch.as_tensor(np.asarray(train), dtype=torch.long)
+        y = torch.as_tensor(np.asarray(labels), dtype=torch.long)
+        self.y_train = y[self.train]
+        self.targets = torch.as_tensor(np.asarray(targets), dtype=torch.long)
+        self.y_targets = y[self.targets]
+        self.c, self.kind, self.hidden, self.iters, self.lr, self.momentum = num_classes, kind, hidden, iters, lr, momentum
+        self.dtype = dtype
+
+    def init_weights(self, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Glorot-uniform ``W1`` (D x h) and ``W2`` (h x C) drawn from ``gen``."""
+        def glorot(a: int, b: int) -> torch.Tensor:
+            bound = math.sqrt(6.0 / (a + b))
+            return (torch.rand(a, b, generator=gen, dtype=torch.float64) * 2 - 1).mul_(bound).to(self.dtype)
+        return glorot(self.x.shape[1], self.hidden), glorot(self.hidden, self.c)
+
+    def loss(self, graph: RelaxedGraph, p: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+        """The attacker's loss after training from ``(w1, w2)``; differentiable in ``p``
+        through the training when ``p`` requires grad."""
+        meta = p.requires_grad
+        values = graph.values(p)
+        ax = graph.prop(values, self.x)
+        f = graph.train_rows(values, ax)
+        w1, w2 = w1.clone().requires_grad_(True), w2.clone().requires_grad_(True)
+        v1, v2 = torch.zeros_like(w1), torch.zeros_like(w2)
+        with torch.enable_grad():
+            for _ in range(self.iters):
+                train_loss = torch.nn.functional.cross_entropy(f @ w1 @ w2, self.y_train)
+                g1, g2 = torch.autograd.grad(train_loss, (w1, w2), create_graph=meta)
+                v1, v2 = self.momentum * v1 + g1, self.momentum * v2 + g2
+                w1, w2 = w1 - self.lr * v1, w2 - self.lr * v2
+                if not meta:
+                    w1, w2 = w1.detach().requires_grad_(True), w2.detach().requires_grad_(True)
+                    v1, v2 = v1.detach(), v2.detach()
+        logits = graph.prop(values, graph.prop(values, self.x @ w1)) @ w2
+        return attack_loss(logits[self.targets], self.y_targets, self.kind)
+
+
+class MetaBlock(Block):
+    """A block of global candidate pairs whose loss is the meta objective's."""
+
+    def __init__(self, ctx: ModContext, objective: MetaObjective, pairs: np.ndarray, gen: torch.Generator):
+        self.objective = objective
+        self.gen = gen
+        self.eval_weights = objective.init_weights(torch.Generator().manual_seed(int(torch.randint(
+            0, 2**62, (1,), generator=gen))))
+        super().__init__(ctx, pairs)
+
+    def set(self, pairs: np.ndarray, p: torch.Tensor) -> None:
+        super().set(pairs, p.to(self.objective.dtype))
+        ctx = self.ctx
+        self.graph = RelaxedGraph(ctx.n, torch.as_tensor(ctx.graph.edge_index), self.pairs_t, self.sign,
+                                  self.objective.train, self.objective.dtype)
+
+    def loss(self, p: torch.Tensor, kind: str, x: torch.Tensor | None = None) -> torch.Tensor:
+        return self.objective.loss(self.graph, p, *self.eval_weights)
+
+    def gradient(self, kind: str, x: torch.Tensor | None = None) -> tuple[float, torch.Tensor]:
+        """The meta-gradient at ``p`` from a fresh initialisation."""
+        p = self.p.detach().requires_grad_(True)
+        loss = self.objective.loss(self.graph, p, *self.objective.init_weights(self.gen))
+        (grad,) = torch.autograd.grad(loss, p)
+        return float(loss.detach()), grad
+
+
+class MetaPRBCD(PoisoningAttack):
+    """Projected randomized block coordinate descent on meta-gradients, over all node pairs."""
+
+    Config = MetaPRBCDConfig
+    name = "meta_prbcd"
+    trains = True
+
+    def check_inputs(self, graph, targets: np.ndarray):
+        targets, budget = super().check_inputs(graph, targets)
+        size = self._block_size(graph.num_nodes, budget.n_edge_mod)
+        if size <= budget.n_edge_mod and size < all_pairs(graph.num_nodes):
+            raise ConfigError(f"meta_prbcd: block_size={size:,} must exceed the budget of {budget.n_edge_mod:,} flips; "
+                              "raise block_size (or leave it null) or lower the budget")
+        return targets, budget
+
+    def _block_size(self, n: int, budget: int) -> int:
+        return self.config.block_size or default_block_size(budget, all_pairs(n))
+
+    def generate(self, ctx: ModContext, gen: torch.Generator) -> Modification:
+        cfg, graph = self.config, ctx.graph
+        budget = ctx.budget.n_edge_mod
+        available = all_pairs(ctx.n)
+        size = self._block_size(ctx.n, budget)
+        objective = MetaObjective(graph.features, graph.split["train"], self_training_labels(ctx), ctx.targets,
+                                  int(graph.num_classes), kind=cfg.loss, hidden=cfg.hidden, iters=cfg.train_iters,
+                                  lr=cfg.train_lr, momentum=cfg.train_momentum)
+        block = MetaBlock(ctx, objective, sample_global_pairs(ctx.n, min(size, available), gen), gen)
+        resample_steps = int(cfg.resample_fraction * cfg.steps)
+        best_score, best = -math.inf, (block.pairs, block.p)
+        for t in range(cfg.steps):
+            _, grad = block.gradient(cfg.loss)
+            lr = cfg.lr * budget / math.sqrt(max(0, t - resample_steps) + 1)
+            block.p = project_budget(block.p + lr * grad, budget)
+            score = block.top_loss(budget, cfg.loss)
+            if score > best_score:
+                best_score, best = score, (block.pairs, block.p.clone())
+            if t < resample_steps - 1:
+                self._resample(ctx, block, size, gen)
+            elif t == resample_steps - 1:
+                block.set(*best)
+        if cfg.steps:
+            block.set(*best)
+        return ctx.result(block.discrete(gen, budget, cfg.n_samples, cfg.loss))
+
+    @staticmethod
+    def _resample(ctx: ModContext, block: MetaBlock, size: int, gen: torch.Generator) -> None:
+        """Keep the non-zero entries (at most the better half of the block) and fill the
+        rest with fresh global pairs (weight EPS)."""
+        order = torch.argsort(block.p, descending=True)
+        n_keep = min(int((block.p > EPS).sum()), block.p.numel() // 2)
+        keep = np.zeros(block.p.numel(), dtype=bool)
+        keep[order[:n_keep].numpy()] = True
+        kept = block.pairs[:, keep]
+        fresh = sample_global_pairs(ctx.n, size - kept.shape[1], gen, exclude=kept[0] * ctx.n + kept[1])
+        p = torch.cat([block.p[torch.as_tensor(keep)], torch.full((fresh.shape[1],), EPS, dtype=block.p.dtype)])
+        block.set(np.concatenate([kept, fresh], axis=1), p)
+
+
+__all__ = ["MetaObjective", "MetaPRBCD", "MetaPRBCDConfig", "RelaxedGraph", "SparseProduct", "SparseStructure"]

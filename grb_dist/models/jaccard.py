@@ -1,0 +1,187 @@
+"""GCN-Jaccard (Wu et al., IJCAI 2019, "Adversarial examples on graph data: deep insights
+into attack and defense"): a GCN on the input graph without its dissimilar edges.
+
+Wu et al. observe that structure attacks mostly connect nodes whose features have little in
+common, and that a clean citation graph rarely does; so before the GCN runs, every edge
+``(i, j)`` of the *input* graph is scored by the similarity of its endpoints' features and
+dropped when the score is below ``threshold`` (default 0.01, the value used in the
+experiments of Pro-GNN (Jin et al., 2020) and of Geisler et al. (2021)):
+
+- binary features (bag-of-words): the Jaccard similarity of the feature sets,
+  ``J_ij = |x_i AND x_j| / |x_i OR x_j|`` (0 when both sets are empty);
+- other features: the cosine similarity ``<x_i, x_j> / (|x_i| |x_j|)`` (0 for a zero row),
+  the usual substitute, since the Jaccard similarity is defined for sets only.
+
+``similarity="auto"`` (the default) picks the measure from the features of the first graph
+the model sees (its training graph) and keeps the choice as a buffer, so that a trained
+model keeps it when it is saved and reloaded, and when an attack later gives it
+non-binary features (injected nodes with continuous features are then compared by the
+Jaccard similarity of their non-zero patterns).
+
+The scores are computed on the graph of every forward pass, so the defense acts on the
+perturbed graph in evasion (test time) and in poisoning (training): vectorised over the
+edges, in chunks of edges (row dot products of the binarised or normalised features), never
+an N x N matrix; O(E D) time per new graph, and the pruned propagation matrix is kept while
+the features and edges stay the same tensors (training epochs). The pruning is a hard mask
+(no gradient); gradients reach the features through the GCN only.
+
+Edge weights (adaptive modification attacks, :meth:`GCNJaccard.weighted_forward`): the
+mask is computed for every weighted pair from the features (a pair below the threshold is
+dropped whatever its weight, so it gets no gradient), then the GCN runs on the kept pairs
+with their weights (``D~^-1/2 (W + I) D~^-1/2``, weighted degrees); with every weight 1
+this equals ``forward``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch_geometric.nn import GCNConv
+from torch_geometric.nn.conv.gcn_conv import gcn_norm
+
+from grb_dist.core.errors import ConfigError
+from grb_dist.models.base import GraphModel, ModelConfig
+from grb_dist.models.gcn import normalized_adjacency_t
+from grb_dist.models.propagation import gcn_conv
+from grb_dist.models.weighted import without_self_loops
+
+#: Features gathered per chunk of edges (rows x features), about 16 MiB of float32.
+CHUNK_VALUES = 1 << 22
+#: ``similarity`` values: the measure's code in the ``measure`` buffer.
+MEASURES = {"auto": 0, "jaccard": 1, "cosine": 2}
+
+
+@dataclass(frozen=True)
+class JaccardConfig(ModelConfig):
+    """GCN-Jaccard hyper-parameters.
+
+    Attributes:
+        hidden_sizes: GCN widths (one hidden layer of 64, as in the benchmark of Geisler
+            et al. 2021).
+        threshold: edges whose similarity is below this are dropped (0.01).
+        similarity: ``jaccard`` (binary features; other values count as their non-zero
+            pattern), ``cosine``, or ``auto`` (Jaccard when the training features are
+            binary, else cosine; see the module docstring).
+    """
+
+    hidden_sizes: tuple[int, ...] = (64,)
+    dropout: float = 0.5
+    threshold: float = 0.01
+    similarity: str = "auto"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not -1.0 <= self.threshold <= 1.0:
+            raise ConfigError(f"GCN-Jaccard threshold must be in [-1, 1] (a similarity), got {self.threshold}")
+        if self.similarity not in MEASURES:
+            raise ConfigError(f"GCN-Jaccard similarity must be one of {', '.join(MEASURES)}, got {self.similarity!r}")
+
+
+def trackable(*tensors: torch.Tensor) -> bool:
+    """Whether a result computed from ``tensors`` may be kept for later calls (not under
+    ``inference_mode``, no inference tensor: they have no version counter)."""
+    return not torch.is_inference_mode_enabled() and not any(t.is_inference() for t in tensors)
+
+
+def is_binary(x: torch.Tensor) -> bool:
+    """Whether every feature value is 0 or 1."""
+    return bool(((x == 0) | (x == 1)).all())
+
+
+def _row_dots(a: torch.Tensor, b: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    """``<a[src_e], b[dst_e]>`` for every edge, in chunks of :data:`CHUNK_VALUES` values."""
+    out = torch.empty(src.numel(), dtype=a.dtype, device=a.device)
+    step = max(1, CHUNK_VALUES // max(1, a.shape[1]))
+    for start in range(0, src.numel(), step):
+        s, d = src[start : start + step], dst[start : start + step]
+        out[start : start + step] = (a[s] * b[d]).sum(1)
+    return out
+
+
+@torch.no_grad()
+def jaccard_similarity(x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    """Jaccard similarity of the non-zero patterns of every edge's endpoints (E values;
+    0 where both rows are all zero)."""
+    b = (x != 0).to(torch.float32)
+    counts = b.sum(1)
+    src, dst = edge_index
+    inter = _row_dots(b, b, src, dst)
+    union = counts[src] + counts[dst] - inter
+    return torch.where(union > 0, inter / union.clamp_min(1), torch.zeros_like(inter))
+
+
+@torch.no_grad()
+def cosine_similarity(x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    """Cosine similarity of every edge's endpoints (E values; 0 where a row is zero)."""
+    norm = x.norm(dim=1)
+    xn = x / norm.clamp_min(1e-12).unsqueeze(1)
+    src, dst = edge_index
+    return _row_dots(xn, xn, src, dst)
+
+
+def edge_similarity(x: torch.Tensor, edge_index: torch.Tensor, measure: str) -> torch.Tensor:
+    """The similarity ``measure`` (``jaccard`` or ``cosine``) of every edge's endpoints."""
+    if measure == "jaccard":
+        return jaccard_similarity(x, edge_index)
+    return cosine_similarity(x, edge_index)
+
+
+def kept_mask(x: torch.Tensor, edge_index: torch.Tensor, threshold: float, measure: str) -> torch.Tensor:
+    """True for the edges GCN-Jaccard keeps (similarity >= threshold)."""
+    return edge_similarity(x, edge_index, measure) >= threshold
+
+
+class GCNJaccard(GraphModel):
+    """GCN on the input graph without its edges of dissimilar endpoints (``jaccard``)."""
+
+    Config = JaccardConfig
+
+    def __init__(self, in_features: int, num_classes: int, config: JaccardConfig | None = None):
+        super().__init__(in_features, num_classes, config)
+        # 0: not decided yet (similarity "auto" before the first forward), 1: Jaccard, 2: cosine
+        self.register_buffer("measure", torch.tensor(MEASURES[self.config.similarity], dtype=torch.long))
+        self._pruned_cache: list[tuple] = []
+
+    def make_layer(self, index, in_width, out_width, last):
+        return GCNConv(in_width, out_width, normalize=False), out_width
+
+    def call_layer(self, i, layer, h, edge_index):
+        return gcn_conv(layer, h, edge_index)
+
+    def measure_name(self, x: torch.Tensor) -> str:
+        """The similarity used: the configured one, or (``auto``) decided on the first
+        features seen and kept in the ``measure`` buffer."""
+        if int(self.measure) == 0:
+            self.measure.fill_(MEASURES["jaccard"] if is_binary(x) else MEASURES["cosine"])
+        return "jaccard" if int(self.measure) == MEASURES["jaccard"] else "cosine"
+
+    def pruned_edges(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        """The input edges (self-loops removed) that the similarity test keeps."""
+        ei = edge_index[:, edge_index[0] != edge_index[1]]
+        return ei[:, kept_mask(x, ei, self.config.threshold, self.measure_name(x))]
+
+    def _propagation(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        # Keyed by the identities and in-place versions of both tensors (held, so their
+        # memory cannot be reused by other tensors): the pruning depends on the features.
+        for ei, ei_v, xx, x_v, adj in self._pruned_cache:
+            if ei is edge_index and xx is x and ei_v == edge_index._version and x_v == x._version:
+                return adj
+        adj = normalized_adjacency_t(self.pruned_edges(x, edge_index), x.shape[0]).to(x.dtype)
+        if trackable(edge_index, x):
+            self._pruned_cache = [*self._pruned_cache, (edge_index, edge_index._version, x, x._version, adj)]
+            self._pruned_cache = self._pruned_cache[-self.GRAPH_CACHE_SIZE :]
+        return adj
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        adj = self._propagation(x, edge_index)
+        return self.output(self.run_layers(x, lambda i, layer, h: self.call_layer(i, layer, h, adj)), adj)
+
+    def weighted_forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_weight: torch.Tensor) -> torch.Tensor:
+        """Eval-mode logits with edge weights: the similarity mask on every weighted pair,
+        then the GCN on the kept pairs with their weights (module docstring)."""
+        n = x.size(0)
+        ei, w = without_self_loops(edge_index, edge_weight.to(x.dtype))
+        keep = kept_mask(x, ei, self.config.threshold, self.measure_name(x))
+        ei, w = gcn_norm(ei[:, keep], w[keep], n, add_self_loops=True)
+        return self.output(self.run_layers(x, lambda i, layer, h: layer(h, ei, w)), ei)
