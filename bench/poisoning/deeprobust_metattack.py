@@ -1,0 +1,170 @@
+"""DeepRobust's Metattack (Meta-Self) on the largest connected component of an ``.npz`` graph.
+
+Runs inside the peer virtual environment made by ``bench/poisoning/peers.sh`` (DeepRobust
+from PyPI); it never imports grb_dist. ``compare_metattack.py`` starts it as a subprocess;
+it also runs on its own::
+
+    PEER=${TMPDIR:-/tmp}/grb-dist-peers/deeprobust/bin/python
+    $PEER bench/poisoning/deeprobust_metattack.py DATA/npz/cora.npz \\
+        DATA/prognn/splits/cora_prognn_splits.json 0.05 0 out/deeprobust_cora_0.05.npz
+
+Graph: the adjacency of the ``.npz`` (keys ``adj_data`` / ``adj_indices`` / ``adj_indptr`` /
+``adj_shape``, ``attr_*``, ``labels``; read with ``allow_pickle=False``) is symmetrised,
+made unweighted and stripped of self-loops, and its largest connected component is kept
+in ascending node order (Cora: 2,485 nodes, 5,069 edges), as DeepRobust's own ``Dataset``
+and Pro-GNN do. Features are the raw attributes (a scipy CSR matrix, as in DeepRobust's
+example: Metattack then multiplies features by weights first, ``adj @ (X @ W)``; dense
+features would make it compute ``(adj @ X) @ W``, many times slower). The split JSON holds
+``idx_train`` / ``idx_val`` / ``idx_test`` in component ids; the attack's unlabelled nodes
+are ``val + test``.
+
+Settings: those of DeepRobust's ``examples/graph/test_mettack.py`` and Pro-GNN's
+``generate_attack.py`` (which made the published perturbed graphs): surrogate
+``GCN(nhid=16, dropout=0.5, with_relu=False, with_bias=True, weight_decay=5e-4)`` fitted
+on the training nodes for 200 iterations without validation; ``Metattack(lambda_=0)``
+(Meta-Self) with its constructor defaults ``train_iters=100, lr=0.1, momentum=0.9``
+(neither script passes them); ``attack(..., ll_constraint=False)`` (the degree-distribution
+likelihood constraint is off in both scripts). Budget: ``int(rate * edges)`` flips.
+
+Measured: ``seconds`` is the wall time (``time.perf_counter``) of building ``Metattack`` and
+calling ``attack`` (data loading and the surrogate's training are reported apart, in
+``surrogate_seconds``); ``peak_rss_mib`` is this process's peak resident memory
+(``resource.getrusage(RUSAGE_SELF).ru_maxrss``, whole run: imports, data, surrogate,
+attack), ``peak_rss_before_attack_mib`` the peak before the attack started. Output: the
+perturbed adjacency (scipy ``save_npz``, CSR, component ids) at the output path, and one
+JSON object (also printed as the last line of stdout) at the same path with suffix
+``.json``. DeepRobust's own per-flip prints and progress bar go to stderr.
+
+Runtime shim (documented, no DeepRobust file is changed): DeepRobust 0.2.11's
+``deeprobust/graph/global_attack/__init__.py`` and ``graph/defense_pyg/__init__.py`` call
+``warnings.warn`` in their "PyTorch Geometric is missing" fallback without importing
+``warnings``; without PyG (not needed by Metattack or GCN) the import then dies with a
+``NameError``. Making ``warnings`` a builtin before the import lets DeepRobust's fallback
+run as intended (it prints the ImportError and warns).
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import contextlib
+import json
+import random
+import resource
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+
+def load_lcc(npz_path: Path) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
+    """Adjacency (symmetric, 0/1, no self-loops), CSR features and labels of the largest
+    connected component, in ascending node order."""
+    with np.load(npz_path, allow_pickle=False) as z:
+        adj = sp.csr_matrix((z["adj_data"], z["adj_indices"], z["adj_indptr"]), shape=tuple(z["adj_shape"]))
+        attr = sp.csr_matrix((z["attr_data"], z["attr_indices"], z["attr_indptr"]), shape=tuple(z["attr_shape"]))
+        labels = np.asarray(z["labels"], dtype=np.int64)
+    adj = (adj + adj.T).tocsr()
+    adj.data[:] = 1.0
+    adj.setdiag(0)
+    adj.eliminate_zeros()
+    adj = adj.astype(np.float32)
+    _, component = connected_components(adj, directed=False)
+    keep = np.flatnonzero(component == np.bincount(component).argmax())  # ascending
+    return adj[keep][:, keep].tocsr(), attr[keep].astype(np.float32).tocsr(), labels[keep]
+
+
+def import_deeprobust():
+    """``(GCN, Metattack, version)``, with the one-line shim of the module docstring."""
+    builtins.warnings = warnings  # DeepRobust's PyG fallback uses warnings without importing it
+    with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
+        warnings.simplefilter("ignore")
+        import deeprobust
+        from deeprobust.graph.defense import GCN
+        from deeprobust.graph.global_attack import Metattack
+    from importlib.metadata import version
+
+    return GCN, Metattack, version("deeprobust")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("npz", type=Path, help="base graph (.npz, Nettack layout)")
+    ap.add_argument("split", type=Path, help="split JSON (idx_train, idx_val, idx_test) in component ids")
+    ap.add_argument("rate", type=float, help="budget as a share of the component's edges (0.05)")
+    ap.add_argument("seed", type=int)
+    ap.add_argument("output", type=Path, help="perturbed adjacency (.npz); the report goes beside it (.json)")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    GCN, Metattack, dr_version = import_deeprobust()
+
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+
+    adj, features, labels = load_lcc(args.npz)
+    split = json.loads(args.split.read_text())
+    idx_train, idx_val, idx_test = (np.asarray(split[k], dtype=np.int64) for k in ("idx_train", "idx_val", "idx_test"))
+    idx_unlabeled = np.union1d(idx_val, idx_test)
+    n_edges = int(adj.sum() // 2)
+    n_perturbations = int(args.rate * n_edges)
+
+    start = time.perf_counter()
+    surrogate = GCN(nfeat=features.shape[1], nclass=int(labels.max()) + 1, nhid=16, dropout=0.5, with_relu=False,
+                    with_bias=True, weight_decay=5e-4, device="cpu").to("cpu")
+    surrogate.fit(features, adj, labels, idx_train)
+    surrogate_seconds = time.perf_counter() - start
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    with contextlib.redirect_stdout(sys.stderr):  # DeepRobust prints three lines per flip
+        start = time.perf_counter()
+        attack = Metattack(model=surrogate, nnodes=adj.shape[0], feature_shape=features.shape,
+                           attack_structure=True, attack_features=False, device="cpu", lambda_=0).to("cpu")
+        attack.attack(features, adj, labels, idx_train, idx_unlabeled, n_perturbations, ll_constraint=False)
+        seconds = time.perf_counter() - start
+
+    modified = sp.csr_matrix(attack.modified_adj.cpu().numpy())
+    modified.eliminate_zeros()
+    diff = sp.triu(abs(modified - adj), k=1)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    sp.save_npz(args.output, modified)
+    report = {
+        "tool": "deeprobust",
+        "deeprobust_version": dr_version,
+        "torch_version": torch.__version__,
+        "numpy_version": np.__version__,
+        "threads": torch.get_num_threads(),
+        "nodes": int(adj.shape[0]),
+        "edges": n_edges,
+        "rate": args.rate,
+        "seed": args.seed,
+        "n_perturbations": n_perturbations,
+        "flips": int(diff.nnz),
+        "added": int((diff > 0).sum()),
+        "removed": int(diff.nnz - (diff > 0).sum()),
+        "symmetric": bool(abs(modified - modified.T).nnz == 0),
+        "seconds": seconds,
+        "surrogate_seconds": surrogate_seconds,
+        "peak_rss_before_attack_mib": rss_before,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "settings": {"surrogate": "GCN nhid=16 dropout=0.5 with_relu=False with_bias=True wd=5e-4, 200 iters",
+                     "attack": "Metattack lambda_=0 train_iters=100 lr=0.1 momentum=0.9 ll_constraint=False",
+                     "features": "scipy CSR (raw)"},
+        "adjacency": str(args.output),
+    }
+    args.output.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
+    print(json.dumps(report))
+    return report
+
+
+if __name__ == "__main__":
+    main()
