@@ -23,6 +23,18 @@ def ray_local():
         ray.shutdown()
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op torch thread for a test module whose graphs are tiny (threads gain
+    nothing there and lose much on a shared machine); restored after the module."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 # ---------------------------------------------------------------------- real datasets
 
 def _real(relative: str):

@@ -26,13 +26,7 @@ from grb_dist.models.train import TrainConfig
 from helpers import tiny_csbm
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The tiny products here gain nothing from threads and lose much on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -30,13 +30,7 @@ SMALL = {"jaccard": {"hidden_sizes": [16]}, "softmedian": {"hidden_sizes": [16],
          "prognn": {"hidden_sizes": [16]}}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread: these graphs are tiny and the machine is shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

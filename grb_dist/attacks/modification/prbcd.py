@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -141,36 +142,50 @@ class PRBCD(ModificationAttack):
         if size <= budget and size < available:
             raise ConfigError(f"prbcd: block_size={size} must exceed the budget of {budget} flips")
         block = Block(ctx, ctx.sample_pairs(min(size, available), gen))
-        resample_steps = int(cfg.resample_fraction * cfg.steps)
-        best_score, best = -math.inf, (block.pairs, block.p)
-        for t in range(cfg.steps):
-            _, grad = block.gradient(cfg.loss)
-            lr = cfg.lr * budget / ctx.n / math.sqrt(max(0, t - resample_steps) + 1)
-            block.p = project_budget(block.p + lr * grad, budget)
-            # the best block and weights so far, judged by the loss of their top-budget flips
-            # (what the final sampling starts from); restored when the search space freezes
-            # and at the end
-            score = block.top_loss(budget, cfg.loss)
-            if score > best_score:
-                best_score, best = score, (block.pairs, block.p.clone())
-            if t < resample_steps - 1:
-                self._resample(ctx, block, size, gen)
-            elif t == resample_steps - 1:
-                block.set(*best)
-        if cfg.steps:
-            block.set(*best)
-        return ctx.result(block.discrete(gen, budget, cfg.n_samples, cfg.loss))
+        def fresh(k: int, exclude: np.ndarray) -> np.ndarray:  # resampled pairs: touching a target
+            return ctx.sample_pairs(k, gen, exclude=exclude)
 
-    @staticmethod
-    def _resample(ctx: ModContext, block: Block, size: int, gen: torch.Generator) -> None:
-        """Keep the block's non-zero entries, at most its better half, and fill the rest with
-        fresh random pairs (weight EPS): at least half of the block is new every step."""
-        order = torch.argsort(block.p, descending=True)
-        n_keep = min(int((block.p > EPS).sum()), block.p.numel() // 2)
-        keep = np.zeros(block.p.numel(), dtype=bool)
-        keep[order[:n_keep].cpu().numpy()] = True
-        kept = block.pairs[:, keep]
-        fresh = ctx.sample_pairs(size - kept.shape[1], gen, exclude=kept[0] * ctx.n + kept[1])
-        p = torch.cat([block.p[torch.as_tensor(keep, device=block.p.device)],
-                       torch.full((fresh.shape[1],), EPS, dtype=block.p.dtype, device=block.p.device)])
-        block.set(np.concatenate([kept, fresh], axis=1), p)
+        return ctx.result(search(block, cfg, budget, cfg.lr * budget / ctx.n, size, fresh, gen))
+
+
+def search(block: Block, cfg: PRBCDConfig, budget: int, step: float, size: int,
+           fresh: Callable[[int, np.ndarray], np.ndarray], gen: torch.Generator) -> np.ndarray:
+    """PR-BCD's search on ``block`` (module docstring), shared with the poisoning variant:
+    ``cfg.steps`` projected gradient steps of size ``step``, decayed by ``1 / sqrt(t + 1)``
+    after the resampling phase; the block resampled (:func:`resample`, new pairs from
+    ``fresh(k, exclude_keys)``) during the first ``resample_fraction`` of the steps; the best
+    block (``size`` pairs) and weights so far, judged by the loss of their top-budget flips, restored when the
+    search space freezes and at the end; then the discrete flips (canonical pairs) sampled."""
+    resample_steps = int(cfg.resample_fraction * cfg.steps)
+    best_score, best = -math.inf, (block.pairs, block.p)
+    for t in range(cfg.steps):
+        _, grad = block.gradient(cfg.loss)
+        lr = step / math.sqrt(max(0, t - resample_steps) + 1)
+        block.p = project_budget(block.p + lr * grad, budget)
+        score = block.top_loss(budget, cfg.loss)
+        if score > best_score:
+            best_score, best = score, (block.pairs, block.p.clone())
+        if t < resample_steps - 1:
+            resample(block, size, fresh)
+        elif t == resample_steps - 1:
+            block.set(*best)
+    if cfg.steps:
+        block.set(*best)
+    return block.discrete(gen, budget, cfg.n_samples, cfg.loss)
+
+
+def resample(block: Block, size: int, fresh: Callable[[int, np.ndarray], np.ndarray]) -> None:
+    """Keep the block's non-zero entries, at most its better half, and fill the rest with
+    ``fresh`` pairs (weight EPS): at least half of the block is new every step."""
+    ctx = block.ctx
+    order = torch.argsort(block.p, descending=True)
+    n_keep = min(int((block.p > EPS).sum()), block.p.numel() // 2)
+    keep = np.zeros(block.p.numel(), dtype=bool)
+    keep[order[:n_keep].cpu().numpy()] = True
+    kept = block.pairs[:, keep]
+    new = fresh(size - kept.shape[1], kept[0] * ctx.n + kept[1])
+    p = torch.cat([block.p[torch.as_tensor(keep, device=block.p.device)],
+                   torch.full((new.shape[1],), EPS, dtype=block.p.dtype, device=block.p.device)])
+    block.set(np.concatenate([kept, new], axis=1), p)
+
+

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from grb_dist.attacks.modification.base import ModContext, attack_loss, project_budget
-from grb_dist.attacks.modification.prbcd import EPS, Block, PRBCDConfig, default_block_size
+from grb_dist.attacks.modification.base import ModContext, attack_loss
+from grb_dist.attacks.modification.prbcd import Block, PRBCDConfig, default_block_size, search
 from grb_dist.attacks.poisoning.base import PoisoningAttack, all_pairs, sample_global_pairs, self_training_labels
 from grb_dist.core.checks import check_int
 from grb_dist.core.errors import ConfigError
@@ -270,35 +270,10 @@ class MetaPRBCD(PoisoningAttack):
                                   int(graph.num_classes), kind=cfg.loss, hidden=cfg.hidden, iters=cfg.train_iters,
                                   lr=cfg.train_lr, momentum=cfg.train_momentum)
         block = MetaBlock(ctx, objective, sample_global_pairs(ctx.n, min(size, available), gen), gen)
-        resample_steps = int(cfg.resample_fraction * cfg.steps)
-        best_score, best = -math.inf, (block.pairs, block.p)
-        for t in range(cfg.steps):
-            _, grad = block.gradient(cfg.loss)
-            lr = cfg.lr * budget / math.sqrt(max(0, t - resample_steps) + 1)
-            block.p = project_budget(block.p + lr * grad, budget)
-            score = block.top_loss(budget, cfg.loss)
-            if score > best_score:
-                best_score, best = score, (block.pairs, block.p.clone())
-            if t < resample_steps - 1:
-                self._resample(ctx, block, size, gen)
-            elif t == resample_steps - 1:
-                block.set(*best)
-        if cfg.steps:
-            block.set(*best)
-        return ctx.result(block.discrete(gen, budget, cfg.n_samples, cfg.loss))
+        def fresh(k: int, exclude: np.ndarray) -> np.ndarray:  # resampled pairs: any pair of the graph
+            return sample_global_pairs(ctx.n, k, gen, exclude=exclude)
 
-    @staticmethod
-    def _resample(ctx: ModContext, block: MetaBlock, size: int, gen: torch.Generator) -> None:
-        """Keep the non-zero entries (at most the better half of the block) and fill the
-        rest with fresh global pairs (weight EPS)."""
-        order = torch.argsort(block.p, descending=True)
-        n_keep = min(int((block.p > EPS).sum()), block.p.numel() // 2)
-        keep = np.zeros(block.p.numel(), dtype=bool)
-        keep[order[:n_keep].numpy()] = True
-        kept = block.pairs[:, keep]
-        fresh = sample_global_pairs(ctx.n, size - kept.shape[1], gen, exclude=kept[0] * ctx.n + kept[1])
-        p = torch.cat([block.p[torch.as_tensor(keep)], torch.full((fresh.shape[1],), EPS, dtype=block.p.dtype)])
-        block.set(np.concatenate([kept, fresh], axis=1), p)
+        return ctx.result(search(block, cfg, budget, cfg.lr * budget, size, fresh, gen))
 
 
 __all__ = ["MetaObjective", "MetaPRBCD", "MetaPRBCDConfig", "RelaxedGraph", "SparseProduct", "SparseStructure"]
