@@ -304,12 +304,12 @@ class _Calibrator:
 
     # -- keys: what each figure depends on
     def model_key(self, task: ModelTask) -> str:
-        """A training's key; a poisoned model's (trained transductively, on the whole graph)
+        """A training's key; a transductive one's (trained on the whole graph)
         is shared by every perturbation it is trained on."""
         train = {k: v for k, v in task.train.items() if k not in ("epochs", "patience")}
         at = {**task.at, "warmup_epochs": 0} if task.at is not None else None  # as timed (see _train)
         what = {"dataset": self.fingerprint, "name": task.name, "params": dict(task.params), "train": train, "at": at}
-        return content_hash({**what, "transductive": True} if task.role == "poisoned" else what)
+        return content_hash({**what, "transductive": True} if task.transductive else what)
 
     def attack_key(self, a: AttackCell) -> str:
         params = {k: v for k, v in a.params.items() if k not in ("steps", "seed")}
@@ -369,13 +369,13 @@ class _Calibrator:
         at = {**task.at, "warmup_epochs": 0} if task.at is not None else None
         quick = dataclasses.replace(task, train={**task.train, "epochs": epochs, "patience": epochs + 1}, at=at)
         seconds, peak, result = _timed(lambda: train_task(self.graph, quick, device=self.device,
-                                                          transductive=task.role == "poisoned"))
+                                                          transductive=task.transductive))
         self.models[task.file_stem] = _to_model(self.graph, task, result.state_dict, self.device)
         return seconds, peak
 
     def train_rate(self, task: ModelTask) -> Rate:
         def measure() -> Rate:
-            self.on_step(f"training {task.name}" + (" (poisoning: on the whole graph)" if task.role == "poisoned"
+            self.on_step(f"training {task.name}" + (" (on the whole graph)" if task.transductive
                                                     else ""))
             warm = self._train(task, 1)  # first calls allocate and compile: untimed on a small graph
             epochs = _counts(warm[0])

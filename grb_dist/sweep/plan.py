@@ -61,6 +61,8 @@ class ModelTask:
     at: Mapping[str, Any] | None
     model_id: str
     tag: str = ""
+    #: trained on the whole graph (a poisoning attacker's surrogate, a poisoned defense)
+    transductive: bool = False
 
     @property
     def file_stem(self) -> str:
@@ -167,13 +169,14 @@ def plan(job: JobSpec | ResolvedJob, fingerprint: str,
     surrogates = tuple(_model_task(resolved, fingerprint, "surrogate", s, spec.seed + SURROGATE_SEED_OFFSET)
                        for s in spec.surrogates)
     excluded = dict(transfer_only or {}) if spec.adaptive else {}
+    extra_surrogates: tuple[ModelTask, ...] = ()
     attacks: list[AttackCell] = []
     scores: list[ScoreCell] = []
     poisoned: list[PoisonTask] = []
     for scenario in spec.scenarios:
         base = {"dataset": fingerprint, "scenario": scenario, "normalize": spec.normalize, "data_seed": spec.seed}
         if scenario == POISONING:
-            _poisoning(spec, base, targets, surrogates, attacks, scores, poisoned)
+            extra_surrogates = _poisoning(spec, base, targets, surrogates, attacks, scores, poisoned)
             continue
         for difficulty in spec.difficulties:
             for t in targets:
@@ -192,21 +195,24 @@ def plan(job: JobSpec | ResolvedJob, fingerprint: str,
                     if (scenario, t.name) not in excluded:
                         _cells(spec, base, scenario, attack, t, (t,), ADAPTIVE, attacks, scores, surrogates[0],
                                built.adaptive_defaults)
-    return Plan(spec, spec.config_hash, targets, surrogates, tuple(attacks), tuple(scores),
+    return Plan(spec, spec.config_hash, targets, surrogates + extra_surrogates, tuple(attacks), tuple(scores),
                 {k: v for k, v in excluded.items() if k[0] in spec.scenarios}, tuple(poisoned))
 
 
 def _poisoning(spec: JobSpec, base: Mapping[str, Any], targets: tuple[ModelTask, ...],
                surrogates: tuple[ModelTask, ...], attacks: list[AttackCell], scores: list[ScoreCell],
-               poisoned: list[PoisonTask]) -> None:
+               poisoned: list[PoisonTask]) -> tuple[ModelTask, ...]:
     """The poisoning scenario's cells: a clean training per defense, a global perturbation per
     (attack, surrogate, repeat), a training per (perturbation, defense), each scored on every
-    difficulty (module docstring)."""
+    difficulty (module docstring). The attacker's surrogates are trained as the defender
+    trains, on the whole clean graph (Metattack's self-training labels come from them): they
+    are returned, to join the plan's surrogates."""
 
     def train_on(t: ModelTask, pid: str | None, attack: str, surrogate: str, repeat: int, seed: int) -> None:
         tag = pid[:16] if pid else "clean"
         model = ModelTask("poisoned", t.name, t.seed, t.params, t.train, t.at,
-                          content_hash({"defense": t.model_id, "perturbation": pid, "setting": "transductive"}), tag)
+                          content_hash({"defense": t.model_id, "perturbation": pid, "setting": "transductive"}), tag,
+                          True)
         cells = tuple(ScoreCell(content_hash({**base, "attack": CLEAN, "difficulty": d, "defense": model.model_id})
                                 if pid is None else content_hash({"perturbation": pid, "defense": t.model_id,
                                                                   "difficulty": d}),
@@ -217,8 +223,11 @@ def _poisoning(spec: JobSpec, base: Mapping[str, Any], targets: tuple[ModelTask,
 
     for t in targets:
         train_on(t, None, CLEAN, CLEAN, 0, spec.seed)
+    attackers = tuple(ModelTask("surrogate", s.name, s.seed, s.params, s.train, s.at,
+                                content_hash({"surrogate": s.model_id, "setting": "transductive"}), "transductive",
+                                True) for s in surrogates)
     for attack in spec.scenario_attacks(POISONING):
-        for s in surrogates:
+        for s in attackers:
             for repeat in range(spec.repeats):
                 seed = spec.attack_seed(repeat)
                 params = spec.attack_params(attack, POISONING_DIFFICULTY, seed, POISONING)
@@ -228,6 +237,7 @@ def _poisoning(spec: JobSpec, base: Mapping[str, Any], targets: tuple[ModelTask,
                                           pid, POISONING))
                 for t in targets:
                     train_on(t, pid, attack, s.name, repeat, seed)
+    return attackers
 
 
 def _cells(spec: JobSpec, base: Mapping[str, Any], scenario: str, attack: str, attacker: ModelTask,

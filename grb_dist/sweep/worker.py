@@ -47,7 +47,7 @@ def train_task(graph: Graph, task: ModelTask, *, device: str = "cpu", transducti
     """Train one model (a defense or a surrogate) as ``task`` describes; ``transductive``:
     on the whole graph (the poisoning scenario)."""
     cfg = TrainConfig(**{**task.train, "seed": task.seed})
-    kwargs: dict[str, Any] = {"device": device, "transductive": transductive}
+    kwargs: dict[str, Any] = {"device": device, "transductive": transductive or task.transductive}
     if task.at is not None:
         kwargs["at_config"] = dict(task.at)
     start = time.perf_counter()
