@@ -413,11 +413,10 @@ def main(argv: list[str] | None = None) -> None:
             seed = args.seed + r
             order = tools if r % 2 == 0 else tools[::-1]
             for tool in order:
-                stem = out / f"{tool}_{args.dataset}_{args.rate}_seed{seed}"
+                stem = f"{tool}_{args.dataset}_rate{args.rate}_seed{seed}"  # the rate's dot is no suffix
                 make = deeprobust_cmd if tool == "deeprobust" else grb_cmd
                 print(f"round {r + 1}/{args.rounds}, seed {seed}: {tool} ...", flush=True)
-                report = run_child(make(args, npz, split, seed, stem.with_suffix(".npz")), stem.with_suffix(".log"),
-                                   args.timeout)
+                report = run_child(make(args, npz, split, seed, out / f"{stem}.npz"), out / f"{stem}.log", args.timeout)
                 runs[tool].append(report)
                 if "error" in report:
                     print(f"  {tool} failed: {report['error']}", flush=True)
