@@ -296,3 +296,108 @@ def test_both_poison_a_gcn_more_than_random_flips():
     base = accuracy(perturbed(graph, rnd))
     assert accuracy(perturbed(graph, meta)) < base - 0.03
     assert accuracy(perturbed(graph, prbcd)) < base - 0.03
+
+
+# ------------------------------------------------------------------ adaptive: through the model's own training
+
+
+def _model_objective(graph: Graph, name: str, iters: int, dtype=torch.float64, params=None):
+    from grb_dist.attacks.poisoning.prbcd import ModelObjective
+    from grb_dist.defenses import build_defense
+
+    model = build_defense(name, graph, {"hidden_sizes": [4]} if params is None else params).to(dtype).eval()
+    return ModelObjective(model, graph.features, graph.split["train"], graph.labels,
+                          np.setdiff1d(np.arange(graph.num_nodes), graph.split["train"]), iters=iters, lr=0.2)
+
+
+@pytest.mark.parametrize("name", ["gcn", "gat", "sage"])
+def test_model_meta_gradient_gradcheck(tiny, name):
+    """``inner: model``: the meta-gradient through the surrogate's own unrolled training
+    (ReLU layers, attention) against finite differences, in float64."""
+    from grb_dist.attacks.poisoning.prbcd import RelaxedEdges
+
+    objective = _model_objective(tiny, name, iters=3)
+    weights = objective.init_weights(torch.Generator().manual_seed(1))
+    pairs = torch.tensor([[0, 1, 2, 3], [7, 9, 12, 15]])
+    sign = torch.as_tensor(np.where(np.isin(pairs[0].numpy() * tiny.num_nodes + pairs[1].numpy(), edge_keys(tiny)),
+                                    -1.0, 1.0))
+    relaxed = RelaxedEdges(tiny.num_nodes, torch.as_tensor(tiny.edge_index), pairs, sign)
+    p = torch.tensor([0.2, 0.5, 0.3, 0.7], dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda q: objective.loss(relaxed, q, *weights), (p,))
+    # the meta-gradient is not the gradient of the trained model alone: it runs through training
+    (meta,) = torch.autograd.grad(objective.loss(relaxed, p, *weights), p)
+    assert meta.abs().sum() > 0
+
+
+def test_model_objective_draws_fresh_weights_and_leaves_the_surrogate_alone(tiny):
+    objective = _model_objective(tiny, "gcn", iters=2)
+    before = [w.detach().clone() for w in objective.module.parameters()]
+    a = objective.init_weights(torch.Generator().manual_seed(3))
+    b = objective.init_weights(torch.Generator().manual_seed(3))
+    c = objective.init_weights(torch.Generator().manual_seed(4))
+    assert all(torch.equal(x, y) for x, y in zip(a, b)) and any(not torch.equal(x, y) for x, y in zip(a, c))
+    assert any(not torch.equal(x, y) for x, y in zip(a, before))
+    assert all(torch.equal(x, y) for x, y in zip(objective.module.parameters(), before))
+
+
+def test_meta_gradient_reasons_match_what_a_meta_gradient_does(tiny):
+    """The static reasons (no tensor computed) that keep a defense out of adaptive poisoning
+    agree, for every model of the table and its ``_lp`` form, with what really happens when a
+    meta-gradient is taken through its training on a tiny graph."""
+    from grb_dist.attacks.adaptive import transfer_only_reason
+    from grb_dist.attacks.poisoning.prbcd import RelaxedEdges
+    from grb_dist.defenses import build_defense
+    from grb_dist.models.registry import MODELS
+
+    pairs = torch.tensor([[0, 1], [7, 12]])
+    seen = {}
+    for name in sorted(MODELS):
+        for full in (name, f"{name}_lp") if name != "lp" else (name,):
+            params = {"k": 4} if name == "gcnsvd" else {}
+            model = build_defense(full, tiny, params).to(torch.float64).eval()
+            reason = transfer_only_reason(model, "poisoning")
+            try:
+                objective = _model_objective(tiny, full, iters=2, params=params)
+                p = torch.full((2,), 0.3, dtype=objective.dtype, requires_grad=True)
+                relaxed = RelaxedEdges(tiny.num_nodes, torch.as_tensor(tiny.edge_index), pairs, torch.ones_like(p))
+                (grad,) = torch.autograd.grad(objective.loss(relaxed, p, *objective.init_weights(
+                    torch.Generator().manual_seed(0))), p)
+                works = bool(torch.isfinite(grad).all())
+            except (ConfigError, RuntimeError):
+                works = False
+            seen[full] = reason
+            assert (reason is None) == works, (full, reason)
+    assert seen["gcn"] is None and seen["gat"] is None and seen["jaccard"] is None
+    assert "differentiable in edge weights" in seen["prognn"] and "reads no edges" in seen["mlp"]
+    assert "differentiable once" in seen["gnnguard"] and "differentiable once" in seen["rgcn_lp"]
+    from grb_dist.attacks.adaptive import meta_gradient_reason
+    assert "procedure of its own" in meta_gradient_reason(build_defense("prognn", tiny, {}))
+
+
+def test_meta_prbcd_inner_model_refuses_what_it_cannot_unroll(small, monkeypatch):
+    from grb_dist.attacks.poisoning import prbcd
+
+    prognn = train_defense("mlp", small, {}, TrainConfig(epochs=5), transductive=True).model
+    with pytest.raises(ConfigError, match="reads no edges") as info:
+        build_attack("meta_prbcd", {"n_edge_mod": 5, "inner": "model"}, "poisoning").attack(small, prognn)
+    assert "\n" not in str(info.value)
+    gcn = train_defense("gcn", small, {"hidden_sizes": [8]}, TrainConfig(epochs=5), transductive=True).model
+    monkeypatch.setattr(prbcd, "MEMORY_FRACTION", 1e-9)
+    monkeypatch.setattr(prbcd.MetaBlock, "gradient", lambda *a: pytest.fail("ran"))
+    with pytest.raises(ConfigError, match="unrolling 100 training steps of GCN .* keeps about") as info:
+        build_attack("meta_prbcd", {"n_edge_mod": 5, "inner": "model"}, "poisoning").attack(small, gcn)
+    assert "\n" not in str(info.value)
+
+
+def test_meta_prbcd_inner_model_budget_audit_and_determinism(small):
+    gcn = train_defense("gcn", small, {"hidden_sizes": [8]}, TrainConfig(epochs=20), transductive=True).model
+    params = {"n_edge_mod": 20, "steps": 4, "train_iters": 8, "block_size": 300, "n_samples": 3, "seed": 1,
+              "inner": "model"}
+    attack = build_attack("meta_prbcd", params, "poisoning")
+    mod = attack.attack(small, gcn)
+    assert 0 < mod.n_edge_flips <= 20
+    audit_modification(small, mod, n_edge_mod=20, n_node_mod=0, feat_min=mod.feat_min, feat_max=mod.feat_max,
+                       targets=None)
+    again = attack.attack(small, gcn)
+    assert np.array_equal(mod.added, again.added) and np.array_equal(mod.removed, again.removed)
+    assert attack.follows_gradients and attack.adaptive_defaults == {"inner": "model"}

@@ -209,3 +209,87 @@ def test_an_attack_with_its_own_targets_is_scored_on_them(graph):
     scored = np.sort(np.concatenate([wrong[:4], graph.targets("full")[-4:]]))
     own = accuracies(pred, graph, ["easy", "full"], scored)
     assert own == {"easy": (0.5, 8), "full": (0.5, 8)}
+
+
+# ------------------------------------------------------------------------------ adaptive poisoning
+
+ADAPTIVE = {**JOB, "repeats": 1, "adaptive": True, "defenses": ["gcn", "mlp"],
+            "poisoning": {"attack": {"ratio_edge_mod": 0.05},
+                          "attacks": {"dice": {}, "meta_prbcd": {"steps": 3, "train_iters": 5, "block_size": 2000,
+                                                                 "n_samples": 2}}}}
+
+
+@pytest.fixture(scope="module")
+def adaptive_job():
+    return parse_job(ADAPTIVE)
+
+
+def adaptive_plan(job, graph):
+    from grb_dist.sweep.resolve import resolve, transfer_only
+
+    resolved = resolve(job)
+    return plan(resolved, graph_fingerprint(graph, job.normalize), transfer_only(resolved, graph))
+
+
+def test_adaptive_poisoning_plans_a_meta_gradient_through_each_differentiable_defense(adaptive_job, graph):
+    from grb_dist.core.names import ADAPTIVE as THREAT
+
+    p = adaptive_plan(adaptive_job, graph)
+    adaptive = [a for a in p.attacks if a.threat == THREAT]
+    # meta_prbcd follows gradients, DICE does not; the MLP reads no edges
+    assert [(a.attack, a.surrogate) for a in adaptive] == [("meta_prbcd", "gcn")]
+    assert "reads no edges" in p.transfer_only[POISONING, "mlp"]
+    a = adaptive[0]
+    clean_gcn = next(pt.model for pt in p.poisoned if pt.perturbation_id is None and pt.model.name == "gcn")
+    assert a.params["inner"] == "model" and a.surrogate_model == clean_gcn.file_stem
+    assert a.labels_from == next(s.file_stem for s in p.surrogates if s.tag == "transductive")
+    scored = [pt for pt in p.poisoned if pt.perturbation_id == a.perturbation_id]
+    assert [pt.model.name for pt in scored] == ["gcn"] and {c.threat for c in scored[0].cells} == {THREAT}
+    # the transfer cells keep their ids when adaptive is switched on
+    plain = job_plan(parse_job({**ADAPTIVE, "adaptive": False}), graph)
+    assert {c.cell_id for c in plain.scores} < {c.cell_id for c in p.scores}
+    # the defense's clean model is trained once, before the attack, and its clean rows load it
+    work = needed_work(p, set(), lambda pid: False)
+    assert [t.file_stem for t in work.models].count(clean_gcn.file_stem) == 1
+
+
+def test_an_adaptive_poisoning_cell_equals_a_direct_attack_and_training(ray_local, adaptive_job, graph, tmp_path):
+    from grb_dist.core.names import ADAPTIVE as THREAT
+    from grb_dist.attacks import build_attack
+    from grb_dist.sweep.worker import attacker_labels, load_model
+    from grb_dist.sweep.runner import run_sweep
+    from grb_dist.sweep.settings import RaySettings
+
+    p = adaptive_plan(adaptive_job, graph)
+    with RunLock(tmp_path / "run") as lock:
+        store = RunStore.open(tmp_path / "run", dataset=dataset_identity(adaptive_job, graph),
+                              components=run_components(p), config=adaptive_job.to_dict(),
+                              config_hash=adaptive_job.config_hash, lock=lock)
+        summary = run_sweep(p, graph, store, RaySettings(), flush_rows=1)
+    df = store.read_scores()
+    assert summary.failures == 0 and len(df) == len(p.scores)
+    a = next(a for a in p.attacks if a.threat == THREAT)
+    # the defense's clean model was trained once: by its training task, then loaded by its clean rows
+    timeline = pd.concat([pd.read_parquet(f) for f in (tmp_path / "run" / "timeline").glob("*.parquet")])
+    trained = timeline[timeline["stage"] == "train"]["task"]
+    assert sum(t.startswith("poisoned gcn") or t.startswith("gcn poisoned by none") for t in trained) == 1, list(trained)
+    # the stored perturbation is the attack run directly on the defense's clean model
+    state = lambda stem: state_dict_from_bytes(store.model_path(stem).read_bytes())  # noqa: E731
+    defense = load_model(graph, "gcn", dict(p.targets[0].params), state(a.surrogate_model))
+    surrogate = load_model(graph, "gcn", dict(p.surrogates[0].params), state(a.labels_from))
+    torch.manual_seed(a.seed)
+    direct = build_attack(a.attack, dict(a.params), POISONING).attack(graph, defense,
+                                                                      labels=attacker_labels(graph, surrogate))
+    stored = store.read_perturbation(a.perturbation_id)
+    assert np.array_equal(direct.added, stored.added) and np.array_equal(direct.removed, stored.removed)
+    assert stored.n_edge_flips > 0
+    # ... and the defense trained on it is scored like any poisoning cell
+    pt = next(pt for pt in p.poisoned if pt.perturbation_id == a.perturbation_id)
+    poisoned = modified_graph(graph, stored)
+    cfg = TrainConfig(**{**pt.model.train, "seed": pt.model.seed})
+    model = train_defense("gcn", poisoned, dict(pt.model.params), cfg, transductive=True).model
+    acc = difficulty_accuracy(predict_tensors(model, graph_tensors(poisoned, "cpu")), poisoned, ["easy", "full"])
+    rows = df.set_index("cell_id")
+    for c in pt.cells:
+        assert rows.loc[c.cell_id, "threat"] == THREAT and rows.loc[c.cell_id, "surrogate"] == "gcn"
+        assert rows.loc[c.cell_id, "accuracy"] == pytest.approx(acc[c.difficulty], abs=0)

@@ -12,7 +12,13 @@ TDGIA; FGA, PGD, PR-BCD, GR-BCD) need:
 * **modification**: the loss differentiable in edge weights, i.e. a declared program that
   :class:`~grb_dist.attacks.modification.weighted.WeightedSurrogate` replays with weights, or
   a ``weighted_forward(x, edge_index, edge_weight)`` (:mod:`grb_dist.models.weighted`); for
-  ``<model>_lp`` the wrapped model needs one too.
+  ``<model>_lp`` the wrapped model needs one too;
+* **poisoning** (``meta_prbcd`` with ``inner: model``: the defense is trained after the
+  attack, so only a gradient through its training adapts to it): the same, and a
+  meta-gradient through the model's training:
+  its training is plain gradient descent (not Pro-GNN's own procedure), its edge-weighted
+  evaluation is differentiable twice (``GraphModel.twice_differentiable``), and it reads
+  the edges at all (an MLP does not).
 
 :func:`transfer_only_reason` says, from class attributes and a dry run of the declared
 program (no tensor computed), when a model cannot be attacked adaptively: such a defense is
@@ -24,20 +30,43 @@ from __future__ import annotations
 
 import torch
 
-from grb_dist.attacks.modification.weighted import edge_weight_reason
+from grb_dist.attacks.modification.weighted import edge_weight_reason, program_operators
+from grb_dist.attacks.poisoning.base import training_reason
 from grb_dist.core.errors import ConfigError
-from grb_dist.core.names import SCENARIOS
+from grb_dist.core.names import POISONING, SCENARIOS
 
 
 def transfer_only_reason(model: torch.nn.Module, scenario: str) -> str | None:
     """``None`` when ``model`` can be attacked adaptively by the gradient attacks of
-    ``scenario`` (``"injection"`` or ``"modification"``), else a one-line reason that starts
+    ``scenario`` (``"injection"``, ``"modification"`` or ``"poisoning"``), else a one-line reason that starts
     with what is missing. Static checks only: cheap, nothing is trained or evaluated."""
     if scenario not in SCENARIOS:
         raise ConfigError(f"scenario must be one of {', '.join(SCENARIOS)}, got {scenario!r}")
     if scenario == "injection":
         return feature_reason(model)
-    return edge_weight_reason(model)
+    reason = edge_weight_reason(model)
+    if scenario == POISONING and reason is None:
+        return meta_gradient_reason(model)
+    return reason
+
+
+def meta_gradient_reason(model: torch.nn.Module) -> str | None:
+    """Why no meta-gradient runs through ``model``'s training on an edge-weighted graph
+    (``None``: one does). Assumes :func:`edge_weight_reason` found nothing."""
+    reason = training_reason(model)
+    if reason is not None:
+        return reason
+    inner = getattr(model, "model", None) if getattr(type(model), "wraps_model", False) else None
+    for m in (model, inner):
+        if m is None:
+            continue
+        name = getattr(type(m), "display_name", type(m).__name__)
+        if not getattr(type(m), "twice_differentiable", True):
+            return f"{name}'s edge-weight gradient is differentiable once, not twice as a meta-gradient needs"
+    if program_operators(model) == set():
+        name = getattr(type(model), "display_name", type(model).__name__)
+        return f"{name} reads no edges, so a poisoned structure cannot change it"
+    return None
 
 
 def feature_reason(model: torch.nn.Module) -> str | None:
@@ -50,4 +79,4 @@ def feature_reason(model: torch.nn.Module) -> str | None:
     return f"{name} reads no node features, so injected features get no gradient"
 
 
-__all__ = ["feature_reason", "transfer_only_reason"]
+__all__ = ["feature_reason", "meta_gradient_reason", "transfer_only_reason"]

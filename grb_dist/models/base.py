@@ -69,6 +69,10 @@ class GraphModel(nn.Module):
     #: propagates with sparse matrix products, several times faster on large graphs than
     #: gathering E x F messages.
     sparse_propagation: ClassVar[bool] = False
+    #: False when the edge-weighted evaluation (``weighted_forward``) uses kernels whose
+    #: backward pass is not differentiable itself, so no meta-gradient (a gradient through
+    #: training, adaptive poisoning) runs through the model.
+    twice_differentiable: ClassVar[bool] = True
     #: Graphs whose propagation structure is kept (training + validation graph, or an
     #: attack's fixed perturbed graph, are then built once instead of every forward).
     GRAPH_CACHE_SIZE: ClassVar[int] = 2

@@ -233,6 +233,7 @@ class GNNGuard(GraphModel):
     the soft-weighted version within the current pruning mask (module docstring)."""
 
     Config = GNNGuardConfig
+    twice_differentiable = False  # the cosine kernel's backward is a fused sparse product
 
     def make_layer(self, index, in_width, out_width, last):
         return GCNConv(in_width, out_width, add_self_loops=False, normalize=False), out_width
@@ -266,6 +267,7 @@ class GATGuard(GraphModel):
     ``+ log a_ij`` shift, with weight 0 = absent edge and a finite gradient)."""
 
     Config = GATGuardConfig
+    twice_differentiable = False  # the cosine kernel's backward is a fused sparse product
 
     def make_layer(self, index, in_width, out_width, last):
         heads = 1 if last else self.config.heads

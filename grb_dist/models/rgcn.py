@@ -217,6 +217,7 @@ class RGCN(GraphModel):
     ``weighted_forward`` is exact: the Gaussian norms from weighted degrees (module docstring)."""
 
     Config = RGCNConfig
+    twice_differentiable = False  # the Gaussian messages' backward is a fused sparse product
 
     def propagation_graph(self, edge_index, num_nodes):
         return gaussian_norms(edge_index, num_nodes)

@@ -119,12 +119,38 @@ class _WeightedSpmm(torch.autograd.Function):
         n = ctx.n
         grad = grad.contiguous()
         grad_h = grad_w = None
+        if torch.is_grad_enabled():  # a differentiable backward (create_graph: meta-gradients)
+            if ctx.needs_input_grad[0]:
+                grad_h = _WeightedSpmm.apply(grad, dst, src, weight, n)
+            if ctx.needs_input_grad[3]:
+                grad_w = _SampledDot.apply(grad, h, src, dst, n)
+            return grad_h, None, None, grad_w, None
         if ctx.needs_input_grad[0]:
             crow_t, col_t, perm_t = csr_structure(src, dst, n)
             grad_h = product(csr_matrix(crow_t, col_t, weight[perm_t], n), grad)
         if ctx.needs_input_grad[3]:
             grad_w = sampled_dot(crow, col, perm, grad, h, n)
         return grad_h, None, None, grad_w, None
+
+
+class _SampledDot(torch.autograd.Function):
+    """``out_e = <g[dst_e], h[src_e]>``, the edge-weight gradient of :class:`_WeightedSpmm`,
+    itself differentiable (its gradients are weighted sparse products), so that a training
+    step through a weighted model can be differentiated again."""
+
+    @staticmethod
+    def forward(ctx, g, h, src, dst, n):
+        crow, col, perm = csr_structure(dst, src, n)
+        ctx.save_for_backward(g, h, src, dst)
+        ctx.n = n
+        return sampled_dot(crow, col, perm, g.contiguous(), h.contiguous(), n)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        g, h, src, dst = ctx.saved_tensors
+        grad_g = _WeightedSpmm.apply(h, src, dst, grad_out, ctx.n) if ctx.needs_input_grad[0] else None
+        grad_h = _WeightedSpmm.apply(g, dst, src, grad_out, ctx.n) if ctx.needs_input_grad[1] else None
+        return grad_g, grad_h, None, None, None
 
 
 def propagate(h: torch.Tensor, edge_index: torch.Tensor, weight: torch.Tensor, n: int) -> torch.Tensor:

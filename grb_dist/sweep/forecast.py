@@ -120,7 +120,10 @@ def forecast(plan: Plan, work: Work, calibration: Calibration, cluster: Cluster,
     the graph took and ``graph_bytes`` its size; ``n_scorers``: Scorer actors (0 = the
     runner's default)."""
     cal = calibration
-    to_train = [t for t in (*work.models, *(pt.model for pt in work.poisoned)) if t.file_stem not in stored]
+    # a defense's clean model that adaptive poisoning attacks run on is a training task of its
+    # own, which its clean rows then load: counted once
+    to_train = list({t.file_stem: t for t in (*work.models, *(pt.model for pt in work.poisoned))
+                     if t.file_stem not in stored}.values())
     epochs = {t.file_stem: expected_epochs(dict(t.train), cal.best_epoch) for t in to_train}
     train_s = {t.file_stem: cal.train[t.file_stem].seconds(epochs[t.file_stem]) for t in to_train}
     upper_s = sum(cal.train[t.file_stem].seconds(int(t.train.get("epochs", 200))) for t in to_train)
@@ -221,11 +224,15 @@ class _Schedule:
             t = self.train_queue.pop(0)
             return "train", t.file_stem, self.train_s[t.file_stem]
         if ready is None:
-            if not self.poison_queue:
+            # a poisoning task whose model is a training task of its own waits for it, then loads it
+            pending = {t.file_stem for t in self.train_queue} | {r[2] for r in self.running if r[1] == "train"}
+            pt = next((pt for pt in self.poison_queue if pt.model.file_stem not in pending), None)
+            if pt is None:
                 return None
-            pt = self.poison_queue.pop(0)
+            self.poison_queue.remove(pt)
             stem = pt.model.file_stem
-            seconds = self.train_s.get(stem, 0.0) + self.cal.score[pt.model.name].fixed * len(pt.cells)
+            trained = stem in self.ready
+            seconds = (0.0 if trained else self.train_s.get(stem, 0.0)) + self.cal.score[pt.model.name].fixed * len(pt.cells)
             return "poison", stem, seconds
         same = [b for b in self.attack_queue if (b.surrogate_model, b.labels_from, b.difficulty)
                 == (ready.surrogate_model, ready.labels_from, ready.difficulty)]

@@ -41,7 +41,7 @@ from grb_dist.core.config import canonical_json, to_dict
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.names import ADAPTIVE, CLEAN, POISONING, POISONING_DIFFICULTY, TRANSFER
 from grb_dist.sweep.job import SURROGATE_SEED_OFFSET, JobSpec, content_hash
-from grb_dist.sweep.resolve import ResolvedJob, resolve
+from grb_dist.sweep.resolve import ResolvedJob, adapts, resolve
 
 
 #: At most this many attack cells (same surrogate and difficulty) run in one task.
@@ -176,7 +176,7 @@ def plan(job: JobSpec | ResolvedJob, fingerprint: str,
     for scenario in spec.scenarios:
         base = {"dataset": fingerprint, "scenario": scenario, "normalize": spec.normalize, "data_seed": spec.seed}
         if scenario == POISONING:
-            extra_surrogates = _poisoning(spec, base, targets, surrogates, attacks, scores, poisoned)
+            extra_surrogates = _poisoning(resolved, base, targets, surrogates, excluded, attacks, scores, poisoned)
             continue
         for difficulty in spec.difficulties:
             for t in targets:
@@ -189,7 +189,7 @@ def plan(job: JobSpec | ResolvedJob, fingerprint: str,
         if spec.adaptive:
             for attack in spec.scenario_attacks(scenario):
                 built = resolved.attack(scenario, attack, spec.difficulties[0])
-                if not built.follows_gradients:
+                if not adapts(scenario, built):
                     continue
                 for t in targets:
                     if (scenario, t.name) not in excluded:
@@ -199,16 +199,26 @@ def plan(job: JobSpec | ResolvedJob, fingerprint: str,
                 {k: v for k, v in excluded.items() if k[0] in spec.scenarios}, tuple(poisoned))
 
 
-def _poisoning(spec: JobSpec, base: Mapping[str, Any], targets: tuple[ModelTask, ...],
-               surrogates: tuple[ModelTask, ...], attacks: list[AttackCell], scores: list[ScoreCell],
-               poisoned: list[PoisonTask]) -> tuple[ModelTask, ...]:
+def _poisoning(resolved: ResolvedJob, base: Mapping[str, Any], targets: tuple[ModelTask, ...],
+               surrogates: tuple[ModelTask, ...], excluded: Mapping[tuple[str, str], str],
+               attacks: list[AttackCell], scores: list[ScoreCell], poisoned: list[PoisonTask]) -> tuple[ModelTask, ...]:
     """The poisoning scenario's cells: a clean training per defense, a global perturbation per
     (attack, surrogate, repeat), a training per (perturbation, defense), each scored on every
     difficulty (module docstring). The attacker's surrogates are trained as the defender
-    trains, on the whole clean graph (Metattack's self-training labels come from them): they
-    are returned, to join the plan's surrogates."""
+    trains, on the whole clean graph (Metattack's self-training labels come from them).
 
-    def train_on(t: ModelTask, pid: str | None, attack: str, surrogate: str, repeat: int, seed: int) -> None:
+    Adaptive cells (an adaptive job): per (defense, gradient attack, repeat) a perturbation
+    computed on the defense itself -- its model trained on the clean graph, which is also its
+    clean rows' model (the attack's ``adaptive_defaults``: ``meta_prbcd`` takes its
+    meta-gradient through the defense's own training) -- fighting the first attacker
+    surrogate's predictions; the defense is then trained on it and scored.
+
+    Returns the models attacks run on that are not defenses: the attacker's surrogates, and
+    the defenses' clean models that adaptive attacks run on."""
+    spec = resolved.job
+
+    def train_on(t: ModelTask, pid: str | None, attack: str, surrogate: str, repeat: int, seed: int,
+                 threat: str = TRANSFER) -> ModelTask:
         tag = pid[:16] if pid else "clean"
         model = ModelTask("poisoned", t.name, t.seed, t.params, t.train, t.at,
                           content_hash({"defense": t.model_id, "perturbation": pid, "setting": "transductive"}), tag,
@@ -216,16 +226,17 @@ def _poisoning(spec: JobSpec, base: Mapping[str, Any], targets: tuple[ModelTask,
         cells = tuple(ScoreCell(content_hash({**base, "attack": CLEAN, "difficulty": d, "defense": model.model_id})
                                 if pid is None else content_hash({"perturbation": pid, "defense": t.model_id,
                                                                   "difficulty": d}),
-                                attack, surrogate, t.name, d, repeat, seed, model.file_stem, pid, POISONING)
+                                attack, surrogate, t.name, d, repeat, seed, model.file_stem, pid, POISONING, threat)
                       for d in spec.difficulties)
         poisoned.append(PoisonTask(model, pid, cells))
         scores.extend(cells)
+        return model
 
-    for t in targets:
-        train_on(t, None, CLEAN, CLEAN, 0, spec.seed)
+    clean = {t.name: train_on(t, None, CLEAN, CLEAN, 0, spec.seed) for t in targets}
     attackers = tuple(ModelTask("surrogate", s.name, s.seed, s.params, s.train, s.at,
                                 content_hash({"surrogate": s.model_id, "setting": "transductive"}), "transductive",
                                 True) for s in surrogates)
+    adaptive: dict[str, ModelTask] = {}
     for attack in spec.scenario_attacks(POISONING):
         for s in attackers:
             for repeat in range(spec.repeats):
@@ -237,7 +248,22 @@ def _poisoning(spec: JobSpec, base: Mapping[str, Any], targets: tuple[ModelTask,
                                           pid, POISONING))
                 for t in targets:
                     train_on(t, pid, attack, s.name, repeat, seed)
-    return attackers
+        built = resolved.attack(POISONING, attack, POISONING_DIFFICULTY)
+        if not (spec.adaptive and adapts(POISONING, built)):
+            continue
+        for t in targets:
+            if (POISONING, t.name) in excluded:
+                continue
+            attacker = adaptive.setdefault(t.name, clean[t.name])
+            for repeat in range(spec.repeats):
+                seed = spec.attack_seed(repeat)
+                params = spec.attack_params(attack, POISONING_DIFFICULTY, seed, POISONING, built.adaptive_defaults)
+                pid = content_hash({**base, "attack": attack, "params": params, "surrogate": attacker.model_id,
+                                    "repeat": repeat, "threat": ADAPTIVE, "labels": attackers[0].model_id})
+                attacks.append(AttackCell(attack, t.name, POISONING_DIFFICULTY, repeat, seed, params,
+                                          attacker.file_stem, pid, POISONING, ADAPTIVE, attackers[0].file_stem))
+                train_on(t, pid, attack, t.name, repeat, seed, ADAPTIVE)
+    return attackers + tuple(adaptive.values())
 
 
 def _cells(spec: JobSpec, base: Mapping[str, Any], scenario: str, attack: str, attacker: ModelTask,

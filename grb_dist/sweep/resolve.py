@@ -79,7 +79,7 @@ def resolve(job: JobSpec) -> ResolvedJob:
             for difficulty in dict.fromkeys((*swept, *section.budgets)):
                 params = job.attack_params(attack, difficulty, job.attack_seed(0), scenario)
                 built = _build(attack, params, scenario, difficulty)
-                if job.adaptive and built.follows_gradients and built.adaptive_defaults:
+                if job.adaptive and adapts(scenario, built) and built.adaptive_defaults:
                     # an adaptive cell's parameters: the attack's defaults under the job's
                     _build(attack, job.attack_params(attack, difficulty, job.attack_seed(0), scenario,
                                                      built.adaptive_defaults), scenario, f"{difficulty}, adaptive")
@@ -123,6 +123,13 @@ def _build(attack: str, params: Mapping[str, Any], scenario: str, where: str) ->
         raise ConfigError(f"{scenario} attack {attack} ({where}): {exc}") from None
 
 
+def adapts(scenario: str, attack: Any) -> bool:
+    """Whether ``attack`` (built) gets adaptive cells in ``scenario``: an attack that follows
+    its surrogate's gradients; in poisoning, one whose gradient runs through the surrogate's
+    training (a meta-gradient: ``meta_prbcd``), since the defense is trained after it."""
+    return bool(attack.follows_gradients and (scenario != POISONING or getattr(attack, "trains", False)))
+
+
 def transfer_only(resolved: ResolvedJob, graph: Any) -> dict[tuple[str, str], str]:
     """``(scenario, defense) -> reason`` of the defenses of an adaptive job that its
     gradient attacks cannot differentiate in a swept scenario (they keep their transfer
@@ -134,15 +141,17 @@ def transfer_only(resolved: ResolvedJob, graph: Any) -> dict[tuple[str, str], st
     job = resolved.job
     if not job.adaptive:
         return {}
-    gradient = {s for (s, _, _), attack in resolved.attacks.items() if attack.follows_gradients}
+    gradient = {s for (s, _, _), attack in resolved.attacks.items() if adapts(s, attack)}
     out = {}
     for name in job.defenses:
         model = build_defense(name, graph, dict(resolved.models[name].params))
         for scenario in job.scenarios:
             reason = transfer_only_reason(model, scenario) if scenario in gradient else None
+            if scenario == POISONING and scenario in gradient and resolved.models[name].spec.adversarial:
+                reason = reason or "adversarial training is not unrolled by a meta-gradient"
             if reason:
                 out[scenario, name] = reason
     return out
 
 
-__all__ = ["ResolvedJob", "ResolvedModel", "check_weighted_surrogate", "resolve", "transfer_only"]
+__all__ = ["ResolvedJob", "ResolvedModel", "adapts", "check_weighted_surrogate", "resolve", "transfer_only"]

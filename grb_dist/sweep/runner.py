@@ -370,8 +370,13 @@ class _Sweep:
             for b in batch:
                 attack_queue.remove(b)
             return "attack", batch
-        if self.poison_queue:
-            return "poison", self.poison_queue.pop(0)
+        # a defense's clean model that an adaptive attack runs on is a training task of its
+        # own: its poisoning task waits for it, then loads it
+        training = {t.file_stem for t in self.train_queue} | {
+            t.file_stem for kind, t in self.in_flight.values() if kind == "train"}
+        for i, (_, pt) in enumerate(self.poison_queue):
+            if pt.model.file_stem not in training:
+                return "poison", self.poison_queue.pop(i)
         return None
 
     def fill(self) -> None:
@@ -505,7 +510,8 @@ class _Sweep:
         stem = pt.model.file_stem
         if result.trained is not None:
             self.store.write_model(stem, state_dict_to_bytes(result.trained.state_dict), result.trained.meta)
-            self.record("train", f"{c0.defense} poisoned by {c0.attack} (repeat {c0.repeat})",
+            by = c0.attack if c0.threat == TRANSFER else f"{c0.threat} {c0.attack}"
+            self.record("train", f"{c0.defense} poisoned by {by} (repeat {c0.repeat})",
                         result.trained.meta.get("train_seconds", 0.0))
         train_seconds = float(self.store.read_model_meta(stem)["train_seconds"])
         attack_seconds, sizes = self.pert_info[pt.perturbation_id]

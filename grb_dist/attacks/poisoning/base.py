@@ -35,6 +35,21 @@ from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph, Modification
 
 
+#: Share of this machine's memory a poisoning attack's estimated state may take.
+MEMORY_FRACTION = 0.5
+
+
+def training_reason(model: torch.nn.Module) -> str | None:
+    """Why a meta-gradient cannot run through ``model``'s training (``None``: it can): a
+    model with a training procedure of its own (``train_on``: Pro-GNN's alternating
+    structure learning) is not unrolled as plain gradient descent."""
+    inner = getattr(model, "model", None) if getattr(type(model), "wraps_model", False) else None
+    if callable(getattr(model, "train_on", None)) or callable(getattr(inner, "train_on", None)):
+        name = getattr(type(model), "display_name", type(model).__name__)
+        return f"{name} trains by a procedure of its own, which a meta-gradient does not unroll"
+    return None
+
+
 def poisoning_targets(graph: Graph) -> np.ndarray:
     """The nodes a poisoning attack fights: every node outside the training split (the
     unlabelled nodes of Metattack: validation and test nodes, and any node of no split)."""
@@ -127,5 +142,5 @@ class PoisoningAttack(ModificationAttack):
         return dataclasses.replace(mod, feat_min=budget.feat_min, feat_max=budget.feat_max)
 
 
-__all__ = ["ModificationConfig", "PoisoningAttack", "all_pairs", "poisoning_targets", "sample_global_pairs",
-           "self_training_labels"]
+__all__ = ["MEMORY_FRACTION", "ModificationConfig", "PoisoningAttack", "all_pairs", "poisoning_targets", "sample_global_pairs",
+           "self_training_labels", "training_reason"]

@@ -49,14 +49,11 @@ import scipy.sparse as sp
 import torch
 
 from grb_dist.attacks.modification.base import ModContext
-from grb_dist.attacks.poisoning.base import PoisoningAttack, ModificationConfig, self_training_labels
+from grb_dist.attacks.poisoning.base import MEMORY_FRACTION, PoisoningAttack, ModificationConfig, self_training_labels
 from grb_dist.core.checks import check_int, format_bytes, machine_memory
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph, Modification
 
-#: Share of the machine's memory (:func:`grb_dist.core.checks.machine_memory`) the dense
-#: state of one attack may take; larger graphs are refused before anything is allocated.
-MEMORY_FRACTION = 0.5
 #: Smallest degree the power-law fit of the likelihood-ratio test counts (Zügner et al.).
 LL_DMIN = 2
 #: Elements of one row block of the likelihood-ratio test (float64 temporaries).

@@ -18,6 +18,19 @@ from the final weights. What differs is the loss and the candidates:
 - the candidates are any node pairs (:func:`~grb_dist.attacks.poisoning.base.sample_global_pairs`),
   the budget a share of all edges.
 
+``inner: model`` (the default of adaptive cells, ``Attack.adaptive_defaults``) trains the
+attacked model's own architecture instead of the linearised GCN: a copy of the surrogate
+with freshly drawn weights, evaluated on the relaxed graph through its edge-weighted
+program or ``weighted_forward`` (:func:`~grb_dist.models.weighted.weighted_logits`: the
+same requirement as the adaptive evasion attacks), trained by the same differentiable
+gradient descent with momentum. The meta-gradient then runs through the defense's own
+layers (attention, layer norm, GNNGuard's and Jaccard's edge weights, R-GCN's Gaussians) as
+Mujkanovic et al. (NeurIPS 2022) unroll a defense's training for adaptive poisoning. A
+defense whose training is its own procedure (Pro-GNN's alternating structure learning) is
+not unrolled: the attack refuses it with one line. Memory is the unrolled training's
+saved tensors, ``train_iters`` times those of one step (measured on the first step and
+checked against half the machine's memory before the search starts).
+
 Scaling: the training depends on the graph only through the training rows of ``Â² X``, so
 every inner step costs ``O(n_train D h)`` whatever the graph's size, and the graph enters
 through two sparse products whose gradient with respect to the weights is a sampled dense
@@ -32,16 +45,25 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from grb_dist.attacks.modification.base import ModContext, attack_loss
+from grb_dist.attacks.modification.weighted import edge_weight_reason
 from grb_dist.attacks.modification.prbcd import Block, PRBCDConfig, default_block_size, search
 from grb_dist.attacks.poisoning.base import PoisoningAttack, all_pairs, sample_global_pairs, self_training_labels
-from grb_dist.core.checks import check_int
+from grb_dist.attacks.adaptive import meta_gradient_reason
+from grb_dist.attacks.poisoning.base import MEMORY_FRACTION
+from grb_dist.core.checks import check_int, format_bytes, machine_memory
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Modification
+from grb_dist.models.weighted import weighted_logits
+
+
+#: The models a meta-gradient can train: Metattack's linearised GCN, or the surrogate's own.
+INNER = ("linear", "model")
 
 
 @dataclass(frozen=True)
@@ -55,7 +77,10 @@ class MetaPRBCDConfig(PRBCDConfig):
         loss: the attacker's loss on the unlabelled nodes (default ``ce``, Meta-Self).
         train_iters: differentiable training steps of the surrogate per meta-gradient.
         train_lr / train_momentum: its gradient descent (Metattack's 0.1 and 0.9).
-        hidden: its hidden width.
+        hidden: its hidden width (``inner: linear``).
+        inner: the model trained inside the meta-gradient: ``linear`` (Metattack's
+            linearised GCN, the default) or ``model`` (the surrogate's own architecture,
+            from fresh weights: adaptive poisoning).
     """
 
     steps: int = 100
@@ -65,9 +90,12 @@ class MetaPRBCDConfig(PRBCDConfig):
     train_lr: float = 0.1
     train_momentum: float = 0.9
     hidden: int = 16
+    inner: str = "linear"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.inner not in INNER:
+            raise ConfigError(f"meta_prbcd: inner must be one of {', '.join(INNER)}, got {self.inner!r}")
         check_int(self.train_iters, "meta_prbcd: train_iters", 1, 100_000)
         check_int(self.hidden, "meta_prbcd: hidden", 1, 16_384)
         if not (isinstance(self.train_lr, (int, float)) and math.isfinite(self.train_lr) and self.train_lr > 0):
@@ -187,6 +215,10 @@ class MetaObjective:
         self.c, self.kind, self.hidden, self.iters, self.lr, self.momentum = num_classes, kind, hidden, iters, lr, momentum
         self.dtype = dtype
 
+    def relax(self, ctx: ModContext, pairs: torch.Tensor, sign: torch.Tensor) -> RelaxedGraph:
+        """The relaxed graph of a block of pairs (``sign``: -1 on an edge, +1 on an absent pair)."""
+        return RelaxedGraph(ctx.n, torch.as_tensor(ctx.graph.edge_index), pairs, sign, self.train, self.dtype)
+
     def init_weights(self, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """Glorot-uniform ``W1`` (D x h) and ``W2`` (h x C) drawn from ``gen``."""
         def glorot(a: int, b: int) -> torch.Tensor:
@@ -216,10 +248,125 @@ class MetaObjective:
         return attack_loss(logits[self.targets], self.y_targets, self.kind)
 
 
+class _Weighted(torch.nn.Module):
+    """A model called on an edge-weighted graph, so that :func:`torch.func.functional_call`
+    can swap its parameters."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_weight: torch.Tensor) -> torch.Tensor:
+        return weighted_logits(self.model, x, edge_index, edge_weight)
+
+
+class RelaxedEdges:
+    """The clean edges (weight 1) plus a block of pairs (weight ``sign * p``), both
+    directions, coalesced by summing: the edge list a model's weighted program reads."""
+
+    def __init__(self, n: int, edges: torch.Tensor, pairs: torch.Tensor, sign: torch.Tensor):
+        keys = torch.cat([edges[0] * n + edges[1], pairs[0] * n + pairs[1], pairs[1] * n + pairs[0]])
+        unique, self.inverse = torch.unique(keys, return_inverse=True)
+        self.edge_index = torch.stack([unique // n, unique % n])
+        self.m_edges, self.sign = edges.shape[1], sign
+
+    def weights(self, p: torch.Tensor) -> torch.Tensor:
+        w = self.sign * p
+        raw = torch.cat([torch.ones(self.m_edges, dtype=p.dtype), w, w])
+        return torch.zeros(self.edge_index.shape[1], dtype=p.dtype).index_add(0, self.inverse, raw)
+
+
+class ModelObjective:
+    """The attacker's loss of the surrogate's own architecture trained on a
+    :class:`RelaxedEdges` graph (``inner: model``; module docstring)."""
+
+    def __init__(self, model: torch.nn.Module, features: np.ndarray, train: np.ndarray, labels: np.ndarray,
+                 targets: np.ndarray, *, kind: str = "ce", iters: int = 100, lr: float = 0.1,
+                 momentum: float = 0.9):
+        reason = edge_weight_reason(model) or meta_gradient_reason(model)
+        if reason is not None:
+            raise ConfigError(f"meta_prbcd (inner: model): {reason}")
+        self.module = _Weighted(model)  # functional_call swaps its parameters; it is never changed
+        self.names = [name for name, _ in self.module.named_parameters()]
+        self.dtype = next(self.module.parameters(), torch.empty(0)).dtype
+        self.x = torch.as_tensor(np.asarray(features), dtype=self.dtype)
+        self.train = torch.as_tensor(np.asarray(train), dtype=torch.long)
+        y = torch.as_tensor(np.asarray(labels), dtype=torch.long)
+        self.y_train = y[self.train]
+        self.targets = torch.as_tensor(np.asarray(targets), dtype=torch.long)
+        self.y_targets = y[self.targets]
+        self.kind, self.iters, self.lr, self.momentum = kind, iters, lr, momentum
+
+    def relax(self, ctx: ModContext, pairs: torch.Tensor, sign: torch.Tensor) -> RelaxedEdges:
+        return RelaxedEdges(ctx.n, torch.as_tensor(ctx.graph.edge_index), pairs, sign)
+
+    def init_weights(self, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
+        """The model's parameters drawn afresh (every submodule's ``reset_parameters``) under
+        a seed drawn from ``gen``; the surrogate's own weights are restored afterwards."""
+        params = list(self.module.parameters())
+        kept = [w.detach().clone() for w in params]
+        try:
+            with torch.random.fork_rng(devices=[]), torch.no_grad():
+                torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=gen)))
+                for module in self.module.modules():
+                    if module is not self.module and callable(getattr(module, "reset_parameters", None)):
+                        module.reset_parameters()
+                return tuple(w.detach().clone() for w in params)
+        finally:
+            with torch.no_grad():
+                for w, k in zip(params, kept):
+                    w.copy_(k)
+
+    def logits(self, graph: RelaxedEdges, weight: torch.Tensor, params: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        return torch.func.functional_call(self.module, dict(zip(self.names, params)),
+                                          (self.x, graph.edge_index, weight))
+
+    def loss(self, graph: RelaxedEdges, p: torch.Tensor, *weights: torch.Tensor) -> torch.Tensor:
+        """The attacker's loss after training from ``weights``; differentiable in ``p``
+        through the training when ``p`` requires grad."""
+        meta = p.requires_grad
+        weight = graph.weights(p)
+        params = tuple(w.clone().requires_grad_(True) for w in weights)
+        velocity = tuple(torch.zeros_like(w) for w in weights)
+        with torch.enable_grad():
+            for _ in range(self.iters if params else 0):  # a model without parameters is not trained
+                logits = self.logits(graph, weight, params)
+                train_loss = torch.nn.functional.cross_entropy(logits[self.train], self.y_train)
+                grads = torch.autograd.grad(train_loss, params, create_graph=meta, allow_unused=True)
+                grads = tuple(torch.zeros_like(w) if g is None else g for w, g in zip(params, grads))
+                velocity = tuple(self.momentum * v + g for v, g in zip(velocity, grads))
+                params = tuple(w - self.lr * v for w, v in zip(params, velocity))
+                if not meta:
+                    params = tuple(w.detach().requires_grad_(True) for w in params)
+                    velocity = tuple(v.detach() for v in velocity)
+        logits = self.logits(graph, weight, params)
+        return attack_loss(logits[self.targets], self.y_targets, self.kind)
+
+    def step_bytes(self, graph: RelaxedEdges) -> int:
+        """Bytes that one differentiable training step keeps for the reverse pass (measured
+        with saved-tensor hooks on one step): the unrolled training keeps ``iters`` times
+        as much."""
+        total = 0
+
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            nonlocal total
+            total += t.numel() * t.element_size()
+            return t
+
+        p = torch.zeros(graph.sign.numel(), dtype=self.dtype, requires_grad=True)
+        params = tuple(w.detach().requires_grad_(True) for w in self.module.parameters())
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            logits = self.logits(graph, graph.weights(p), params)
+            loss = torch.nn.functional.cross_entropy(logits[self.train], self.y_train)
+            torch.autograd.grad(loss, params or (p,), create_graph=True, allow_unused=True)
+        return total
+
+
 class MetaBlock(Block):
     """A block of global candidate pairs whose loss is the meta objective's."""
 
-    def __init__(self, ctx: ModContext, objective: MetaObjective, pairs: np.ndarray, gen: torch.Generator):
+    def __init__(self, ctx: ModContext, objective: MetaObjective | ModelObjective, pairs: np.ndarray,
+                 gen: torch.Generator):
         self.objective = objective
         self.gen = gen
         self.eval_weights = objective.init_weights(torch.Generator().manual_seed(int(torch.randint(
@@ -229,8 +376,7 @@ class MetaBlock(Block):
     def set(self, pairs: np.ndarray, p: torch.Tensor) -> None:
         super().set(pairs, p.to(self.objective.dtype))
         ctx = self.ctx
-        self.graph = RelaxedGraph(ctx.n, torch.as_tensor(ctx.graph.edge_index), self.pairs_t, self.sign,
-                                  self.objective.train, self.objective.dtype)
+        self.graph = self.objective.relax(ctx, self.pairs_t, self.sign)
 
     def loss(self, p: torch.Tensor, kind: str, x: torch.Tensor | None = None) -> torch.Tensor:
         return self.objective.loss(self.graph, p, *self.eval_weights)
@@ -243,12 +389,37 @@ class MetaBlock(Block):
         return float(loss.detach()), grad
 
 
+def check_unrolled_memory(objective: ModelObjective, ctx: ModContext, pairs: np.ndarray, iters: int) -> None:
+    """Refuse (one line) an unrolled training whose saved tensors, ``iters`` times one step's
+    (measured on one step of the block's relaxed graph), exceed :data:`MEMORY_FRACTION` of
+    this machine's memory."""
+    sign = torch.ones(pairs.shape[1], dtype=objective.dtype)
+    need = iters * objective.step_bytes(objective.relax(ctx, torch.as_tensor(pairs), sign))
+    total = machine_memory()
+    if need > MEMORY_FRACTION * total:
+        raise ConfigError(
+            f"meta_prbcd (inner: model): unrolling {iters} training steps of {type(ctx.model).__name__} on "
+            f"{ctx.graph.name!r} keeps about {format_bytes(need)}, more than {MEMORY_FRACTION:.0%} of this machine's "
+            f"{format_bytes(total)}; lower train_iters or block_size, or use inner: linear"
+        )
+
+
 class MetaPRBCD(PoisoningAttack):
     """Projected randomized block coordinate descent on meta-gradients, over all node pairs."""
 
     Config = MetaPRBCDConfig
     name = "meta_prbcd"
     trains = True
+
+    @property
+    def follows_gradients(self) -> bool:
+        """With ``inner: model`` the meta-gradient runs through the attacked model's own
+        training, so attacking a defense itself (adaptive) is another attack."""
+        return True
+
+    @property
+    def adaptive_defaults(self) -> dict[str, Any]:
+        return {"inner": "model"}
 
     def check_inputs(self, graph, targets: np.ndarray):
         targets, budget = super().check_inputs(graph, targets)
@@ -266,14 +437,24 @@ class MetaPRBCD(PoisoningAttack):
         budget = ctx.budget.n_edge_mod
         available = all_pairs(ctx.n)
         size = self._block_size(ctx.n, budget)
-        objective = MetaObjective(graph.features, graph.split["train"], self_training_labels(ctx), ctx.targets,
-                                  int(graph.num_classes), kind=cfg.loss, hidden=cfg.hidden, iters=cfg.train_iters,
-                                  lr=cfg.train_lr, momentum=cfg.train_momentum)
-        block = MetaBlock(ctx, objective, sample_global_pairs(ctx.n, min(size, available), gen), gen)
+        labels = self_training_labels(ctx)
+        objective: MetaObjective | ModelObjective
+        if cfg.inner == "model":
+            objective = ModelObjective(ctx.model, graph.features, graph.split["train"], labels, ctx.targets,
+                                       kind=cfg.loss, iters=cfg.train_iters, lr=cfg.train_lr,
+                                       momentum=cfg.train_momentum)
+        else:
+            objective = MetaObjective(graph.features, graph.split["train"], labels, ctx.targets,
+                                      int(graph.num_classes), kind=cfg.loss, hidden=cfg.hidden,
+                                      iters=cfg.train_iters, lr=cfg.train_lr, momentum=cfg.train_momentum)
+        pairs = sample_global_pairs(ctx.n, min(size, available), gen)
+        if cfg.inner == "model":
+            check_unrolled_memory(objective, ctx, pairs, cfg.train_iters)
+        block = MetaBlock(ctx, objective, pairs, gen)
         def fresh(k: int, exclude: np.ndarray) -> np.ndarray:  # resampled pairs: any pair of the graph
             return sample_global_pairs(ctx.n, k, gen, exclude=exclude)
 
         return ctx.result(search(block, cfg, budget, cfg.lr * budget, size, fresh, gen))
 
 
-__all__ = ["MetaObjective", "MetaPRBCD", "MetaPRBCDConfig", "RelaxedGraph", "SparseProduct", "SparseStructure"]
+__all__ = ["INNER", "MetaObjective", "MetaPRBCD", "MetaPRBCDConfig", "ModelObjective", "RelaxedEdges", "RelaxedGraph", "SparseProduct", "SparseStructure"]
