@@ -193,6 +193,18 @@ def spec_module(tmp_path, monkeypatch):
         class SpecGCN(GCN):
             pass
 
+        class XOnly(nn.Module):
+            def __init__(self, d, c):
+                super().__init__()
+                self.lin = nn.Linear(d, c)
+
+            def forward(self, x):
+                return self.lin(x)
+
+        class Pooled(Lin):
+            def forward(self, x, edge_index):
+                return self.lin(x).mean(0, keepdim=True)
+
         class SpecRND(RND):
             pass
 
@@ -218,6 +230,21 @@ def test_specs_in_a_job(spec_module):
     resolve(spec)  # imports the module and registers the three classes
     assert check_name("ext_spec_mod.specgcn_ln").implied == {"layer_norm": True}
     assert "ext_spec_mod.specrnd" in INJECTION
+
+
+def test_a_spec_whose_forward_does_not_fit_is_refused_before_ray(spec_module, monkeypatch):
+    """A defense's forward is probed on a two-node graph before Ray starts: one that does not
+    take (x, edge_index), or returns one row for the graph, is one line naming the defense."""
+    from grb_dist.datasets import load_dataset
+    from grb_dist.sweep.preflight import check_user_forwards
+
+    graph = load_dataset("csbm")
+    job = {"dataset": "csbm", "surrogates": ["gcn"], "attacks": {"rnd": {}}}
+    check_user_forwards(resolve(parse_job({**job, "defenses": ["ext_spec_mod:Lin", "gcn"]})), graph)
+    for cls, message in (("XOnly", r"forward\(x, edge_index\) fails: TypeError"), ("Pooled", r"returned shape \(1, 4\)")):
+        with pytest.raises(ConfigError, match=message) as info:
+            check_user_forwards(resolve(parse_job({**job, "defenses": [f"ext_spec_mod:{cls}"]})), graph)
+        assert "\n" not in str(info.value) and f"ext_spec_mod.{cls.lower()}" in str(info.value)
 
 
 @pytest.mark.parametrize("value, message", [

@@ -134,6 +134,9 @@ def test_every_poisoning_cell_once(full_run, job, graph):
     assert (attacked["n_edges_added"] + attacked["n_edges_removed"] > 0).all()
     models = store.read_models()
     assert sorted(models["role"].unique()) == ["poisoned", "surrogate"] and len(models) == 1 + len(p.poisoned)
+    # how each training ended is stored: its epochs and why it stopped (30 epochs, patience 10)
+    assert set(models["stop_reason"]) <= {"patience", "epochs"} and models["epochs_run"].between(1, 30).all()
+    assert ((models["stop_reason"] == "epochs") == (models["epochs_run"] == 30)).all()
 
 
 def test_a_poisoning_cell_trains_on_the_perturbed_graph_and_equals_a_direct_run(full_run, job, graph):

@@ -597,6 +597,35 @@ def test_study_tune_cli_writes_a_tuned_job(tmp_path):
         assert result.exit_code != 0 and message in result.output and not bad.exists(), result.output
 
 
+def test_sigterm_stops_study_tune_with_nothing_written(tmp_path, monkeypatch):
+    """SIGTERM while settings train: the interrupt message, exit 143, no tuned job."""
+    import os
+    import signal
+
+    import yaml
+
+    import grb_dist.semantics.tune as tune_module
+
+    job = {**TINY, "study": "tiny-tune-sigterm", "search": {"gcn": {"dropout": [0.0, 0.9]}}}
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    real, ran = tune_module.score, []
+
+    def score_then_sigterm(*args):
+        ran.append(args)
+        if len(ran) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(*args)
+
+    monkeypatch.setattr(tune_module, "score", score_then_sigterm)
+    out = tmp_path / "tuned.yaml"
+    before = signal.getsignal(signal.SIGTERM)
+    result = CliRunner().invoke(app, ["study-tune", str(out), "--job", str(path), "--graphs", "1", "--no-ray"])
+    assert result.exit_code == 143, result.output
+    assert "interrupted: nothing was written" in result.output and len(ran) == 2
+    assert not out.exists() and signal.getsignal(signal.SIGTERM) == before
+
+
 def test_overridden_models_and_k_narrow_the_jobs_per_k_and_search(tmp_path):
     import yaml
 

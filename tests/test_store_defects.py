@@ -106,7 +106,10 @@ def test_two_sweeps_on_one_out(ray_local, tmp_path):
     heavy = ["--attacks", "fgsm,pgd", "--defenses", "gcn,mlp,sgc", "--difficulties", "easy,medium,hard,full",
              "--repeats", "3", "--steps", "150"]
     first = subprocess.Popen([sys.executable, "-m", "grb_dist.cli", "sweep", *heavy, "--out", str(out),
-                              "--address", address], stdout=log, stderr=subprocess.STDOUT)
+                              "--address", address], stdout=log, stderr=subprocess.STDOUT,
+                             # SIGINT ends it below, also when the suite runs as a background job
+                             # (started with SIGINT ignored, which the child would inherit)
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and first.poll() is None:

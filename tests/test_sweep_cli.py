@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -82,12 +83,18 @@ def test_leaderboard_bad_input(workdir):
         assert r.exit_code != 0 and len(r.output.strip().splitlines()) == 1, (args, r.output)
 
 
-def test_sweep_then_leaderboard(ray_local, workdir):
+def test_sweep_then_leaderboard(ray_local, workdir, monkeypatch):
+    import grb_dist.sweep.ray_edge as edge
+
+    monkeypatch.setattr(edge, "dashboard_available", lambda: False)  # its hint holds brackets
     args = ["sweep", "--attacks", ATTACK, "--defenses", "gcn,mlp", "--difficulties", "easy,full", "--repeats", "1",
             "--steps", "3", "--n-inject", "5", "--edges-per-node", "3", "--out", "run"]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     assert "dashboard:" in r.output and "Defenses over attacks (full" in r.output
+    # every line prints literally: the hint's [dashboard] is not swallowed as markup
+    assert "dashboard: not running (install Ray's dashboard with pip install 'grb-dist[dashboard]')" in r.output
+    assert re.search(r"boards of easy: grb-dist leaderboard \S*run\n", r.output), r.output
     assert "8/8 cells (8 computed" in r.output
     store = RunStore.existing(workdir / "run")
     assert len(store.read_scores()) == 8
@@ -130,7 +137,6 @@ def test_keep_ray_leaves_the_dashboard_up_after_the_sweep(tmp_path):
     the printed URL is this sweep's (a port of its own). The head node lives in a temporary
     directory of its own and is ended here by its processes (never `ray stop`, which would
     end every Ray of this user)."""
-    import re
     import signal
     import tempfile
     import urllib.request

@@ -59,10 +59,28 @@ def _tail(log: Path, offset: int) -> str:
         return ""
 
 
+def default_signals() -> None:
+    """Run in a driver's child before it starts: SIGINT and SIGTERM at their defaults. A
+    background job of a non-interactive shell (``nohup bash .ci/run &``, some CI runners)
+    starts with SIGINT ignored, which a child inherits and a CLI rightly leaves alone; the
+    tests that send it must not depend on how the suite was started."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@pytest.fixture
+def sigint_default():
+    """SIGINT raises KeyboardInterrupt in this process for the test (see :func:`default_signals`)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def driver(job: Path, out: Path, address: str, extra: list[str], log: Path) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "grb_dist.cli", "sweep", "--job", str(job), "--out", str(out), "--address", address,
            "--flush-rows", "2", "--flush-seconds", "0.2", *extra]
-    return subprocess.Popen(cmd, stdout=open(log, "a"), stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(cmd, stdout=open(log, "a"), stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=default_signals)
 
 
 def run_sequence(seed: int, job: Path, tmp: Path, address: str, reference: pd.Series) -> list[str]:
@@ -158,7 +176,7 @@ def test_sigterm_mid_sweep_stops_cleanly_and_resumes(setup):
     args = ["sweep", "--job", str(job), "--out", str(out), "--address", address, "--flush-rows", "1000000",
             "--flush-seconds", "86400", *STAGES[-1]]
     p = subprocess.Popen([sys.executable, "-c", PAUSING_DRIVER, str(marker), "3", *args], stdout=open(log, "w"),
-                         stderr=subprocess.STDOUT, start_new_session=True)
+                         stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=default_signals)
     try:
         deadline = time.monotonic() + 300
         while not marker.exists() and p.poll() is None and time.monotonic() < deadline:
@@ -190,7 +208,7 @@ def test_sigterm_mid_sweep_stops_cleanly_and_resumes(setup):
     np.testing.assert_array_equal(got.loc[kept["cell_id"]].to_numpy(), kept["accuracy"].to_numpy())
 
 
-def test_a_second_signal_exits_at_once(monkeypatch):
+def test_a_second_signal_exits_at_once(monkeypatch, sigint_default):
     """The first SIGTERM raises where Ctrl-C would (its clean-up runs); a second SIGINT or
     SIGTERM during that clean-up exits at once with its own code."""
     import typer

@@ -23,7 +23,7 @@ from typing import Callable, Iterator, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
 try:  # newer typer carries its own copy of click; its exceptions are those raised
@@ -103,11 +103,11 @@ class _Group(TyperGroup):
             sys.exit(exc.exit_code)
         except click_errors.UsageError as exc:
             command = exc.ctx.command_path if exc.ctx is not None else "grb-dist"
-            err_console.print(f"[bold red]error:[/] {escape(exc.format_message())}", highlight=False, soft_wrap=True)
+            err_console.print(error_line(exc.format_message()), soft_wrap=True)
             err_console.print(f"try '{command} --help'", highlight=False, soft_wrap=True, markup=False)
             sys.exit(2)
         except click_errors.ClickException as exc:
-            err_console.print(f"[bold red]error:[/] {escape(exc.format_message())}", highlight=False, soft_wrap=True)
+            err_console.print(error_line(exc.format_message()), soft_wrap=True)
             sys.exit(exc.exit_code)
         except OSError as exc:  # the machine's, not grb-dist's: a full device, a closed pipe, a lost disk
             _machine_error(exc)
@@ -124,8 +124,7 @@ class _Group(TyperGroup):
 def _machine_error(exc: OSError) -> None:
     """An error of the machine while a command reads or writes, as one line; exit code 2."""
     where = f" ({exc.filename})" if exc.filename else ""
-    err_console.print(f"[bold red]error:[/] {escape(str(exc.strerror or exc))}{escape(where)}; check the disk, device or pipe",
-                      highlight=False, soft_wrap=True)
+    err_console.print(error_line(f"{exc.strerror or exc}{where}; check the disk, device or pipe"), soft_wrap=True)
     sys.exit(2)
 
 
@@ -149,8 +148,15 @@ app = _App(
     help="The Graph Robustness Benchmark, distributed with Ray.",
 )
 # Wide enough for the tables when output is not a terminal (pipes, CI logs).
-console = Console(width=shutil.get_terminal_size((120, 24)).columns)
-err_console = Console(stderr=True, width=shutil.get_terminal_size((120, 24)).columns)
+# every line prints literally: user text (names, paths, hints such as 'grb-dist[dashboard]')
+# is never read as markup; the few styled words are rich Text (:func:`error_line`)
+console = Console(width=shutil.get_terminal_size((120, 24)).columns, markup=False, highlight=False)
+err_console = Console(stderr=True, width=shutil.get_terminal_size((120, 24)).columns, markup=False, highlight=False)
+
+
+def error_line(message: str) -> Text:
+    """``error: <message>``, the word styled, the message literal."""
+    return Text.assemble(("error:", "bold red"), " ", message)
 
 #: The longest file name (one path component, in bytes) and path most file systems take.
 NAME_MAX, PATH_MAX = 255, 4095
@@ -188,7 +194,7 @@ def handle_errors(fn: Callable) -> Callable:
         try:
             return fn(*args, **kwargs)
         except GrbDistError as exc:
-            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            err_console.print(error_line(str(exc)), soft_wrap=True)
             raise typer.Exit(2) from None
 
     return wrapper

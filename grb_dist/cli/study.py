@@ -171,8 +171,9 @@ def study_tune(
         search = {m: search[m] for m in names}
     check_tune(spec, search, graphs)
     check_ray_address(address)
-    table = tune(spec, search, graphs=graphs, address=address, num_cpus=num_cpus, use_ray=ray_on,
-                 progress=lambda msg: base.err_console.print(msg, highlight=False, markup=False))
+    with interruptible("interrupted: nothing was written (the tuned job is written once every setting is trained)"):
+        table = tune(spec, search, graphs=graphs, address=address, num_cpus=num_cpus, use_ray=ray_on,
+                     progress=lambda msg: base.err_console.print(msg, highlight=False, markup=False))
     text = tuned_job(data, spec, table, graphs)
     view = Table("K", "model", "best setting", "val accuracy")
     for row in table[table["best"]].itertuples():

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.text import Text
 
 import grb_dist.cli.base as base
 from grb_dist.cli.base import (
@@ -128,9 +129,9 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
         if settings.resolved_address():  # a joined cluster: its memory is known only now
             _check_cluster_memory(prepared)
         base.console.print(
-            f"[bold]sweep[/] {spec.dataset} ({plural(prepared.graph.num_nodes, 'node')}, {' + '.join(spec.scenarios)}): "
+            Text.assemble(("sweep", "bold"), " ") + f"{spec.dataset} ({plural(prepared.graph.num_nodes, 'node')}, {' + '.join(spec.scenarios)}): "
             f"{plural(sum(len(spec.scenario_attacks(s)) for s in spec.scenarios), 'attack')} x "
-            f"{plural(len(p.surrogates), 'surrogate')} x {plural(len(p.targets), 'defense')} x "
+            f"{plural(len(spec.surrogates), 'surrogate')} x {plural(len(p.targets), 'defense')} x "
             f"{plural(len(spec.difficulties), 'difficulty')} x {plural(spec.repeats, 'repeat')}"
             + (f" + {adaptive:,} adaptive" if adaptive else "") + " = "
             f"{plural(len(p.scores), 'cell')}, {len(missing):,} to compute -> {prepared.run_dir}"
@@ -177,6 +178,9 @@ def _show(prepared, outcome, elapsed: float, ctx=None) -> None:
     show = [d for d in ("full",) if d in spec.difficulties] or list(spec.difficulties[-1:])
     boards = {k: v for k, v in outcome.boards.items() if k.split("-", 1)[1] in show}
     base.print_boards(boards)
+    others = [d for d in spec.difficulties if d not in show]
+    if boards and others:
+        base.console.print(f"boards of {', '.join(others)}: grb-dist leaderboard {prepared.run_dir}", soft_wrap=True)
     summary = outcome.summary
     if summary is None:
         one = len(p.scores) == 1

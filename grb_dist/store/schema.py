@@ -142,6 +142,11 @@ MODELS = pa.schema([
     pa.field("best_val_accuracy", pa.float64(), nullable=False),
     pa.field("train_seconds", pa.float64(), nullable=False),
     pa.field("version", pa.string(), nullable=False),
+    # how the training ended (null in runs made before they were recorded): the epochs it
+    # ran and why it stopped: "patience" (early stopping), "epochs" (its last epoch) or
+    # "untrained" (nothing to train: label propagation, a module scored as given)
+    pa.field("epochs_run", pa.int64()),
+    pa.field("stop_reason", pa.string()),
 ])
 
 _STATS = [
@@ -253,7 +258,8 @@ def perturbation_meta(cell: Any, *, config_hash: str, dataset: str, dataset_fing
     }
 
 
-def model_meta(task: Any, *, best_epoch: int, best_val_accuracy: float, train_seconds: float) -> dict[str, Any]:
+def model_meta(task: Any, *, best_epoch: int, best_val_accuracy: float, train_seconds: float,
+               epochs_run: int | None = None, stop_reason: str | None = None) -> dict[str, Any]:
     """A :data:`MODELS` row but its version (the store stamps it when it writes the model).
     ``params_json`` and ``train_json`` are canonical JSON, like every ``*_json`` column (rows
     of older runs hold ``json.dumps(sort_keys=True)`` text: the same content, other
@@ -263,5 +269,5 @@ def model_meta(task: Any, *, best_epoch: int, best_val_accuracy: float, train_se
         "params_json": canonical_json(dict(task.params)),
         "train_json": canonical_json(dict(task.train)),
         "best_epoch": int(best_epoch), "best_val_accuracy": float(best_val_accuracy),
-        "train_seconds": train_seconds,
+        "train_seconds": train_seconds, "epochs_run": epochs_run, "stop_reason": stop_reason,
     }

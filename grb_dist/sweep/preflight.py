@@ -115,6 +115,40 @@ def check_stored_models(run_dir: str | Path, tasks: Iterable[Any], graph: Any) -
             raise StoreError(f"stored model {path} does not fit model {task.name} on this dataset; {fix}")
 
 
+def check_user_forwards(resolved: ResolvedJob, graph: Any) -> None:
+    """Every user defense that is a plain ``torch.nn.Module`` (or a factory of one) takes
+    ``forward(x, edge_index)`` and returns a row per node: probed on a two-node graph of the
+    dataset's first two nodes' features, so a forward with another signature fails here, in
+    one line, and not in its first training task after Ray has started. A probe that fails
+    otherwise (a graph of two nodes may be too small for a module) is left to the run.
+    (Built-in models and :class:`~grb_dist.models.base.GraphModel` subclasses declare their
+    interface.)"""
+    import torch
+
+    from grb_dist.defenses import build_defense
+
+    job = resolved.job
+    x = torch.as_tensor(graph.features[:2], dtype=torch.float32)
+    edge_index = torch.tensor([[0, 1], [1, 0]])
+    for name in dict.fromkeys((*job.defenses, *job.surrogates)):
+        spec = resolved.models[name].spec
+        if spec.factory is None or spec.label_propagation:
+            continue
+        module = build_defense(name, graph, dict(resolved.models[name].params)).eval()
+        try:
+            with torch.no_grad():
+                out = module(x, edge_index)
+        except TypeError as exc:  # the call itself does not fit
+            raise ConfigError(f"defense {name!r}: forward(x, edge_index) fails: TypeError: "
+                              f"{str(exc).splitlines()[0] if str(exc) else ''}; a defense's forward must take the node "
+                              "features and the 2 x E edge index and return N x C logits") from None
+        except Exception:  # noqa: BLE001 - a graph of two nodes may be too small for it: the run will tell
+            continue
+        if isinstance(out, torch.Tensor) and tuple(out.shape) != (2, int(graph.num_classes)):
+            raise ConfigError(f"defense {name!r} returned shape {tuple(out.shape)} on a two-node graph, expected "
+                              f"(2, {int(graph.num_classes)}): one row of class scores per node, one column per class")
+
+
 # --------------------------------------------------------------------------- commands
 
 
@@ -122,8 +156,10 @@ def check_sweep(prepared: Any, *, local: bool) -> None:
     """The checks of ``grb-dist sweep`` that need the loaded dataset, after
     :func:`grb_dist.sweep.session.prepare` and before the run directory is locked (made) or
     Ray starts: the run directory can be written, ``n_inject`` fits the graph, stored models
-    load, and (for a local Ray, ``local``) the largest task fits this machine's memory."""
+    load, user defenses take ``forward(x, edge_index)``, and (for a local Ray, ``local``) the
+    largest task fits this machine's memory."""
     check_writable_dir(prepared.run_dir, "run directory", "--out")
+    check_user_forwards(prepared.resolved, prepared.graph)
     check_injection_sizes(prepared.resolved, prepared.graph)
     check_stored_models(prepared.run_dir, prepared.plan.models, prepared.graph)
     if local:
@@ -151,5 +187,5 @@ def check_train_memory(graph: Any, model: str, params: Mapping[str, Any], at: Ma
     check_memory([t for t in tasks if t.task.startswith("training")], machine_memory(), "this machine")
 
 
-__all__ = ["check_at_budget", "check_attack_inputs", "check_injection_sizes", "check_stored_models", "check_sweep",
+__all__ = ["check_at_budget", "check_attack_inputs", "check_injection_sizes", "check_user_forwards", "check_stored_models", "check_sweep",
            "check_train_inputs", "check_train_memory", "sweep_memory"]

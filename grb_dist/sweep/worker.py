@@ -54,8 +54,9 @@ def train_task(graph: Graph, task: ModelTask, *, device: str = "cpu", transducti
     result = train_defense(task.name, graph, dict(task.params), cfg, **kwargs)
     seconds = time.perf_counter() - start
     state = {k: v.detach().cpu() for k, v in result.model.state_dict().items()}
+    reason = "patience" if result.stopped_early else "epochs" if result.epochs_run else "untrained"
     meta = model_meta(task, best_epoch=result.best_epoch, best_val_accuracy=result.best_val_accuracy,
-                      train_seconds=seconds)
+                      train_seconds=seconds, epochs_run=result.epochs_run, stop_reason=reason)
     return TrainedModel(state, meta)
 
 
