@@ -150,14 +150,41 @@ def check_member(npz, key: str, path: Path) -> None:
     shape, dtype, file_size = header
     if dtype.hasobject:
         raise DatasetError(f"{path}: array {key!r} is an object array; datasets must hold numeric arrays")
+    declared = check_header_fits(path, key, header)
+    # a compressed member holds what it declares but may unpack to far more than its file
+    check_allocation(path, f"array {key!r} of shape {tuple(shape)}", declared)
+
+
+def check_header_fits(path: Path, key: str, header: tuple[tuple[int, ...], np.dtype, int]) -> int:
+    """The bytes the ``.npy`` member ``key`` declares (its header's shape and dtype), which
+    the member must hold: a header declaring more than its member's size is a damaged file,
+    said as such before any size rule is applied to what it declares."""
+    shape, dtype, file_size = header
     declared = math.prod(shape) * dtype.itemsize
     if declared > file_size:
         raise DatasetError(
             f"{path}: array {key!r} declares shape {tuple(shape)} ({declared:,} bytes) but holds {file_size:,}; "
             "the file is damaged: fetch it again"
         )
-    # a compressed member holds what it declares but may unpack to far more than its file
-    check_allocation(path, f"array {key!r} of shape {tuple(shape)}", declared)
+    return declared
+
+
+def _check_rows(npz, prefix: str, shape: tuple[int, int], path: Path, what: str) -> None:
+    """A stored CSR (CSC) matrix whose ``shape`` declares R rows (C columns) has an ``indptr``
+    of R + 1 (C + 1) entries, read from its header: a shape that its arrays cannot hold is a
+    damaged file, said before the declared size is judged."""
+    key = f"{prefix}indptr"
+    header = member_header(npz, key, path) if key in npz.files else None
+    if header is None:
+        return
+    check_header_fits(path, key, header)
+    fmt_key = f"{prefix}format"
+    fmt = read_array(npz, fmt_key, path).item() if fmt_key in npz.files else b"csr"
+    csc = (fmt.decode() if isinstance(fmt, bytes) else str(fmt)) == "csc"
+    count, unit = (shape[1], "columns") if csc else (shape[0], "rows")
+    if len(header[0]) == 1 and header[0][0] != count + 1:
+        raise DatasetError(f"{path}: {what} declares {count:,} {unit} but its indptr holds "
+                           f"{max(0, header[0][0] - 1):,}; the file is damaged: fetch it again")
 
 
 def read_sparse(npz, prefix: str, sep: str, path: Path, *, adjacency: bool = False) -> sp.csr_matrix:
@@ -367,20 +394,28 @@ def declared_graph(path: str | Path) -> DeclaredGraph:
         for f in files.values():
             check_regular_file(f)
         with open_npz(files["adj.npz"]) as npz:
-            nodes = _shape_array(npz, "shape", files["adj.npz"])[0]
+            adj_shape = _shape_array(npz, "shape", files["adj.npz"])
+            nodes = adj_shape[0]
+            _check_rows(npz, "", adj_shape, files["adj.npz"], "the adjacency")
             entries = _entries(npz, "indices", files["adj.npz"])
         with open_npz(files["features.npz"]) as npz:
             header = member_header(npz, "data", files["features.npz"])
+            if header is not None:
+                check_header_fits(files["features.npz"], "data", header)
         shape = header[0] if header is not None else ()
         rows, columns = (shape[0], math.prod(shape[1:])) if len(shape) > 1 else (nodes, 1)
         return DeclaredGraph(max(nodes, rows), columns, entries)
     with open_npz(path) as npz:
         sep, adj, attr = npz_convention(npz, path)
-        nodes = _shape_array(npz, f"{adj}{sep}shape", path)[0]
+        adj_shape = _shape_array(npz, f"{adj}{sep}shape", path)
+        nodes = adj_shape[0]
+        _check_rows(npz, f"{adj}{sep}", adj_shape, path, "the adjacency")
         entries = _entries(npz, f"{adj}{sep}indices", path)
         if f"{attr}{sep}data" not in npz.files:
             return DeclaredGraph(nodes, nodes, entries, identity=True)
-        return DeclaredGraph(nodes, _shape_array(npz, f"{attr}{sep}shape", path)[1], entries)
+        attr_shape = _shape_array(npz, f"{attr}{sep}shape", path)
+        _check_rows(npz, f"{attr}{sep}", attr_shape, path, "the attribute matrix")
+        return DeclaredGraph(nodes, attr_shape[1], entries)
 
 
 def check_declared(path: Path, size: DeclaredGraph) -> None:
