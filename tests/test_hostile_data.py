@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import subprocess
+import sys
 import tracemalloc
 import zipfile
 from pathlib import Path
@@ -111,6 +113,64 @@ def test_a_graph_larger_than_memory_is_refused_from_its_headers_before_unpacking
     assert f"{d}: 300 nodes with a dense 300 x 700 attribute matrix and {adj.nnz:,} adjacency entries" in str(exc.value)
     assert "more than half of this machine's 2.0 MiB" in str(exc.value)
     assert peak < features.nbytes // 4  # the features were never unpacked
+
+
+def deflated_features(d: Path, rows: int, cols: int, value: float = 0.0) -> int:
+    """Replace ``d``'s features.npz by a deflated ``rows x cols`` float32 array of ``value``
+    (a compressed bomb when large: a few MB on disk), written without holding it; its bytes."""
+    row = np.full(cols, value, np.float32).tobytes()
+    with zipfile.ZipFile(d / "features.npz", "w", zipfile.ZIP_DEFLATED) as z, \
+            z.open("data.npy", "w", force_zip64=True) as fh:
+        np.lib.format.write_array_header_1_0(fh, {"descr": "<f4", "fortran_order": False, "shape": (rows, cols)})
+        for _ in range(rows):
+            fh.write(row)
+    return rows * cols * 4
+
+
+PEAK = """
+import resource, sys
+import grb_dist.core.checks as checks
+from grb_dist.core.errors import DatasetError
+from grb_dist.datasets import load_dataset
+checks.machine_memory = lambda: int(sys.argv[2])
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+try:
+    load_dataset(sys.argv[1])
+    print("loaded")
+except DatasetError as exc:
+    print(exc)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base)
+"""
+
+
+def load_peak(d: Path, memory: int) -> tuple[str, int]:
+    """Load ``d`` in a subprocess that believes the machine has ``memory`` bytes: what it
+    said, and how far its resident memory grew past what importing grb-dist took."""
+    out = subprocess.run([sys.executable, "-c", PEAK, str(d), str(memory)], capture_output=True, text=True,
+                         check=True).stdout.strip().splitlines()
+    return out[-2], int(out[-1])
+
+
+def test_a_compressed_bomb_is_refused_by_what_its_load_would_hold(tmp_path):
+    """A features.npz that deflates a 240 x 1,000,000 float32 array (960 MB) into a few MB, on
+    a machine of 3 GiB: the array alone is below half of it, but loading holds it and its
+    normalised copy (1.9 GB), so the load is refused from the headers, before resident memory
+    grows; an array half as large loads, and its peak stays within what the rule counts."""
+    d = grb_dir(tmp_path, n=240)
+    stored = deflated_features(d, 240, 1_000_000)
+    assert (d / "features.npz").stat().st_size < stored // 100
+    memory = 3 << 30
+    assert stored < memory // 2 < 2 * stored
+    said, grew = load_peak(d, memory)
+    assert said.startswith(f"{d}: 240 nodes with a dense 240 x 1,000,000 attribute matrix") and \
+        "loading holds the stored features and their normalised copy" in said and \
+        "more than half of this machine's 3.0 GiB" in said, said
+    assert grew < 200 << 20, grew  # refused before anything was unpacked
+    # half as many columns: loaded; at its peak it held about the stored array and one copy
+    ok = grb_dir(tmp_path, "ok", n=240)
+    half = deflated_features(ok, 240, 500_000, value=1.5)
+    said, grew = load_peak(ok, memory)
+    assert said == "loaded" and grew < 2.4 * half, (said, grew / half)
 
 
 def test_a_header_promising_more_than_its_file_holds_is_a_damaged_file(tmp_path):

@@ -18,6 +18,7 @@ from typing import Mapping
 
 import numpy as np
 
+from grb_dist.core.arrays import count_nonfinite
 from grb_dist.core.errors import DatasetError
 from grb_dist.core.names import SPLIT_NAMES, difficulty_key
 
@@ -114,7 +115,7 @@ def validate_arrays(features: np.ndarray, edge_index: np.ndarray, labels: np.nda
                            "one feature")
     if features.dtype != np.float32:
         raise DatasetError(f"{name}: features must be float32, got {features.dtype}")
-    if not np.isfinite(features).all():
+    if count_nonfinite(features):
         raise DatasetError(f"{name}: features contain NaN or inf; clean or impute them first")
     if labels.shape != (n,):
         raise DatasetError(f"{name}: labels must have shape ({n},) to match features, got {labels.shape}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from grb_dist.core.arrays import mean_std, row_blocks
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.names import unknown_name_message
 
@@ -18,18 +19,27 @@ NORMALIZATIONS = ("arctan", "tanh", "standardize", "none")
 
 
 def normalize_features(features: np.ndarray, method: str = "arctan") -> np.ndarray:
-    """Return normalised float32 features (the input is not modified)."""
+    """Return normalised float32 features (the input is not modified).
+
+    The statistics are accumulated in float64 and the output written block of rows by block
+    (:mod:`grb_dist.core.arrays`): the only full-size allocation is the float32 result, so
+    loading a graph holds its stored features and one normalised copy, as
+    :meth:`grb_dist.datasets.npz.DeclaredGraph.load_bytes` counts."""
     method = method.lower()
-    x = np.asarray(features, dtype=np.float64)
+    if method not in NORMALIZATIONS:
+        raise ConfigError(unknown_name_message("feature normalisation", method, NORMALIZATIONS))
     if method == "none":
         return np.ascontiguousarray(features, dtype=np.float32)
-    if method in ("arctan", "tanh"):
-        std = x.std()
-        z = (x - x.mean()) / (std if std > 0 else 1.0)
-        out = (2.0 / np.pi) * np.arctan(z) if method == "arctan" else np.tanh(z)
-    elif method == "standardize":
-        std = x.std(axis=0)
-        out = (x - x.mean(axis=0)) / np.where(std > 0, std, 1.0)
-    else:
-        raise ConfigError(unknown_name_message("feature normalisation", method, NORMALIZATIONS))
-    return np.ascontiguousarray(out, dtype=np.float32)
+    x = np.asarray(features)
+    mean, std = mean_std(x, axis=0 if method == "standardize" else None)
+    std = np.where(std > 0, std, 1.0)
+    out = np.empty(x.shape, dtype=np.float32)
+    for b in row_blocks(x):
+        z = (np.asarray(x[b], dtype=np.float64) - mean) / std
+        if method == "arctan":
+            out[b] = (2.0 / np.pi) * np.arctan(z)
+        elif method == "tanh":
+            out[b] = np.tanh(z)
+        else:
+            out[b] = z
+    return out

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from grb_dist.core.arrays import abs_max, count_nonfinite
 from grb_dist.core.errors import DatasetError
 
 if TYPE_CHECKING:
@@ -315,10 +316,10 @@ def check_features(values: np.ndarray, shape: tuple[int, ...], path: Path, what:
                            "feature" + (" (leave the attributes out for identity features)" if what == "attributes" else ""))
     if values.dtype.kind != "f" or not values.size:
         return
-    bad = int(values.size - np.count_nonzero(np.isfinite(values)))
+    bad = count_nonfinite(values)  # block by block: no temporary of the matrix's size
     if bad:
         raise DatasetError(f"{path}: {what} hold {bad:,} NaN or infinite values; clean or impute them first")
-    top = float(np.abs(values).max())
+    top = abs_max(values)
     if top > FLOAT32_MAX:
         raise DatasetError(f"{path}: {what} hold values up to {top:.3g}, beyond float32's range ({FLOAT32_MAX:.3g}) "
                            "that models compute in; rescale them")
@@ -342,19 +343,32 @@ class DeclaredGraph:
     features: int
     entries: int
     identity: bool = False
+    #: bytes of a dense feature array as stored (0: sparse attributes or identity features)
+    stored_bytes: int = 0
+    #: the stored dense features are float32 (the loaded graph uses them without a copy)
+    stored_float32: bool = False
 
     @property
     def nbytes(self) -> int:
-        """A lower bound of the memory of the loaded graph: float32 features, int64
-        ``edge_index`` (2 x at least the stored entries) and int64 labels."""
-        return 4 * self.nodes * self.features + 16 * self.entries + 8 * self.nodes
+        """The memory loading the graph holds at its peak (a lower bound): the features as
+        stored (a dense array, unpacked), their float32 copy (unless stored as float32; a
+        sparse or identity matrix is made dense), the normalised copy
+        (:func:`~grb_dist.datasets.normalize.normalize_features` allocates nothing else of
+        their size), int64 ``edge_index`` (2 x at least the stored entries) and labels."""
+        dense = 4 * self.nodes * self.features
+        copies = self.stored_bytes + (0 if self.stored_float32 else dense) + dense
+        return copies + 16 * self.entries + 8 * self.nodes
 
     def describe(self) -> str:
         edges = f"{self.entries:,} adjacency entries"
+        held = ("the stored features and their normalised copy" if self.stored_float32 else
+                "the stored features, their float32 copy and the normalised copy" if self.stored_bytes else
+                "the dense float32 features and their normalised copy")
         if self.identity:
             return (f"identity features for {self.nodes:,} nodes without attributes ({self.nodes:,} x "
-                    f"{self.nodes:,}) and {edges}")
-        return f"{self.nodes:,} nodes with a dense {self.nodes:,} x {self.features:,} attribute matrix and {edges}"
+                    f"{self.nodes:,}) and {edges} (loading holds {held})")
+        return (f"{self.nodes:,} nodes with a dense {self.nodes:,} x {self.features:,} attribute matrix and {edges} "
+                f"(loading holds {held})")
 
 
 def _shape_array(npz, key: str, path: Path) -> tuple[int, int]:
@@ -400,11 +414,11 @@ def declared_graph(path: str | Path) -> DeclaredGraph:
             entries = _entries(npz, "indices", files["adj.npz"])
         with open_npz(files["features.npz"]) as npz:
             header = member_header(npz, "data", files["features.npz"])
-            if header is not None:
-                check_header_fits(files["features.npz"], "data", header)
+            stored = check_header_fits(files["features.npz"], "data", header) if header is not None else 0
         shape = header[0] if header is not None else ()
         rows, columns = (shape[0], math.prod(shape[1:])) if len(shape) > 1 else (nodes, 1)
-        return DeclaredGraph(max(nodes, rows), columns, entries)
+        float32 = header is not None and header[1] == np.float32
+        return DeclaredGraph(max(nodes, rows), columns, entries, stored_bytes=stored, stored_float32=float32)
     with open_npz(path) as npz:
         sep, adj, attr = npz_convention(npz, path)
         adj_shape = _shape_array(npz, f"{adj}{sep}shape", path)
