@@ -166,18 +166,71 @@ def test_score_rows_are_batched_into_partitions(finished):
     assert set(rows["difficulty"].astype(str)) == {"easy", "full"}
 
 
-def test_truncated_score_file_is_not_counted_and_leaderboard_survives(run, ray_local):
+def test_truncated_score_file_is_not_counted_and_boards_refuse_to_leave_its_cells_out(run, ray_local):
     victim = sorted((run / "scores").rglob("*.parquet"))[0]
     lost = len(pq.read_table(victim))
     victim.write_bytes(victim.read_bytes()[:100])
-    r = runner.invoke(app, ["leaderboard", str(run)])
-    assert r.exit_code == 0, r.output
-    assert "warning: skipped" in r.output and victim.name in r.output
+    r = runner.invoke(app, ["leaderboard", str(run)])  # boards over fewer cells would look whole: refused
+    lines = r.output.strip().splitlines()
+    assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:"), r.output
+    assert victim.name in lines[0] and "checksum mismatch" in lines[0] and "--out" in lines[0]
     r = sweep(*FLAGS, "--out", str(run))  # the lost cells are recomputed, the rest kept
     assert r.exit_code == 0 and f"{lost} to compute" in r.output, r.output
     rows = score_rows(run)
     assert len(rows) == CELLS and rows["cell_id"].is_unique
     assert (run / "quarantine" / "scores").is_dir()
+
+
+KEY = ["scenario", "difficulty", "attack", "surrogate", "defense", "repeat"]
+
+
+def _plant_duplicates(run: Path) -> None:
+    """What a user or a tool may leave in a finished run's scores/: a foreign Parquet file
+    holding a row of the run, a byte copy of a score file, and a file nested one level too
+    deep in a partition: pandas reads every one of them."""
+    files = sorted((run / "scores").rglob("*.parquet"))
+    shutil.copy(files[0], files[0].parent / "copy.parquet")
+    (files[-1].parent / "deeper").mkdir()
+    shutil.copy(files[-1], files[-1].parent / "deeper" / files[-1].name)
+    row = pq.read_table(files[-1]).slice(0, 1)
+    pq.write_table(row, files[-1].parent / "foreign.parquet")
+    assert score_rows(run).duplicated(KEY).sum() >= 3
+
+
+def test_a_finished_run_rerun_with_nothing_to_do_is_cleaned_for_pandas(run, ray_local):
+    _plant_duplicates(run)
+    r = sweep(*FLAGS, "--out", str(run))
+    assert r.exit_code == 0 and "nothing to do" in r.output, r.output
+    assert "moved 3 files that grb-dist does not count" in r.output, r.output
+    rows = score_rows(run)
+    assert len(rows) == CELLS and not rows.duplicated(KEY).any() and rows["cell_id"].is_unique
+    assert len(list((run / "quarantine" / "scores").rglob("*.parquet"))) == 3
+
+
+def test_a_read_only_run_with_foreign_files_is_reported_by_leaderboard_and_report(run, ray_local, tmp_path):
+    _plant_duplicates(run)
+    for args in (["leaderboard", str(run)], ["report", str(run), "--output", str(tmp_path / "page")]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 0, r.output
+        assert "copy.parquet" in r.output and "foreign.parquet" in r.output and "deeper" in r.output, r.output
+        assert "would count twice" in r.output, r.output
+
+
+def test_tampered_scores_refuse_boards_that_would_leave_their_cells_out(run, ray_local):
+    """A score file whose accuracies were changed to 5.0 and NaN (schema kept, checksum now
+    wrong): its rows are not counted, and boards over the remaining cells are refused with
+    how many cells they would miss, rather than printed as if whole."""
+    victim = sorted((run / "scores").rglob("*.parquet"))[0]
+    table = pq.read_table(victim)
+    accuracy = [5.0 if i % 2 else float("nan") for i in range(len(table))]
+    pq.write_table(table.set_column(table.schema.get_field_index("accuracy"), "accuracy",
+                                    pa.array(accuracy, pa.float64())), victim)
+    for args in (["leaderboard", str(run)], ["report", str(run)]):
+        r = runner.invoke(app, args)
+        lines = r.output.strip().splitlines()
+        assert r.exit_code == 2 and len(lines) == 1, r.output
+        assert f"{len(table)} cells are held only in score files grb-dist does not trust" in lines[0], lines[0]
+        assert "checksum mismatch" in lines[0]
 
 
 def test_foreign_parquet_is_not_read_as_rows(run, ray_local):

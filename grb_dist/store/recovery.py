@@ -65,6 +65,24 @@ def quarantine_bad_files(root: str | Path) -> int:
     not (:meth:`~grb_dist.store.scores.Scores.adopt`).
     """
     root = Path(root)
+    bad = untrusted_files(root)
+    for path, reason in bad:
+        dest = root / QUARANTINE / path.relative_to(root)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.exists() or dest.is_symlink():
+            dest = dest.with_name(f"{dest.name}.{uuid.uuid4().hex[:8]}")  # an earlier quarantine's: kept
+        os.replace(path, dest)
+        if checksum_path(path).is_file():
+            os.replace(checksum_path(path), checksum_path(dest))
+        log.warning("moved %s to %s: %s", path.relative_to(root), dest.relative_to(root), reason)
+    Scores(root).adopt()
+    return len(bad)
+
+
+def untrusted_files(root: str | Path) -> list[tuple[Path, str]]:
+    """What :func:`quarantine_bad_files` would move, with the reason, found without moving
+    or writing anything (a read-only run is reported with it)."""
+    root = Path(root)
     scores = Scores(root)
     bad: list[tuple[Path, str]] = []
     for sub in ("scores", "perturbations"):
@@ -93,17 +111,7 @@ def quarantine_bad_files(root: str | Path) -> int:
         if base.is_dir() and not base.is_symlink():
             bad.extend((p, "not a regular file") for p in base.iterdir()
                        if not p.name.startswith(".") and (p.is_symlink() or not p.is_file()))
-    for path, reason in bad:
-        dest = root / QUARANTINE / path.relative_to(root)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if dest.exists() or dest.is_symlink():
-            dest = dest.with_name(f"{dest.name}.{uuid.uuid4().hex[:8]}")  # an earlier quarantine's: kept
-        os.replace(path, dest)
-        if checksum_path(path).is_file():
-            os.replace(checksum_path(path), checksum_path(dest))
-        log.warning("moved %s to %s: %s", path.relative_to(root), dest.relative_to(root), reason)
-    scores.adopt()
-    return len(bad)
+    return bad
 
 
-__all__ = ["QUARANTINE", "quarantine_bad_files", "recover", "remove_temporaries"]
+__all__ = ["QUARANTINE", "quarantine_bad_files", "recover", "remove_temporaries", "untrusted_files"]

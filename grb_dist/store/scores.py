@@ -111,6 +111,27 @@ class Scores:
         scan = self.scan(columns=["cell_id"])
         return set(scan.table.column("cell_id").to_pylist())
 
+    def uncounted(self, scan: Scan) -> tuple[set[str], list[tuple[Path, str]]]:
+        """Of the Parquet files ``scan`` skipped (changed, copied, foreign, torn): the cell ids
+        they hold that no counted file holds, and the skipped files whose cells cannot be
+        read at all. Either means boards made from the counted rows miss cells."""
+        counted = set(scan.table.column("cell_id").to_pylist())
+        required = {f.name for f in schema.SCORE_FILE if not (f.metadata and b"default" in f.metadata)}
+        missing: set[str] = set()
+        unknown: list[tuple[Path, str]] = []
+        for path, reason in scan.bad:
+            if path.is_symlink() or not path.is_file() or path.suffix != ".parquet":
+                continue
+            try:
+                if not required <= set(pq.read_schema(path).names):
+                    continue  # not a score file (another table's columns): it holds no cell of this run
+                ids = pq.read_table(path, columns=["cell_id"]).column("cell_id").to_pylist()
+            except Exception:  # noqa: BLE001 - torn or not Parquet: its cells are unknown
+                unknown.append((path, reason))
+                continue
+            missing.update(str(i) for i in ids if i not in counted)
+        return missing, unknown
+
     def read(self, on_warning: Callable[[str], None] | None = None) -> pd.DataFrame:
         """All readable score rows as a DataFrame with the columns of :data:`schema.SCORES`
         (skipped files are passed to ``on_warning``, or logged)."""

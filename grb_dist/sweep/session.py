@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
 
+from grb_dist.core.errors import GrbDistError
 from grb_dist.core.graph import Graph
+from grb_dist.core.text import plural
 from grb_dist.leaderboard.reduce import reduce_run
 from grb_dist.store import RunLock, RunStore, fingerprint_parts
 from grb_dist.store.fingerprint import combine
@@ -203,8 +206,39 @@ def finished(prepared: Prepared, *, on_warning=None) -> Outcome | None:
     to do"); a sweep that is growing the run meanwhile is not waited for."""
     if not prepared.resume or missing_cells(prepared):
         return None
+    if clean_untrusted(prepared.run_dir, on_warning):  # quarantined: their cells may be missing now
+        prepared = dataclasses.replace(prepared, missing=None)
+        if missing_cells(prepared):
+            return None
     store = RunStore.existing(prepared.run_dir)
     return Outcome(store, None, reduce_run(store, save=False, on_warning=on_warning))
+
+
+def clean_untrusted(run_dir: Path, on_warning=None) -> int:
+    """Move the files of a finished run that pandas would read but grb-dist does not count
+    (foreign files, copies, tampered or torn score files) to ``quarantine/``, as opening the
+    run for writing does, so that ``pandas.read_parquet(RUN/"scores")`` agrees with grb-dist
+    after a re-run with nothing to do. Only where the run can be written and its lock taken
+    at once (a sweep growing it cleans it anyway); a read-only run is left as it is (its
+    boards say what it holds). Returns how many files were moved."""
+    from grb_dist.store.recovery import quarantine_bad_files, untrusted_files
+
+    if not untrusted_files(run_dir) or not all(os.access(p, os.W_OK) for p in (run_dir, run_dir / "scores")):
+        return 0
+    try:
+        lock = RunLock(run_dir).acquire(wait=False)
+    except GrbDistError:
+        return 0
+    try:
+        moved = quarantine_bad_files(run_dir)
+    except OSError:  # a read-only file system that os.access did not see
+        return 0
+    finally:
+        lock.release()
+    if moved:
+        (on_warning or log.warning)(f"moved {plural(moved, 'file')} that grb-dist does not count (foreign, copied, "
+                                    f"changed or damaged) from {run_dir} to {run_dir / 'quarantine'}")
+    return moved
 
 
 def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None, on_progress=None,
