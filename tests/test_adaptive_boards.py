@@ -183,7 +183,7 @@ def adaptive_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     frame = hand().assign(scenario="injection")
     make_run(tmp_path / "run", synthetic_scores(scenarios=("injection",), difficulties=("full",)))
-    monkeypatch.setattr(RunStore, "read_scores", lambda self, on_warning=None: frame)
+    monkeypatch.setattr(RunStore, "read_scores", lambda self, on_warning=None, complete=False: frame)
     return tmp_path / "run", frame
 
 
@@ -213,7 +213,7 @@ def test_leaderboard_command_prints_the_new_boards_after_the_grb_ones(adaptive_r
     assert order == sorted(order)
     root, frame = adaptive_run
     marked = frame.replace({"defense": {"sage": "[bold]sage[/bold]"}})
-    monkeypatch.setattr(RunStore, "read_scores", lambda self, on_warning=None: marked)
+    monkeypatch.setattr(RunStore, "read_scores", lambda self, on_warning=None, complete=False: marked)
     monkeypatch.setattr(cli, "console", Console(force_terminal=True, width=250, color_system=None))
     r = CliRunner().invoke(app, ["leaderboard", "run"])
     assert r.exit_code == 0, r.output

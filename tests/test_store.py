@@ -258,7 +258,8 @@ def test_torn_and_foreign_files_are_reported_never_counted_and_quarantined(tmp_p
     warnings = []
     df = store.read_scores(on_warning=warnings.append)
     assert sorted(df["cell_id"]) == ["c1", "c2"] and df["accuracy"].tolist() == [0.25, 0.75]
-    assert len(warnings) == 3 and any("foreign.parquet" in w and "no checksum" in w for w in warnings)
+    assert len(warnings) == 4 and any("foreign.parquet" in w and "no checksum" in w for w in warnings)
+    assert "also reads the 3 skipped entries" in warnings[-1]
     assert any(torn.name in w and "checksum mismatch" in w for w in warnings)
     # start-up (under the lock) moves them out of the table: pandas reads the directory again
     lock.release()

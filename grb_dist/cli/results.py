@@ -84,7 +84,6 @@ def report(
     figure as PNG and PDF. Every file is written atomically. On a study directory (seed
     002, grb-dist study) the page shows the study's settings, reduced tables and figures.
     """
-    from grb_dist.leaderboard.reduce import complete_scores
     from grb_dist.report import build_report, check_output_dir, write_report
     from grb_dist.report.study import build_study_report, is_study_dir
     from grb_dist.store import RunStore
@@ -105,7 +104,7 @@ def report(
         return
     store = RunStore.existing(run_dir)
     out = check_output_dir(output if output is not None else store.root / "report")
-    scores = complete_scores(store, on_warning=warn)  # a run missing cells is refused, as by leaderboard
+    scores = store.read_scores(on_warning=warn, complete=True)  # a run missing cells is refused, as by leaderboard
     if scores.empty:
         raise GrbDistError(f"{run_dir} has no scores yet; run the sweep first")
     rep = build_report(scores, store.manifest(), tasks=store.read_timeline())

@@ -7,19 +7,16 @@ finishes, ``grb-dist leaderboard`` calls it on any run.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Callable, Mapping
 
 import pandas as pd
 
-from grb_dist.core.errors import GrbDistError, StoreError
+from grb_dist.core.errors import GrbDistError
 from grb_dist.leaderboard.rank import leaderboards, scenarios_of, to_arrow
 from grb_dist.leaderboard.render import file_stem, render, to_csv, to_markdown
 from grb_dist.store import RunStore
 from grb_dist.core.fileio import write_output
-
-log = logging.getLogger(__name__)
 
 
 def reduce_run(store: RunStore, difficulties: list[str] | None = None, *, save: bool = True,
@@ -30,7 +27,7 @@ def reduce_run(store: RunStore, difficulties: list[str] | None = None, *, save: 
     ``leaderboard/<scenario>/`` as Parquet and Markdown when ``save``. ``scenarios``
     (default: every scenario in the run) must be present in the run. Unreadable score files
     are skipped and reported through ``on_warning`` (default: the log)."""
-    scores = complete_scores(store, on_warning)
+    scores = store.read_scores(on_warning=on_warning, complete=True)
     if scores.empty:
         raise GrbDistError(f"{store.root} has no scores yet; run the sweep first")
     present = scenarios_of(scores)
@@ -43,32 +40,6 @@ def reduce_run(store: RunStore, difficulties: list[str] | None = None, *, save: 
         for name, board in boards.items():
             store.write_leaderboard(name, to_arrow(name, board), to_markdown(board, name))
     return boards
-
-
-def complete_scores(store: RunStore, on_warning: Callable[[str], None] | None = None) -> pd.DataFrame:
-    """The run's counted score rows, refused (one line) when a file grb-dist skipped holds
-    cells no counted file holds, or cells it cannot read: boards over what remains would
-    look whole and be missing those cells. Skipped files whose cells are counted elsewhere
-    (copies, foreign files) are reported through ``on_warning``: pandas reads them too."""
-    scan = store.scores.scan()
-    missing, unknown = store.scores.uncounted(scan)
-    if missing or unknown:
-        first = next((p for p, _ in unknown), None) or next(p for p, _ in scan.bad)
-        reason = dict(scan.bad)[first]
-        what = f"{len(missing):,} cells" if missing else "cells"
-        more = len(scan.bad) - 1
-        raise StoreError(
-            f"{store.root}: {what} are held only in score files grb-dist does not trust "
-            f"({first.relative_to(store.root)}: {reason}" + (f"; and {more} more" if more else "") + "), so boards "
-            "would leave them out: run the run's sweep again with --out on it (it moves such files to quarantine/ "
-            "and recomputes their cells)")
-    warn = on_warning or log.warning
-    for w in scan.warnings(store.root):
-        warn(w)
-    if scan.bad:
-        warn(f"pandas.read_parquet({store.root / 'scores'}) also reads the {len(scan.bad)} skipped entries "
-             "(their rows would count twice); a sweep on the run, with write access, moves them to quarantine/")
-    return scan.table.to_pandas()
 
 
 def is_csv_dir(output: Path, fmt: str | None) -> bool:

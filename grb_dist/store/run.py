@@ -339,9 +339,10 @@ class RunStore:
         """Ids of the score cells stored in readable files (:meth:`Scores.done_cells`)."""
         return self.scores.done_cells()
 
-    def read_scores(self, on_warning: Callable[[str], None] | None = None) -> pd.DataFrame:
-        """Every readable score row, each cell once (:meth:`Scores.read`)."""
-        return self.scores.read(on_warning)
+    def read_scores(self, on_warning: Callable[[str], None] | None = None, complete: bool = False) -> pd.DataFrame:
+        """Every readable score row, each cell once (:meth:`Scores.read`; ``complete``:
+        refuse a run whose skipped files hold cells no counted file holds)."""
+        return self.scores.read(on_warning, complete=complete)
 
     def write_scores(self, rows: Sequence[Mapping[str, Any]]) -> list[Path]:
         """Write ``rows`` now, a file per partition (:meth:`Scores.write`)."""

@@ -132,12 +132,31 @@ class Scores:
             missing.update(str(i) for i in ids if i not in counted)
         return missing, unknown
 
-    def read(self, on_warning: Callable[[str], None] | None = None) -> pd.DataFrame:
+    def read(self, on_warning: Callable[[str], None] | None = None, *, complete: bool = False) -> pd.DataFrame:
         """All readable score rows as a DataFrame with the columns of :data:`schema.SCORES`
-        (skipped files are passed to ``on_warning``, or logged)."""
+        (skipped files are passed to ``on_warning``, or logged, with a line saying that
+        pandas reads them too).
+
+        ``complete`` (boards, reports): a :class:`StoreError` line instead when a skipped file
+        holds cells no counted file holds, or cells that cannot be read (:meth:`uncounted`):
+        boards over the remaining rows would look whole and miss those cells."""
         scan = self.scan()
+        if complete:
+            missing, unknown = self.uncounted(scan)
+            if missing or unknown:
+                first = next((p for p, _ in unknown), None) or next(p for p, _ in scan.bad)
+                more = len(scan.bad) - 1
+                raise StoreError(
+                    f"{self.root}: {f'{len(missing):,} cells' if missing else 'cells'} are held only in score files "
+                    f"grb-dist does not trust ({first.relative_to(self.root)}: {dict(scan.bad)[first]}"
+                    + (f"; and {more} more" if more else "") + "), so boards would leave them out: run the run's "
+                    "sweep again with --out on it (it moves such files to quarantine/ and recomputes their cells)")
+        warn = on_warning or log.warning
         for w in scan.warnings(self.root):
-            (on_warning or log.warning)(w)
+            warn(w)
+        if scan.bad:
+            warn(f"pandas.read_parquet({self.base}) also reads the {len(scan.bad)} skipped entries (their rows would "
+                 "count twice); a sweep on the run, with write access, moves them to quarantine/")
         return scan.table.to_pandas()
 
     def write(self, rows: Sequence[Mapping[str, Any]]) -> list[Path]:
