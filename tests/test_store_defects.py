@@ -179,6 +179,8 @@ def test_truncated_score_file_is_not_counted_and_boards_refuse_to_leave_its_cell
     rows = score_rows(run)
     assert len(rows) == CELLS and rows["cell_id"].is_unique
     assert (run / "quarantine" / "scores").is_dir()
+    r = runner.invoke(app, ["leaderboard", str(run)])  # whole again: the boards print
+    assert r.exit_code == 0 and "warning" not in r.output, r.output
 
 
 KEY = ["scenario", "difficulty", "attack", "surrogate", "defense", "repeat"]
@@ -229,7 +231,7 @@ def test_tampered_scores_refuse_boards_that_would_leave_their_cells_out(run, ray
         r = runner.invoke(app, args)
         lines = r.output.strip().splitlines()
         assert r.exit_code == 2 and len(lines) == 1, r.output
-        assert f"{len(table)} cells are held only in score files grb-dist does not trust" in lines[0], lines[0]
+        assert f"{len(table)} cells are held only in score files grb-dist does not count" in lines[0], lines[0]
         assert "checksum mismatch" in lines[0]
 
 

@@ -111,15 +111,22 @@ class Scores:
         scan = self.scan(columns=["cell_id"])
         return set(scan.table.column("cell_id").to_pylist())
 
-    def uncounted(self, scan: Scan) -> tuple[set[str], list[tuple[Path, str]]]:
-        """Of the Parquet files ``scan`` skipped (changed, copied, foreign, torn): the cell ids
-        they hold that no counted file holds, and the skipped files whose cells cannot be
-        read at all. Either means boards made from the counted rows miss cells."""
+    def uncounted(self, scan: Scan) -> tuple[set[str], list[tuple[Path, str]], list[tuple[Path, str]]]:
+        """Of the Parquet files ``scan`` skipped (changed, copied, foreign, torn) and those
+        moved to ``quarantine/scores/`` earlier: the cell ids they hold that no counted file
+        holds (and the files holding them), and the skipped files whose cells cannot be read
+        at all (a torn file in quarantine/ is not: its cells were recomputed or are counted
+        as missing when it was skipped). Either means boards made from the counted rows miss
+        cells until a sweep recomputes them."""
         counted = set(scan.table.column("cell_id").to_pylist())
         required = {f.name for f in schema.SCORE_FILE if not (f.metadata and b"default" in f.metadata)}
         missing: set[str] = set()
+        holding: list[tuple[Path, str]] = []  # the files that hold them
         unknown: list[tuple[Path, str]] = []
-        for path, reason in scan.bad:
+        moved = self.root / "quarantine" / "scores"
+        quarantined = [(p, "moved to quarantine/ earlier") for p in sorted(moved.rglob("*.parquet"))
+                       if not p.name.startswith(".")] if moved.is_dir() and not moved.is_symlink() else []
+        for path, reason in [*scan.bad, *quarantined]:
             if path.is_symlink() or not path.is_file() or path.suffix != ".parquet":
                 continue
             try:
@@ -127,10 +134,14 @@ class Scores:
                     continue  # not a score file (another table's columns): it holds no cell of this run
                 ids = pq.read_table(path, columns=["cell_id"]).column("cell_id").to_pylist()
             except Exception:  # noqa: BLE001 - torn or not Parquet: its cells are unknown
-                unknown.append((path, reason))
+                if path.is_relative_to(self.base):
+                    unknown.append((path, reason))
                 continue
-            missing.update(str(i) for i in ids if i not in counted)
-        return missing, unknown
+            lost = {str(i) for i in ids if i not in counted}
+            if lost:
+                missing.update(lost)
+                holding.append((path, reason))
+        return missing, holding, unknown
 
     def read(self, on_warning: Callable[[str], None] | None = None, *, complete: bool = False) -> pd.DataFrame:
         """All readable score rows as a DataFrame with the columns of :data:`schema.SCORES`
@@ -142,13 +153,13 @@ class Scores:
         boards over the remaining rows would look whole and miss those cells."""
         scan = self.scan()
         if complete:
-            missing, unknown = self.uncounted(scan)
-            if missing or unknown:
-                first = next((p for p, _ in unknown), None) or next(p for p, _ in scan.bad)
-                more = len(scan.bad) - 1
+            cells, holding, unknown = self.uncounted(scan)
+            if cells or unknown:
+                first, why = unknown[0] if unknown else holding[0]
+                more = len(unknown) + len(holding) - 1
                 raise StoreError(
-                    f"{self.root}: {f'{len(missing):,} cells' if missing else 'cells'} are held only in score files "
-                    f"grb-dist does not trust ({first.relative_to(self.root)}: {dict(scan.bad)[first]}"
+                    f"{self.root}: {f'{len(cells):,} cells' if cells else 'cells'} are held only in score files "
+                    f"grb-dist does not count ({first.relative_to(self.root)}: {why}"
                     + (f"; and {more} more" if more else "") + "), so boards would leave them out: run the run's "
                     "sweep again with --out on it (it moves such files to quarantine/ and recomputes their cells)")
         warn = on_warning or log.warning
