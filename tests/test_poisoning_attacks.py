@@ -258,8 +258,12 @@ def test_meta_prbcd_refuses_a_block_no_larger_than_the_budget(small, small_surro
     assert "\n" not in str(info.value)
 
 
-def test_meta_prbcd_budget_audit_and_determinism(small, small_surrogate):
-    params = {"n_edge_mod": 20, "steps": 6, "train_iters": 10, "block_size": 400, "n_samples": 3, "seed": 1}
+@pytest.mark.parametrize("inner", ["linear", "model"])
+def test_meta_prbcd_budget_audit_and_determinism(small, small_surrogate, inner):
+    """Either inner model (Metattack's linearised GCN, or the surrogate's own architecture):
+    the budget, the audit, and the same flips from the same seed."""
+    params = {"n_edge_mod": 20, "steps": 4, "train_iters": 8, "block_size": 300, "n_samples": 3, "seed": 1,
+              "inner": inner}
     attack = build_attack("meta_prbcd", params, "poisoning")
     mod = attack.attack(small, small_surrogate)
     assert 0 < mod.n_edge_flips <= 20
@@ -267,6 +271,7 @@ def test_meta_prbcd_budget_audit_and_determinism(small, small_surrogate):
                        targets=None)
     again = attack.attack(small, small_surrogate)
     assert np.array_equal(mod.added, again.added) and np.array_equal(mod.removed, again.removed)
+    assert attack.follows_gradients and attack.adaptive_defaults == {"inner": "model"}
 
 
 def test_both_poison_a_gcn_more_than_random_flips():
@@ -377,9 +382,9 @@ def test_meta_gradient_reasons_match_what_a_meta_gradient_does(tiny):
 def test_meta_prbcd_inner_model_refuses_what_it_cannot_unroll(small, monkeypatch):
     from grb_dist.attacks.poisoning import prbcd
 
-    prognn = train_defense("mlp", small, {}, TrainConfig(epochs=5), transductive=True).model
+    mlp = train_defense("mlp", small, {}, TrainConfig(epochs=5), transductive=True).model
     with pytest.raises(ConfigError, match="reads no edges") as info:
-        build_attack("meta_prbcd", {"n_edge_mod": 5, "inner": "model"}, "poisoning").attack(small, prognn)
+        build_attack("meta_prbcd", {"n_edge_mod": 5, "inner": "model"}, "poisoning").attack(small, mlp)
     assert "\n" not in str(info.value)
     gcn = train_defense("gcn", small, {"hidden_sizes": [8]}, TrainConfig(epochs=5), transductive=True).model
     monkeypatch.setattr(prbcd, "MEMORY_FRACTION", 1e-9)
@@ -388,16 +393,3 @@ def test_meta_prbcd_inner_model_refuses_what_it_cannot_unroll(small, monkeypatch
         build_attack("meta_prbcd", {"n_edge_mod": 5, "inner": "model"}, "poisoning").attack(small, gcn)
     assert "\n" not in str(info.value)
 
-
-def test_meta_prbcd_inner_model_budget_audit_and_determinism(small):
-    gcn = train_defense("gcn", small, {"hidden_sizes": [8]}, TrainConfig(epochs=20), transductive=True).model
-    params = {"n_edge_mod": 20, "steps": 4, "train_iters": 8, "block_size": 300, "n_samples": 3, "seed": 1,
-              "inner": "model"}
-    attack = build_attack("meta_prbcd", params, "poisoning")
-    mod = attack.attack(small, gcn)
-    assert 0 < mod.n_edge_flips <= 20
-    audit_modification(small, mod, n_edge_mod=20, n_node_mod=0, feat_min=mod.feat_min, feat_max=mod.feat_max,
-                       targets=None)
-    again = attack.attack(small, gcn)
-    assert np.array_equal(mod.added, again.added) and np.array_equal(mod.removed, again.removed)
-    assert attack.follows_gradients and attack.adaptive_defaults == {"inner": "model"}
