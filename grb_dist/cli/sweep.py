@@ -129,7 +129,8 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
         if settings.resolved_address():  # a joined cluster: its memory is known only now
             _check_cluster_memory(prepared)
         base.console.print(
-            Text.assemble(("sweep", "bold"), " ") + f"{spec.dataset} ({plural(prepared.graph.num_nodes, 'node')}, {' + '.join(spec.scenarios)}): "
+            Text.assemble(("sweep", "bold"), " ")
+            + f"{spec.dataset} ({plural(prepared.graph.num_nodes, 'node')}, {' + '.join(spec.scenarios)}): "
             f"{plural(sum(len(spec.scenario_attacks(s)) for s in spec.scenarios), 'attack')} x "
             f"{plural(len(spec.surrogates), 'surrogate')} x {plural(len(p.targets), 'defense')} x "
             f"{plural(len(spec.difficulties), 'difficulty')} x {plural(spec.repeats, 'repeat')}"

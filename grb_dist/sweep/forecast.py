@@ -231,8 +231,8 @@ class _Schedule:
                 return None
             self.poison_queue.remove(pt)
             stem = pt.model.file_stem
-            trained = stem in self.ready
-            seconds = (0.0 if trained else self.train_s.get(stem, 0.0)) + self.cal.score[pt.model.name].fixed * len(pt.cells)
+            train = 0.0 if stem in self.ready else self.train_s.get(stem, 0.0)
+            seconds = train + self.cal.score[pt.model.name].fixed * len(pt.cells)
             return "poison", stem, seconds
         same = [b for b in self.attack_queue if (b.surrogate_model, b.labels_from, b.difficulty)
                 == (ready.surrogate_model, ready.labels_from, ready.difficulty)]

@@ -187,5 +187,5 @@ def check_train_memory(graph: Any, model: str, params: Mapping[str, Any], at: Ma
     check_memory([t for t in tasks if t.task.startswith("training")], machine_memory(), "this machine")
 
 
-__all__ = ["check_at_budget", "check_attack_inputs", "check_injection_sizes", "check_user_forwards", "check_stored_models", "check_sweep",
-           "check_train_inputs", "check_train_memory", "sweep_memory"]
+__all__ = ["check_at_budget", "check_attack_inputs", "check_injection_sizes", "check_stored_models", "check_sweep",
+           "check_train_inputs", "check_train_memory", "check_user_forwards", "sweep_memory"]

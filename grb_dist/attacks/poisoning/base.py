@@ -142,5 +142,6 @@ class PoisoningAttack(ModificationAttack):
         return dataclasses.replace(mod, feat_min=budget.feat_min, feat_max=budget.feat_max)
 
 
-__all__ = ["MEMORY_FRACTION", "ModificationConfig", "PoisoningAttack", "all_pairs", "poisoning_targets", "sample_global_pairs",
+__all__ = ["MEMORY_FRACTION", "ModificationConfig", "PoisoningAttack", "all_pairs", "poisoning_targets",
+           "sample_global_pairs",
            "self_training_labels", "training_reason"]

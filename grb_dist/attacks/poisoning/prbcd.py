@@ -402,8 +402,8 @@ UNROLL_MARGIN = 1.3
 
 def check_unrolled_memory(objective: ModelObjective, ctx: ModContext, pairs: np.ndarray, iters: int) -> None:
     """Refuse (one line) an unrolled training whose saved tensors, ``iters + 1`` times one
-    step's (measured on one step of the block's relaxed graph) with :data:`UNROLL_MARGIN`, exceed :data:`MEMORY_FRACTION` of
-    this machine's memory."""
+    step's (measured on one step of the block's relaxed graph) with :data:`UNROLL_MARGIN`,
+    exceed :data:`MEMORY_FRACTION` of this machine's memory."""
     sign = torch.ones(pairs.shape[1], dtype=objective.dtype)
     need = int(UNROLL_MARGIN * (iters + 1) * objective.step_bytes(objective.relax(ctx, torch.as_tensor(pairs), sign)))
     total = machine_memory()
@@ -468,4 +468,5 @@ class MetaPRBCD(PoisoningAttack):
         return ctx.result(search(block, cfg, budget, cfg.lr * budget, size, fresh, gen))
 
 
-__all__ = ["INNER", "MetaObjective", "MetaPRBCD", "MetaPRBCDConfig", "ModelObjective", "RelaxedEdges", "RelaxedGraph", "SparseProduct", "SparseStructure"]
+__all__ = ["INNER", "MetaObjective", "MetaPRBCD", "MetaPRBCDConfig", "ModelObjective", "RelaxedEdges", "RelaxedGraph",
+           "SparseProduct", "SparseStructure", "UNROLL_MARGIN", "check_unrolled_memory"]
