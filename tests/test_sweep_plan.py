@@ -4,6 +4,7 @@ and the command (nothing of the run computed or written)."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import yaml
@@ -131,6 +132,27 @@ def tiny_job(tmp_path, monkeypatch):
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump(small()))
     return job
+
+
+def test_an_interrupted_plan_says_what_it_kept(tiny_job, tmp_path, monkeypatch):
+    """SIGTERM while --plan calibrates: exit 143, no run directory, and a message about the
+    plan (no cells, the calibration cache kept), not the sweep's "finished cells are kept"."""
+    import os
+    import signal
+
+    import grb_dist.sweep.session as session
+
+    def terminated(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+
+    monkeypatch.setattr(session, "predict_cost", terminated)
+    r = runner.invoke(app, ["sweep", "--job", str(tiny_job), "--out", str(tmp_path / "run"), "--no-dashboard",
+                            "--plan"])
+    assert r.exit_code == 143, r.output
+    assert "interrupted: --plan wrote no run and computed no cells" in r.output
+    assert str(tmp_path / "cache" / "grb-dist" / "calibration") in r.output and "finished cells" not in r.output
+    assert not (tmp_path / "run").exists()
 
 
 def test_plan_calibrates_once_prints_the_forecast_and_writes_nothing_of_the_run(tiny_job, tmp_path):

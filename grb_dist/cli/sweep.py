@@ -75,7 +75,7 @@ def sweep(
     overrides = dict(attacks=attacks, defenses=defenses, surrogates=surrogates, difficulties=difficulties,
                      repeats=repeats, seed=seed, n_inject=n_inject, edges_per_node=edges_per_node, steps=steps,
                      scenario=scenario, ratio_edge_mod=ratio_edge_mod, adaptive=adaptive)
-    with interruptible(INTERRUPTED):  # Ctrl-C and SIGTERM: the same clean stop
+    with interruptible(_plan_interrupted() if plan_only else INTERRUPTED):  # Ctrl-C and SIGTERM: a clean stop
         spec = resolve_job(dataset, job, overrides, allow_import=allow_import)
         loading = time.perf_counter()
         prepared = prepare(spec, out=out, data_dir=data_dir, download=download, verify=verify)  # writes nothing
@@ -105,6 +105,14 @@ def sweep(
 
 #: What an interrupted sweep (Ctrl-C, SIGTERM) says.
 INTERRUPTED = "interrupted: finished cells are kept; run the same command again to resume"
+
+
+def _plan_interrupted() -> str:
+    """What an interrupted ``--plan`` says: it computes no cells, and what it measured is kept."""
+    from grb_dist.sweep.calibrate import cache_dir
+
+    return (f"interrupted: --plan wrote no run and computed no cells; the calibration figures it measured are kept "
+            f"in {cache_dir()} and the next --plan reuses them")
 
 
 def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: float) -> None:

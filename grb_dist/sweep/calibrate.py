@@ -152,10 +152,14 @@ def machine_identity(device: str, threads: int) -> dict[str, Any]:
             "grb_dist": __version__, "code": code_hash(), "version": CALIBRATION_VERSION}
 
 
+def cache_dir() -> Path:
+    """Where calibration figures are cached, a file per machine."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "grb-dist" / "calibration"
+
+
 def cache_path(machine: Mapping[str, Any]) -> Path:
     """The calibration cache file of a machine."""
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "grb-dist" / "calibration" / f"{content_hash(dict(machine))}.json"
+    return cache_dir() / f"{content_hash(dict(machine))}.json"
 
 
 def _read_cache(path: Path) -> dict[str, Any]:
@@ -535,5 +539,5 @@ def _attack_rates(c: _Calibrator, plan: Plan, work: Work) -> dict[str, Rate]:
     return rates
 
 
-__all__ = ["CALIBRATION_VERSION", "Calibration", "Rate", "Startup", "cache_path", "calibrate", "code_hash", "cpu_model",
+__all__ = ["CALIBRATION_VERSION", "Calibration", "Rate", "Startup", "cache_dir", "cache_path", "calibrate", "code_hash", "cpu_model",
            "gpu_machine", "machine_identity", "measure_startup"]
