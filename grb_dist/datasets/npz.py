@@ -354,7 +354,10 @@ class DeclaredGraph:
         stored (a dense array, unpacked), their float32 copy (unless stored as float32; a
         sparse or identity matrix is made dense), the normalised copy
         (:func:`~grb_dist.datasets.normalize.normalize_features` allocates nothing else of
-        their size), int64 ``edge_index`` (2 x at least the stored entries) and labels."""
+        their size), int64 ``edge_index`` (2 x at least the stored entries) and labels. A
+        sweep then puts the normalised graph in Ray's object store: by then the stored
+        features are freed, so the driver's copy and the store's (2 x the float32 features)
+        stay within the same count."""
         dense = 4 * self.nodes * self.features
         copies = self.stored_bytes + (0 if self.stored_float32 else dense) + dense
         return copies + 16 * self.entries + 8 * self.nodes
