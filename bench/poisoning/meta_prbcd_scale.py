@@ -24,6 +24,7 @@ import json
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -72,7 +73,8 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=100, help="surrogate (and scoring GCN) epochs")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--score", action="store_true")
-    parser.add_argument("--flips", default="/tmp/meta_prbcd_flips.npz")
+    parser.add_argument("--flips", default=str(Path(tempfile.gettempdir()) / "meta_prbcd_flips.npz"),
+                        help="where the attack process leaves its flips for --score (removed afterwards)")
     parser.add_argument("--mode", choices=["main", "attack"], default="main")
     args = parser.parse_args()
     if args.mode == "attack":
