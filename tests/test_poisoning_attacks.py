@@ -393,3 +393,22 @@ def test_meta_prbcd_inner_model_refuses_what_it_cannot_unroll(small, monkeypatch
         build_attack("meta_prbcd", {"n_edge_mod": 5, "inner": "model"}, "poisoning").attack(small, gcn)
     assert "\n" not in str(info.value)
 
+
+
+def test_kept_structures_change_no_meta_gradient_and_are_dropped_after(tiny):
+    """The sparse structures kept through one unrolled training give the very gradient that
+    recomputing them every step gives, and nothing is kept outside the block."""
+    from grb_dist.attacks.poisoning.prbcd import RelaxedEdges
+    from grb_dist.models import weighted
+
+    objective = _model_objective(tiny, "gcn", iters=4)
+    weights = objective.init_weights(torch.Generator().manual_seed(5))
+    relaxed = RelaxedEdges(tiny.num_nodes, torch.as_tensor(tiny.edge_index), torch.tensor([[0, 1, 2], [9, 12, 17]]),
+                           torch.ones(3, dtype=torch.float64))
+    p = torch.tensor([0.3, 0.6, 0.1], dtype=torch.float64, requires_grad=True)
+    (plain,) = torch.autograd.grad(objective.loss(relaxed, p, *weights), p)
+    with objective.kept():
+        (kept,) = torch.autograd.grad(objective.loss(relaxed, p, *weights), p)
+        assert weighted._KEPT.get()  # structures were kept while the block ran
+    assert torch.equal(plain, kept)
+    assert weighted._KEPT.get() is None and objective.module.ops is None

@@ -21,7 +21,9 @@ is O(E F) time: sparse products and gathers over the edges, never an N x N matri
 from __future__ import annotations
 
 import warnings
-from typing import Callable
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Callable, Iterator
 
 import torch
 from torch import nn
@@ -70,6 +72,44 @@ def inv_power(d: torch.Tensor, power: float) -> torch.Tensor:
     return torch.where(d > 0, d.clamp_min(1e-12).pow(-power), torch.zeros_like(d))
 
 
+#: The CSR structures kept inside :func:`kept_structures` (``None`` outside: nothing is kept).
+_KEPT: ContextVar[dict | None] = ContextVar("grb_dist_kept_structures", default=None)
+#: Most structures kept at once (the oldest goes first).
+KEPT_STRUCTURES = 16
+
+
+@contextmanager
+def kept_structures() -> Iterator[None]:
+    """Within this block, the weighted sparse products compute the CSR structure of the
+    same edge tensors once (an unrolled training propagates over one edge list hundreds of
+    times, forward and backward; sorting it again each time took over half of a
+    meta-gradient's time). Reentrant; what was kept is dropped on leaving."""
+    if _KEPT.get() is not None:
+        yield
+        return
+    token = _KEPT.set({})
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
+
+
+def _structure(row: torch.Tensor, col: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`csr_structure`, kept inside :func:`kept_structures`. An entry holds its
+    tensors, so no other tensor can take their memory (and key) while it is kept."""
+    kept = _KEPT.get()
+    if kept is None:
+        return csr_structure(row, col, n)
+    key = (row.data_ptr(), col.data_ptr(), row.numel(), row.stride(), col.stride(), row.dtype, n, row._version,
+           col._version)
+    hit = kept.get(key)
+    if hit is None:
+        if len(kept) >= KEPT_STRUCTURES:
+            kept.pop(next(iter(kept)))
+        hit = kept[key] = ((row, col), csr_structure(row, col, n))
+    return hit[1]
+
+
 def csr_structure(row: torch.Tensor, col: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The CSR structure of the ``(row, col)`` pairs of an n x n matrix: ``(crow, col
     sorted, perm)``, where ``perm`` sorts the pairs (values in CSR order are ``values[perm]``)."""
@@ -107,7 +147,7 @@ class _WeightedSpmm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, h, src, dst, weight, n):
-        crow, col, perm = csr_structure(dst, src, n)
+        crow, col, perm = _structure(dst, src, n)
         out = product(csr_matrix(crow, col, weight[perm], n), h)
         ctx.save_for_backward(h, src, dst, weight, crow, col, perm)
         ctx.n = n
@@ -126,7 +166,7 @@ class _WeightedSpmm(torch.autograd.Function):
                 grad_w = _SampledDot.apply(grad, h, src, dst, n)
             return grad_h, None, None, grad_w, None
         if ctx.needs_input_grad[0]:
-            crow_t, col_t, perm_t = csr_structure(src, dst, n)
+            crow_t, col_t, perm_t = _structure(src, dst, n)
             grad_h = product(csr_matrix(crow_t, col_t, weight[perm_t], n), grad)
         if ctx.needs_input_grad[3]:
             grad_w = sampled_dot(crow, col, perm, grad, h, n)
@@ -140,7 +180,7 @@ class _SampledDot(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, g, h, src, dst, n):
-        crow, col, perm = csr_structure(dst, src, n)
+        crow, col, perm = _structure(dst, src, n)
         ctx.save_for_backward(g, h, src, dst)
         ctx.n = n
         return sampled_dot(crow, col, perm, g.contiguous(), h.contiguous(), n)
@@ -271,7 +311,7 @@ def weighted_logits(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor,
 
 
 __all__ = [
-    "EdgeListOps", "WEIGHTED_KINDS", "attention", "csr_matrix", "csr_structure", "declares_program", "gat_layer",
-    "has_weighted_forward", "operator", "propagate", "propagate_attention", "sampled_dot", "weighted_degree",
+    "EdgeListOps", "KEPT_STRUCTURES", "WEIGHTED_KINDS", "attention", "csr_matrix", "csr_structure", "declares_program", "gat_layer",
+    "has_weighted_forward", "kept_structures", "operator", "propagate", "propagate_attention", "sampled_dot", "weighted_degree",
     "weighted_logits", "weighted_softmax", "with_self_loops", "without_self_loops",
 ]

@@ -46,8 +46,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -61,7 +62,9 @@ from grb_dist.attacks.poisoning.base import MEMORY_FRACTION
 from grb_dist.core.checks import check_int, format_bytes, machine_memory
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Modification
-from grb_dist.models.weighted import weighted_logits
+from grb_dist.models.weighted import (
+    EdgeListOps, declares_program, has_weighted_forward, kept_structures, weighted_logits,
+)
 
 
 #: The models a meta-gradient can train: Metattack's linearised GCN, or the surrogate's own.
@@ -217,6 +220,10 @@ class MetaObjective:
         self.c, self.kind, self.hidden, self.iters, self.lr, self.momentum = num_classes, kind, hidden, iters, lr, momentum
         self.dtype = dtype
 
+    def kept(self) -> Any:
+        """Nothing to keep: the linearised training has its own sparse products."""
+        return nullcontext()
+
     def relax(self, ctx: ModContext, pairs: torch.Tensor, sign: torch.Tensor) -> RelaxedGraph:
         """The relaxed graph of a block of pairs (``sign``: -1 on an edge, +1 on an absent pair)."""
         return RelaxedGraph(ctx.n, torch.as_tensor(ctx.graph.edge_index), pairs, sign, self.train, self.dtype)
@@ -252,14 +259,21 @@ class MetaObjective:
 
 class _Weighted(torch.nn.Module):
     """A model called on an edge-weighted graph, so that :func:`torch.func.functional_call`
-    can swap its parameters."""
+    can swap its parameters. A model with a declared program keeps its propagation
+    operators while the edge weights are the same tensor (the steps of one unrolled
+    training), instead of normalising the graph again at every step."""
 
     def __init__(self, model: torch.nn.Module):
         super().__init__()
         self.model = model
+        self.ops: tuple[torch.Tensor, EdgeListOps] | None = None
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_weight: torch.Tensor) -> torch.Tensor:
-        return weighted_logits(self.model, x, edge_index, edge_weight)
+        if has_weighted_forward(self.model) or not declares_program(self.model):
+            return weighted_logits(self.model, x, edge_index, edge_weight)
+        if self.ops is None or self.ops[0] is not edge_weight:
+            self.ops = (edge_weight, EdgeListOps(edge_index, edge_weight, x.shape[0]))
+        return self.model.incremental(self.ops[1], x)
 
 
 class RelaxedEdges:
@@ -326,8 +340,21 @@ class ModelObjective:
     def loss(self, graph: RelaxedEdges, p: torch.Tensor, *weights: torch.Tensor) -> torch.Tensor:
         """The attacker's loss after training from ``weights``; differentiable in ``p``
         through the training when ``p`` requires grad."""
-        meta = p.requires_grad
-        weight = graph.weights(p)
+        with self.kept():
+            return self._loss(graph, graph.weights(p), p.requires_grad, weights)
+
+    @contextmanager
+    def kept(self) -> Iterator[None]:
+        """The propagation operators and their sparse structures computed once while the
+        graph is the same (one unrolled training and its reverse pass), dropped after."""
+        try:
+            with kept_structures():
+                yield
+        finally:
+            self.module.ops = None
+
+    def _loss(self, graph: RelaxedEdges, weight: torch.Tensor, meta: bool,
+              weights: tuple[torch.Tensor, ...]) -> torch.Tensor:
         params = tuple(w.clone().requires_grad_(True) for w in weights)
         velocity = tuple(torch.zeros_like(w) for w in weights)
         with torch.enable_grad():
@@ -390,8 +417,9 @@ class MetaBlock(Block):
     def gradient(self, kind: str, x: torch.Tensor | None = None) -> tuple[float, torch.Tensor]:
         """The meta-gradient at ``p`` from a fresh initialisation."""
         p = self.p.detach().requires_grad_(True)
-        loss = self.objective.loss(self.graph, p, *self.objective.init_weights(self.gen))
-        (grad,) = torch.autograd.grad(loss, p)
+        with self.objective.kept():
+            loss = self.objective.loss(self.graph, p, *self.objective.init_weights(self.gen))
+            (grad,) = torch.autograd.grad(loss, p)
         return float(loss.detach()), grad
 
 
