@@ -1,8 +1,10 @@
-"""Shared helpers of the test-suite: tiny graphs, and where the real datasets are found."""
+"""Shared helpers of the test-suite: tiny graphs, where the real datasets are found, and the
+signal dispositions of the subprocesses that tests interrupt."""
 
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -68,3 +70,12 @@ def small(**changes) -> dict:
     }
     base.update(changes)
     return base
+
+
+def default_signals() -> None:
+    """Run in a driver's child before it starts: SIGINT and SIGTERM at their defaults. A
+    background job of a non-interactive shell (``nohup bash .ci/run &``, some CI runners)
+    starts with SIGINT ignored, which a child inherits and a CLI rightly leaves alone; the
+    tests that send it must not depend on how the suite was started."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -32,7 +32,7 @@ from typer.testing import CliRunner
 
 from grb_dist.cli import app
 
-from helpers import tiny_csbm
+from helpers import default_signals, tiny_csbm
 
 runner = CliRunner()
 FLAGS = ["--attacks", "rnd", "--defenses", "gcn,mlp", "--surrogates", "gcn", "--difficulties", "easy,full",
@@ -109,7 +109,7 @@ def test_two_sweeps_on_one_out(ray_local, tmp_path):
                               "--address", address], stdout=log, stderr=subprocess.STDOUT,
                              # SIGINT ends it below, also when the suite runs as a background job
                              # (started with SIGINT ignored, which the child would inherit)
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                             preexec_fn=default_signals)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and first.poll() is None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
+from helpers import default_signals
 
 JOB = """
 dataset: csbm
@@ -116,7 +117,7 @@ def test_no_ray_process_outlives_the_sweep(tmp_path, sig):
     # shell starts it with SIGINT ignored (and Python then installs no KeyboardInterrupt)
     p = subprocess.Popen([sys.executable, "-m", "grb_dist.cli", "sweep", "--job", str(job), "--out", str(out),
                           "--num-cpus", "1"], stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                         preexec_fn=default_signals)
     try:
         wait_for(lambda: "Ray: " in log.read_text(), 240, "the local Ray start", p, log)
         time.sleep(1.0)

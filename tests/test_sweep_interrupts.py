@@ -26,6 +26,7 @@ import pytest
 from typer.testing import CliRunner
 
 from grb_dist.cli import app
+from helpers import default_signals
 
 JOB = """
 dataset: csbm
@@ -57,15 +58,6 @@ def _tail(log: Path, offset: int) -> str:
             return fh.read().decode(errors="replace")
     except OSError:
         return ""
-
-
-def default_signals() -> None:
-    """Run in a driver's child before it starts: SIGINT and SIGTERM at their defaults. A
-    background job of a non-interactive shell (``nohup bash .ci/run &``, some CI runners)
-    starts with SIGINT ignored, which a child inherits and a CLI rightly leaves alone; the
-    tests that send it must not depend on how the suite was started."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @pytest.fixture

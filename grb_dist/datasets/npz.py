@@ -179,22 +179,25 @@ def _check_rows(npz, prefix: str, shape: tuple[int, int], path: Path, what: str)
     if header is None:
         return
     check_header_fits(path, key, header)
-    fmt_key = f"{prefix}format"
-    fmt = read_array(npz, fmt_key, path).item() if fmt_key in npz.files else b"csr"
-    csc = (fmt.decode() if isinstance(fmt, bytes) else str(fmt)) == "csc"
+    csc = sparse_format(npz, prefix, path) == "csc"
     count, unit = (shape[1], "columns") if csc else (shape[0], "rows")
     if len(header[0]) == 1 and header[0][0] != count + 1:
         raise DatasetError(f"{path}: {what} declares {count:,} {unit} but its indptr holds "
                            f"{max(0, header[0][0] - 1):,}; the file is damaged: fetch it again")
 
 
+def sparse_format(npz, prefix: str, path: Path) -> str:
+    """The stored ``{prefix}format`` of a sparse matrix (``csr`` when absent, as scipy saves it)."""
+    key = f"{prefix}format"
+    fmt = read_array(npz, key, path).item() if key in npz.files else b"csr"
+    return fmt.decode() if isinstance(fmt, bytes) else str(fmt)
+
+
 def read_sparse(npz, prefix: str, sep: str, path: Path, *, adjacency: bool = False) -> sp.csr_matrix:
     """A CSR matrix stored as ``{prefix}{sep}data/indices/indptr/shape``; an ``adjacency``
     holds edges (:func:`check_edge_values`)."""
     parts = {k: read_array(npz, f"{prefix}{sep}{k}", path) for k in ("data", "indices", "indptr", "shape")}
-    fmt_key = f"{prefix}{sep}format"
-    fmt = read_array(npz, fmt_key, path).item() if fmt_key in npz.files else b"csr"
-    fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
+    fmt = sparse_format(npz, f"{prefix}{sep}", path)
     if fmt not in ("csr", "csc"):
         raise DatasetError(f"{path}: sparse format {fmt!r} is not supported; save the matrix as CSR")
     kind = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
