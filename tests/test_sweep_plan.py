@@ -4,6 +4,7 @@ and the command (nothing of the run computed or written)."""
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -181,6 +182,33 @@ def test_plan_calibrates_once_prints_the_forecast_and_writes_nothing_of_the_run(
     assert not (tmp_path / "run").exists()
 
 
+def test_a_plan_on_samples_within_a_budget_gives_bounds(tiny_job, tmp_path):
+    """--calibration sampled measures on two samples and extrapolates; a budget that runs
+    out at once still measures the first figure of each kind and prices the others between
+    the fastest and the slowest of their kind."""
+    args = ["sweep", "--job", str(tiny_job), "--out", str(tmp_path / "run"), "--no-dashboard", "--plan",
+            "--calibration", "sampled", "--plan-budget", "0.001"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert "on samples of" in r.output
+    # the extrapolation checked against one epoch on the whole graph, and that figure cached
+    assert "extrapolation checked on the whole graph: one epoch of gcn took" in r.output
+    cached = next((tmp_path / "cache" / "grb-dist" / "calibration").glob("*.json"))
+    assert sum(k.startswith("check:") for k in json.loads(cached.read_text())["entries"]) == 1
+    found = re.search(r"--plan-budget: (\d+) figures not measured", r.output)
+    # 3 models, 2 attack shapes, 2 defenses' forward pass, 1 perturbed graph: one of each kind measured
+    assert found and int(found.group(1)) == (3 + 2 + 2 + 1) - 4, r.output
+    low, high = re.search(r"between (.*?) and (.*?) with the estimated figures", r.output).groups()
+    total = re.search(r"predicted wall time: (.*?)(?: \(|;)", r.output).group(1)
+    assert _seconds(low) <= _seconds(total) <= _seconds(high)
+    assert not (tmp_path / "run").exists()
+
+
+def _seconds(text: str) -> float:
+    units = {"s": 1, "min": 60, "h": 3600, "d": 86400}
+    return sum(float(n) * units[u] for n, u in re.findall(r"([\d.]+) (s|min|h|d)\b", text))
+
+
 @pytest.mark.parametrize("flags,message", [
     (["--cpus", "4"], "add --plan"),
     (["--plan", "--gpu-kind", "h100"], "give --gpus"),
@@ -188,6 +216,10 @@ def test_plan_calibrates_once_prints_the_forecast_and_writes_nothing_of_the_run(
     (["--plan", "--gpus", "-1"], "--gpus must be"),
     (["--plan", "--gpus", "1", "--gpu-kind", "../x"], "--gpu-kind must be"),
     (["--plan", "--gpus", "2", "--gpu-kind", "h100"], "no calibration of a 'h100' GPU"),
+    (["--plan-budget", "10"], "add --plan"),
+    (["--calibration", "full"], "add --plan"),
+    (["--plan", "--plan-budget", "0"], "--plan-budget must be"),
+    (["--plan", "--calibration", "half"], "--calibration must be one of auto, sampled, full"),
 ])
 def test_plan_options_are_checked_before_any_work(tiny_job, tmp_path, flags, message):
     result = runner.invoke(app, ["sweep", "--job", str(tiny_job), "--out", str(tmp_path / "run"), *flags])

@@ -53,6 +53,8 @@ def sweep(
     cpus: Optional[float] = typer.Option(None, "--cpus", help="With --plan: the CPUs of the cluster to plan for (default: the cluster of --address, else this machine's or --num-cpus)."),
     gpus: Optional[float] = typer.Option(None, "--gpus", help="With --plan: the GPUs of that cluster (default: 0 with --cpus, else the cluster's)."),
     gpu_kind: Optional[str] = typer.Option(None, "--gpu-kind", help="With --plan and --gpus: the cluster's GPU (h100, a100 ...), calibrated once on a node with it; default: this machine's GPU."),
+    plan_budget: Optional[float] = typer.Option(None, "--plan-budget", help="With --plan: stop measuring after SECONDS; the figures left are estimated from the measured ones of their kind, and the prediction comes with bounds."),
+    calibration: str = typer.Option("auto", "--calibration", help="With --plan: where to measure: auto (samples of a graph above 60,000 nodes, else the graph itself), sampled or full."),
 ) -> None:
     """Run the benchmark: every attack of the scenario(s) against every defense, per difficulty, on Ray.
 
@@ -67,7 +69,7 @@ def sweep(
     check_ray_address(address)
     _check_flush(flush_rows, flush_seconds)
     check_threads(threads)
-    _check_plan_options(plan_only, cpus, gpus, gpu_kind)
+    _check_plan_options(plan_only, cpus, gpus, gpu_kind, plan_budget, calibration)
     if keep_ray and address:
         from grb_dist.core.errors import ConfigError
 
@@ -83,7 +85,7 @@ def sweep(
             # the sweep's own start: this process so far (its start, imports, the graph)
             started = _process_age(time.perf_counter() - loading)
             _plan(prepared, _plan_cluster(address, num_cpus, cpus, gpus, threads), gpu_kind, started, dashboard,
-                  described=cpus is not None)
+                  described=cpus is not None, budget=plan_budget, calibration=calibration)
             return
         outcome = finished(prepared, on_warning=warn)  # every cell stored: no lock, no Ray, no write
         if outcome is not None:
@@ -224,10 +226,13 @@ def _check_cluster_memory(prepared) -> None:
 
 
 def _check_plan_options(plan_only: bool, cpus: Optional[float], gpus: Optional[float],
-                        gpu_kind: Optional[str]) -> None:
+                        gpu_kind: Optional[str], budget: Optional[float] = None, calibration: str = "auto") -> None:
     from grb_dist.core.errors import ConfigError
+    from grb_dist.sweep.calibrate import SAMPLING
 
-    given = [flag for flag, v in (("--cpus", cpus), ("--gpus", gpus), ("--gpu-kind", gpu_kind)) if v is not None]
+    given = [flag for flag, v in (("--cpus", cpus), ("--gpus", gpus), ("--gpu-kind", gpu_kind),
+                                  ("--plan-budget", budget), ("--calibration", None if calibration == "auto" else 1))
+             if v is not None]
     if given and not plan_only:
         raise ConfigError(f"{given[0]} describes the cluster of a plan: add --plan (or leave it out)")
     if cpus is not None and not 1 <= cpus <= 1_000_000:
@@ -238,6 +243,10 @@ def _check_plan_options(plan_only: bool, cpus: Optional[float], gpus: Optional[f
         raise ConfigError(f"--gpu-kind must be a GPU's name such as h100 or a100, got {gpu_kind!r}")
     if gpu_kind is not None and not gpus:
         raise ConfigError("--gpu-kind names the GPUs of --gpus: give --gpus N (N > 0)")
+    if budget is not None and not 0 < budget <= 1e7:
+        raise ConfigError(f"--plan-budget must be a number of seconds in (0, 10,000,000], got {budget:g}")
+    if calibration not in SAMPLING:
+        raise ConfigError(f"--calibration must be one of {', '.join(SAMPLING)}, got {calibration!r}")
 
 
 def _plan_cluster(address: Optional[str], num_cpus: Optional[int], cpus: Optional[float], gpus: Optional[float],
@@ -279,28 +288,34 @@ def _process_age(fallback: float) -> float:
 
 
 def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashboard: Optional[bool], *,
-          described: bool) -> None:
+          described: bool, budget: Optional[float] = None, calibration: str = "auto") -> None:
     """``--plan``: calibrate, forecast and print the plan (stdout: Markdown; stderr: progress)."""
     from grb_dist.sweep.session import predict_cost
 
+    from grb_dist.sweep.calibrate import sample_sizes
+
     spec = prepared.spec
+    sizes = sample_sizes(prepared.graph.num_nodes, calibration)
+    measured_on = (f"samples of {' and '.join(f'{k:,}' for k in sizes)} of its {prepared.graph.num_nodes:,} nodes, "
+             "extrapolated" if sizes else "the whole graph")
     status = base.err_console.status("calibrating") if base.err_console.is_terminal else None
     if status is None:  # a pipe: a line now, then one whenever a measurement starts 5 s after the last line
         base.err_console.print(f"calibrating for a {gpu_kind} GPU (from its cached figures, or on this machine's if it is one) ..." if gpu_kind else
-                               "calibrating on this machine (a few epochs and steps of each kind of task) ...",
-                               highlight=False, markup=False)
+                               f"calibrating on this machine: a few epochs and steps of each kind of task on {measured_on}"
+                               + (f", for at most {_duration(budget)}" if budget else "") + " ...",
+                               highlight=False, markup=False, soft_wrap=True)
         last = [time.perf_counter()]
 
         def step(what: str) -> None:
             if time.perf_counter() - last[0] >= 5.0:
                 last[0] = time.perf_counter()
-                base.err_console.print(f"calibrating: {what}", highlight=False, markup=False)
+                base.err_console.print(f"calibrating: {what}", highlight=False, markup=False, soft_wrap=True)
     else:
         status.start()
         step = lambda what: status.update(f"calibrating: {what}")  # noqa: E731
     try:
         work, cal, fc = predict_cost(prepared, cluster, load_seconds=load_seconds, gpu_kind=gpu_kind,
-                                     dashboard=dashboard, on_step=step)
+                                     dashboard=dashboard, on_step=step, sample=calibration, budget=budget)
     finally:
         if status is not None:
             status.stop()
@@ -315,7 +330,15 @@ def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashb
            f"({cal.machine['processor']}): "
            + (f"{plural(cal.measured, 'figure')} measured in {_duration(cal.seconds)}"
               + (f", {cal.reused:,} from the cache" if cal.reused else "") if cal.measured
-              else "every figure from the cache"))
+              else "every figure from the cache")
+           + (f", on samples of {' and '.join(f'{k:,}' for k in cal.samples)} nodes" if cal.samples else ""))
+    if cal.check is not None:
+        model, measured, predicted, scale = cal.check
+        print_(f"extrapolation checked on the whole graph: one epoch of {model} took {_duration(measured)} against "
+               f"{_duration(predicted)} extrapolated; every figure's growth beyond the samples is taken {scale:.2f}x")
+    if cal.estimated:
+        print_(f"--plan-budget: {plural(cal.estimated, 'figure')} not measured, each taken as the median measured "
+               "figure of its kind; the bounds take them at the fastest and the slowest")
     if not work.todo:
         print_("nothing to compute: every cell of this job is stored")
         return
@@ -336,7 +359,9 @@ def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashb
            f"{_duration(fc.total - fc.setup - fc.schedule)} | |")
     print_("")
     print_(f"predicted wall time: {_duration(fc.total)}" + (
-        f" (at most {_duration(fc.upper)} if no training stops early)" if fc.upper > fc.total * 1.005 else ""))
+        f" (at most {_duration(fc.upper)} if no training stops early)" if fc.upper > fc.total * 1.005 else "")
+        + (f"; between {_duration(fc.bounds[0])} and {_duration(fc.bounds[1])} with the estimated figures"
+           if fc.bounds else ""))
     if more:
         for note in fc.notes:
             print_(f"note: {note}")

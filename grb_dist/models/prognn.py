@@ -129,6 +129,7 @@ class ProGNNConfig(ModelConfig):
     lr_adj: float = 0.01
     momentum: float = 0.9
     nuclear: bool = False
+    fro_squared: bool = False
     outer_steps: int = 1
     inner_steps: int = 2
     purify_steps: int = 100
@@ -269,8 +270,14 @@ class StructureSteps:
     @torch.no_grad()
     def step(self, extra: torch.Tensor | None = None) -> None:
         c, s = self.config, self.s
-        grad = extra if extra is not None else torch.zeros_like(s)
-        grad.add_(s, alpha=2).index_put_((self.rows, self.cols), grad.new_tensor(-2.0), accumulate=True)
+        grad = s.clone().index_put_((self.rows, self.cols), s.new_tensor(-1.0), accumulate=True)  # S - A
+        if c.fro_squared:
+            grad.mul_(2)
+        else:  # the gradient of ||S - A||_F, (S - A) / ||S - A||_F, and 0 at S = A (as torch.norm's)
+            norm = float(torch.linalg.vector_norm(grad))
+            grad.div_(norm) if norm > 0 else grad.zero_()
+        if extra is not None:
+            grad.add_(extra)
         if self.smooth is not None:
             grad.add_(self.smooth.gradient(s), alpha=c.lam)
         grad = (grad + grad.T).div_(2)  # the gradient within symmetric matrices

@@ -110,6 +110,10 @@ class Calibration:
     measured: int = 0
     reused: int = 0
     seconds: float = 0.0
+    samples: tuple[int, ...] = ()  # nodes of the samples measured on (none: the graph itself)
+    check: tuple[str, float, float, float] | None = None  # the full-size check: model, measured s, extrapolated s, scale
+    estimated: int = 0  # figures not measured within the budget
+    bounds: tuple["Calibration", ...] = ()  # with the estimated figures at their fastest and slowest
 
 
 # ------------------------------------------------------------------------------ machine
@@ -488,56 +492,278 @@ def _to_model(graph: Any, task: ModelTask, state_dict: Mapping[str, Any], device
     return load_model(graph, task.name, dict(task.params), state_dict, device)
 
 
+#: A graph with more nodes than this is calibrated on samples (``sample="auto"``).
+SAMPLE_ABOVE = 60_000
+#: Nodes of the two samples a large graph is calibrated on (:func:`sample_sizes`).
+SAMPLE_NODES = (5_000, 20_000)
+#: The full-size check: one epoch of the first surrogate on the whole graph, measured when
+#: its extrapolated cost is at most this (seconds).
+CHECK_S = 20.0
+SAMPLING = ("auto", "sampled", "full")
+
+
+def sample_sizes(num_nodes: int, sample: str = "auto") -> tuple[int, ...]:
+    """Nodes of the samples a graph of ``num_nodes`` is calibrated on: none (the full graph)
+    with ``full``, or with ``auto`` up to :data:`SAMPLE_ABOVE` nodes; else
+    :data:`SAMPLE_NODES` (at most half the graph's nodes each)."""
+    if sample not in SAMPLING:
+        raise ConfigError(f"unknown calibration {sample!r}; use one of: {', '.join(SAMPLING)}")
+    if sample == "full" or (sample == "auto" and num_nodes <= SAMPLE_ABOVE):
+        return ()
+    sizes = tuple(sorted({max(1, min(k, num_nodes // 2 >> i)) for i, k in enumerate(reversed(SAMPLE_NODES))}))
+    return sizes if len(sizes) == 2 else ()
+
+
+def extrapolate(points: list[tuple[float, Rate]], scale: float = 1.0) -> Rate:
+    """The rate on the full graph (share 1) from rates measured on samples of the shares
+    given: linear in the share through the two largest (a slope below 0, which noise can
+    give, counts as 0), the increment beyond the largest sample times ``scale`` (what the
+    full-size check found, :func:`check_scale`); the one rate itself when there is one."""
+    if len(points) == 1:
+        return points[0][1]
+    (x1, r1), (x2, r2) = sorted(points, key=lambda p: p[0])[-2:]
+
+    def up(a: float, b: float, by: float = scale) -> float:
+        return b + by * max(0.0, (b - a) / (x2 - x1)) * (1.0 - x2)
+
+    return Rate(up(r1.fixed, r2.fixed), up(r1.unit, r2.unit), int(up(r1.peak, r2.peak, 1.0)), up(r1.clean, r2.clean))
+
+
+#: The range :func:`check_scale` keeps to (one noisy epoch does not scale every figure 10x).
+CHECK_SCALE = (0.5, 4.0)
+
+
+def check_scale(points: list[tuple[float, Rate]], measured: float) -> float:
+    """The factor on the extrapolated increment that makes one epoch extrapolated from
+    ``points`` take ``measured`` seconds on the full graph (within :data:`CHECK_SCALE`):
+    sparse work on a graph many times the size of a processor's caches runs slower per edge
+    than on a sample that fits them, and one epoch on the full graph says by how much."""
+    largest = max(points, key=lambda p: p[0])[1].seconds(1)
+    increment = extrapolate(points).seconds(1) - largest
+    if increment <= 0:
+        return 1.0
+    return min(CHECK_SCALE[1], max(CHECK_SCALE[0], (measured - largest) / increment))
+
+
+@dataclass
+class _Figure:
+    """One figure of a calibration: its kind (``train``, ``attack``, ``score``, ``perturb``),
+    its name in the :class:`Calibration`'s dict, and how a calibrator measures it."""
+
+    kind: str
+    name: str
+    measure: Callable[["_Calibrator"], Rate]
+
+
+class _Progress:
+    """Counts figures, says what is measured with the time left, and keeps the budget."""
+
+    def __init__(self, total: int, budget: float | None, on_step: Callable[[str], None]) -> None:
+        self.total, self.budget, self.on_step = total, budget, on_step
+        self.start = time.perf_counter()
+        self.done = 0
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def over(self) -> bool:
+        return self.budget is not None and self.elapsed() >= self.budget
+
+    def left(self) -> float | None:
+        """Seconds left by the mean pace so far (``None`` before the first figure)."""
+        if not self.done:
+            return None
+        left = self.elapsed() / self.done * (self.total - self.done)
+        return min(left, max(0.0, self.budget - self.elapsed())) if self.budget is not None else left
+
+    def step(self, what: str) -> None:
+        left = self.left()
+        eta = f", about {_short(left)} left" if left is not None and self.total > self.done else ""
+        self.on_step(f"[{self.done + 1}/{self.total}{eta}] {what}")
+
+
+def _short(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60}:{seconds % 60:02d}" if seconds >= 60 else f"{seconds} s"
+
+
 def calibrate(plan: Plan, work: Work, graph: Any, fingerprint: str, *, device: str = "cpu", threads: int = 1,
               cpus: int = 1, dashboard: bool | None = None, on_step: Callable[[str], None] | None = None,
-              machine: Mapping[str, Any] | None = None) -> Calibration:
+              machine: Mapping[str, Any] | None = None, sample: str = "auto",
+              budget: float | None = None) -> Calibration:
     """The rates of every kind of task in ``work`` (of ``plan``, on ``graph`` whose content
     fingerprint is ``fingerprint``), measured with ``threads`` torch threads on ``device``
     or read from this machine's cache; Ray's start-up with ``cpus`` workers (at most this
     machine's cores) and ``dashboard`` as the sweep would start it. ``on_step(what)`` is
-    called before each measurement.
+    called before each measurement, ``what`` with the figure's number and the time left.
+    ``sample``: ``auto`` measures a graph above :data:`SAMPLE_ABOVE` nodes on two samples
+    (:func:`sample_sizes`, :func:`grb_dist.datasets.sample.sample_graph`) and extrapolates
+    (:func:`extrapolate`); ``full`` on the graph itself; ``sampled`` always on samples.
+    ``budget``: seconds of measuring after which the figures left are not measured but
+    taken between the fastest and the slowest measured figure of their kind
+    (:attr:`Calibration.estimated`, :attr:`Calibration.bounds`); the first figure of each
+    kind is measured whatever the budget.
     ``machine``: another machine's identity (:func:`gpu_machine`), whose cached figures
     are used instead (a figure it lacks is an error: nothing is measured here)."""
     import torch
 
     start = time.perf_counter()
+    sizes = sample_sizes(graph.num_nodes, sample)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
-    c = _Calibrator(plan, graph, device, threads, fingerprint, on_step, machine)
+    report = on_step or (lambda _: None)
     try:
-        startup = c.startup(max(1, min(int(cpus), os.cpu_count() or 1)), dashboard)
-        train = {t.file_stem: c.train_rate(t) for t in (*work.models, *(pt.model for pt in work.poisoned))}
-        attack = _attack_rates(c, plan, work)
-        score = {d: c.score_rate(d) for d in sorted({cell.defense for cell in work.todo})}
-        perturb = {sc: c.perturb_rate(sc) for sc in sorted({cell.scenario for cell in work.todo})}
-        best = c.best_epoch(plan.surrogates[0]) if any(t.file_stem in train for t in plan.models) else None
+        if sizes:
+            from grb_dist.datasets.sample import sample_graph
+
+            samples = [(sample_graph(graph, k, seed=0), k / graph.num_nodes) for k in sizes]
+            calibrators = [_Calibrator(plan, g, device, threads, f"{fingerprint}:sample:{g.num_nodes}", report,
+                                       machine) for g, _ in samples]
+            shares = [share for _, share in samples]
+        else:
+            calibrators, shares = [_Calibrator(plan, graph, device, threads, fingerprint, report, machine)], [1.0]
+        lead = calibrators[0]
+        startup = lead.startup(max(1, min(int(cpus), os.cpu_count() or 1)), dashboard)
+        figures, priced = _figures(plan, work)
+        progress = _Progress(len(figures), budget, report)
+        rates: dict[str, dict[str, Rate]] = {"train": {}, "attack": {}, "score": {}, "perturb": {}}
+        first: dict[str, _Figure] = {}  # the first figure of each kind: measured whatever the budget
+        for f in figures:
+            first.setdefault(f.kind, f)
+        order = [*first.values(), *(f for f in figures if f not in first.values())]
+        points: dict[tuple[str, str], list[tuple[float, Rate]]] = {}
+        for f in order:
+            if progress.over() and first[f.kind] is not f:
+                continue
+            for c, share in zip(calibrators, shares):
+                c.on_step = lambda what, f=f, c=c: progress.step(
+                    what + (f" on {c.graph.num_nodes:,} nodes" if sizes else ""))
+            points[f.kind, f.name] = [(share, f.measure(c)) for c, share in zip(calibrators, shares)]
+            progress.done += 1
+        check = _full_size_check(plan, graph, lead, points, report) if sizes else None
+        for (kind, name), measured in points.items():
+            rates[kind][name] = extrapolate(measured, check[3] if check else 1.0)
+        estimated = _fill(rates, figures)
+        attack = _attacks(rates["attack"], priced)
+        train = {t.file_stem: rates["train"][t.file_stem] for t in (*work.models, *(pt.model for pt in work.poisoned))}
+        largest = calibrators[-1]
+        largest.on_step = lambda what: report(what + (f" on {largest.graph.num_nodes:,} nodes" if sizes else ""))
+        best = (largest.best_epoch(plan.surrogates[0])
+                if any(t.file_stem in train for t in plan.models) and not progress.over() else None)
     finally:
         torch.set_num_threads(before)
-    return Calibration(c.machine, train, attack, score, startup, perturb, best, c.measured, c.reused,
-                       time.perf_counter() - start)
+    cal = Calibration(lead.machine, train, attack, rates["score"], startup, rates["perturb"], best,
+                      sum(c.measured for c in calibrators), sum(c.reused for c in calibrators),
+                      time.perf_counter() - start, samples=sizes, check=check,
+                      estimated=sum(len(v) for v in estimated.values()))
+    if estimated:
+        cal.bounds = tuple(_with(cal, rates, {kind: {name: pair[side] for name, pair in names.items()}
+                                              for kind, names in estimated.items()}, priced) for side in (0, 1))
+    return cal
 
 
-def _attack_rates(c: _Calibrator, plan: Plan, work: Work) -> dict[str, Rate]:
-    """Per perturbation to compute, its rate: one measurement per shape (the cells of a
-    shape differ by seed and steps only). An adaptive shape is measured on the last
-    difficulty and scaled to the others by the ratio of its transfer counterpart's costs."""
+def _figures(plan: Plan, work: Work) -> tuple[list[_Figure], dict[str, tuple[str, ...]]]:
+    """The figures ``work`` needs, in the order they are measured, and how each perturbation
+    to compute is priced: by the figure of its shape (the cells of a shape differ by seed
+    and steps only), or, for an adaptive shape off the last difficulty, by the figure of the
+    same shape on the last difficulty scaled by the ratio of its transfer counterpart's
+    costs here and there (perturbation id -> one figure's name, or the three)."""
+    figures: dict[tuple[str, str], _Figure] = {}
+
+    def add(kind: str, name: str, measure: Callable[[_Calibrator], Rate]) -> None:
+        figures.setdefault((kind, name), _Figure(kind, name, measure))
+
+    for t in (*work.models, *(pt.model for pt in work.poisoned)):
+        add("train", t.file_stem, lambda c, t=t: c.train_rate(t))
     last = plan.spec.difficulties[-1]
     transfer = {(a.scenario, a.attack, a.difficulty): a for a in plan.attacks if a.threat == TRANSFER}
-    rates: dict[str, Rate] = {}
+    shapes: dict[str, str] = {}  # a shape -> the perturbation id its figure is named by
+
+    def add_attack(a: AttackCell) -> str:
+        shape = canonical_json([a.scenario, a.attack, {k: v for k, v in a.params.items() if k not in ("steps", "seed")},
+                                a.difficulty, a.surrogate_model, a.labels_from, a.threat])
+        name = shapes.setdefault(shape, a.perturbation_id)
+        add("attack", name, lambda c, a=a: c.attack_rate(a))
+        return name
+
+    priced: dict[str, tuple[str, ...]] = {}
     for a in work.attacks_to_run:
         ref = transfer.get((a.scenario, a.attack, last))
         here = transfer.get((a.scenario, a.attack, a.difficulty))
         if a.threat == TRANSFER or a.difficulty == last or ref is None or here is None:
-            rates[a.perturbation_id] = c.attack_rate(a)
+            priced[a.perturbation_id] = (add_attack(a),)
             continue
         at_last = next(b for b in plan.attacks if (b.scenario, b.attack, b.surrogate_model, b.threat, b.difficulty)
                        == (a.scenario, a.attack, a.surrogate_model, a.threat, last))
-        base, ref_rate, here_rate = c.attack_rate(at_last), c.attack_rate(ref), c.attack_rate(here)
-        total = ref_rate.seconds(10) + ref_rate.clean
-        factor = (here_rate.seconds(10) + here_rate.clean) / total if total > 0 else 1.0
-        rates[a.perturbation_id] = base.scaled(factor)
-    return rates
+        priced[a.perturbation_id] = tuple(add_attack(b) for b in (at_last, ref, here))
+    for d in sorted({cell.defense for cell in work.todo}):
+        add("score", d, lambda c, d=d: c.score_rate(d))
+    for sc in sorted({cell.scenario for cell in work.todo}):
+        add("perturb", sc, lambda c, sc=sc: c.perturb_rate(sc))
+    return list(figures.values()), priced
 
 
-__all__ = ["CALIBRATION_VERSION", "Calibration", "Rate", "Startup", "cache_dir", "cache_path", "calibrate", "code_hash", "cpu_model",
-           "gpu_machine", "machine_identity", "measure_startup"]
+def _attacks(figures: Mapping[str, Rate], priced: Mapping[str, tuple[str, ...]]) -> dict[str, Rate]:
+    """Each perturbation's rate from the attack figures (:func:`_figures`)."""
+    out = {}
+    for pid, names in priced.items():
+        if len(names) == 1:
+            out[pid] = figures[names[0]]
+            continue
+        base, ref, here = (figures[n] for n in names)
+        total = ref.seconds(10) + ref.clean
+        out[pid] = base.scaled((here.seconds(10) + here.clean) / total if total > 0 else 1.0)
+    return out
+
+
+def _fill(rates: dict[str, dict[str, Rate]], figures: list[_Figure]) -> dict[str, dict[str, tuple[Rate, Rate]]]:
+    """Give every figure left unmeasured (the budget ran out) the median measured figure of
+    its kind, in place; returns, for those, the fastest and the slowest measured figure of
+    their kind (the bounds)."""
+    estimated: dict[str, dict[str, tuple[Rate, Rate]]] = {}
+    for f in figures:
+        kind = rates[f.kind]
+        if f.name in kind:
+            continue
+        known = sorted((r for n, r in kind.items() if n not in estimated.get(f.kind, {})),
+                       key=lambda r: r.seconds(10) + r.clean)
+        estimated.setdefault(f.kind, {})[f.name] = (known[0], known[-1])
+        kind[f.name] = known[len(known) // 2]
+    return estimated
+
+
+def _with(cal: Calibration, rates: dict[str, dict[str, Rate]], replace: dict[str, dict[str, Rate]],
+          priced: Mapping[str, tuple[str, ...]]) -> Calibration:
+    """``cal`` with the estimated figures replaced by ``replace`` (one side of the bounds)."""
+    def merged(kind: str) -> dict[str, Rate]:
+        return {**rates[kind], **replace.get(kind, {})}
+
+    return dataclasses.replace(cal, train={k: merged("train")[k] for k in cal.train},
+                               attack=_attacks(merged("attack"), priced), score=merged("score"),
+                               perturb=merged("perturb"), bounds=())
+
+
+def _full_size_check(plan: Plan, graph: Any, lead: _Calibrator,
+                     points: Mapping[tuple[str, str], list[tuple[float, Rate]]],
+                     report: Callable[[str], None]) -> tuple[str, float, float, float] | None:
+    """One epoch of the first surrogate on the whole graph against the epoch extrapolated
+    from the samples, when that is at most :data:`CHECK_S` (model, measured s, extrapolated
+    s, the :func:`check_scale` it gives); cached in ``lead``'s cache like any figure."""
+    task = plan.surrogates[0]
+    measured = points.get(("train", task.file_stem))
+    if measured is None or extrapolate(measured).seconds(1) > CHECK_S:
+        return None
+
+    def measure() -> Rate:
+        report(f"checking the extrapolation: 1 epoch of {task.name} on the whole graph")
+        full = _Calibrator(plan, graph, lead.device, lead.threads, "", report, lead.machine)
+        return Rate(full._train(task, 1)[0], 0.0, 0)
+
+    key = f"check:{lead.fingerprint}:{lead.model_key(task)}"
+    seconds = lead.cached(key, measure).fixed
+    return task.name, seconds, extrapolate(measured).seconds(1), check_scale(measured, seconds)
+
+
+__all__ = ["CALIBRATION_VERSION", "Calibration", "Rate", "SAMPLE_ABOVE", "SAMPLE_NODES", "SAMPLING", "Startup",
+           "cache_dir", "cache_path", "calibrate", "check_scale", "code_hash", "cpu_model", "extrapolate", "gpu_machine",
+           "machine_identity", "measure_startup", "sample_sizes"]

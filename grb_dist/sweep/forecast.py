@@ -91,6 +91,7 @@ class Forecast:
     worker_bytes: int
     graph_bytes: int
     notes: list[str] = field(default_factory=list)
+    bounds: tuple[float, float] | None = None  # the total's range when some figures were estimated, not measured
 
     def peak_task(self, stage: str) -> int:
         """The resident memory of the stage's largest task: a worker, the graph, its work."""

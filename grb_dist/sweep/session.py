@@ -156,7 +156,7 @@ def open_store(prepared: Prepared, lock: RunLock) -> RunStore:
 
 
 def predict_cost(prepared: Prepared, cluster: Any, *, load_seconds: float = 0.0, gpu_kind: str | None = None,
-                 dashboard: bool | None = None, on_step=None) -> Any:
+                 dashboard: bool | None = None, on_step=None, sample: str = "auto", budget: float | None = None) -> Any:
     """``sweep --plan``: the :class:`~grb_dist.sweep.forecast.Forecast` of the missing cells
     of a prepared run on ``cluster`` (a :class:`~grb_dist.sweep.forecast.Cluster`), from a
     calibration on this machine (its CUDA device when the cluster has GPUs and this machine
@@ -182,11 +182,19 @@ def predict_cost(prepared: Prepared, cluster: Any, *, load_seconds: float = 0.0,
         raise ConfigError("this machine has no GPU to calibrate a GPU cluster on: name the cluster's GPU with "
                           "--gpu-kind (its calibration cached from a GPU node), or plan for CPUs (--gpus 0)")
     calibration = calibrate(p, work, prepared.graph, prepared.fingerprint, device=device, threads=cluster.threads,
-                            cpus=int(cluster.cpus), dashboard=dashboard, on_step=on_step, machine=machine)
+                            cpus=int(cluster.cpus), dashboard=dashboard, on_step=on_step, machine=machine,
+                            sample=sample, budget=budget)
     g = prepared.graph
     graph_bytes = int(g.features.nbytes + g.edge_index.nbytes + g.labels.nbytes)
-    return work, calibration, forecast(p, work, calibration, cluster, load_seconds=load_seconds,
-                                       graph_bytes=graph_bytes, stored=stored)
+
+    def priced(cal: Any) -> Any:
+        return forecast(p, work, cal, cluster, load_seconds=load_seconds, graph_bytes=graph_bytes, stored=stored)
+
+    fc = priced(calibration)
+    if calibration.bounds:
+        low, high = (priced(side) for side in calibration.bounds)
+        fc.bounds = (min(low.total, fc.total), max(high.upper, fc.upper))
+    return work, calibration, fc
 
 
 @dataclass
