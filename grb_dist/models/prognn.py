@@ -5,15 +5,17 @@ Pro-GNN starts from the (possibly poisoned) adjacency ``A`` and learns ``S`` tha
 close to ``A`` while having the properties of clean graphs that attacks destroy (sparsity,
 low rank, smooth features), by minimising
 
-    ||S - A||_F^2 + alpha ||S||_1 + beta ||S||_* + gamma L_GCN(theta, S) + lambda tr(X^T L_S X)
+    ||S - A||_F + alpha ||S||_1 + beta ||S||_* + gamma L_GCN(theta, S) + lambda tr(X^T L_S X)
 
-where ``L_S = R (D - S) R`` is the normalised Laplacian of ``S`` (``D`` its degrees,
+(the paper writes the first term squared; the authors' code, whose figures the paper
+reports, takes the norm itself, whose gradient ``(S - A) / ||S - A||_F`` has unit size
+whatever the distance: ``fro_squared=True`` is the paper's form), where ``L_S = R (D - S) R`` is the normalised Laplacian of ``S`` (``D`` its degrees,
 ``R = (D + 1e-3)^-1/2`` as in the paper's code) and ``L_GCN`` the cross-entropy of a
 two-layer GCN on ``D~^-1/2 (S + I) D~^-1/2`` at the training nodes. The optimisation
 alternates, every epoch (:meth:`ProGNN.train_on`):
 
 - ``outer_steps`` steps on ``S``: an SGD step with momentum 0.9 (learning rate ``lr_adj``)
-  on the smooth part ``||S - A||^2 + gamma L_GCN + lambda tr(X^T L_S X)`` (its gradient
+  on the smooth part ``||S - A|| + gamma L_GCN + lambda tr(X^T L_S X)`` (its gradient
   symmetrised: the step stays within the symmetric matrices ``S`` is projected onto), then
   the proximal operators of the non-smooth terms: :func:`prox_nuclear` (threshold
   ``lr_adj * beta``, singular value soft-thresholding; through an eigendecomposition, as
@@ -50,7 +52,7 @@ nodes and edges as the graph ``S`` was learned on (the poisoning case: training 
 on the same perturbed graph); on any other graph (the inductive validation graph, a test
 graph with injected nodes or flipped edges) it first runs ``purify_steps`` steps of the
 unsupervised part of the objective on that graph, starting from its adjacency
-(``||S' - A'||^2 + lambda tr(X'^T L_S' X')`` by the same SGD with momentum, then the
+(``||S' - A'||_F + lambda tr(X'^T L_S' X')`` by the same SGD with momentum, then the
 proximal operators of ``alpha`` and, when ``nuclear``, ``beta``, and the projection), and
 runs the trained GCN on the result. That part does not involve the GCN, so the purified
 structure is computed without gradient, once per input graph (kept while the features and
@@ -113,6 +115,7 @@ class ProGNNConfig(ModelConfig):
         lr_adj: learning rate of the steps on ``S`` (0.01).
         momentum: momentum of the SGD on ``S`` (0.9).
         nuclear: apply the nuclear-norm proximal step (O(N^3) per step; off by default).
+        fro_squared: the paper's ``||S - A||_F^2`` instead of the code's ``||S - A||_F``.
         outer_steps: steps on ``S`` per epoch (1).
         inner_steps: GCN steps per epoch (2).
         purify_steps: steps of the unsupervised objective on a graph other than the
@@ -253,7 +256,7 @@ class Smoothness:
 
 
 class StructureSteps:
-    """Proximal gradient steps on ``S`` (module docstring): the gradient of ``||S - A||^2 +
+    """Proximal gradient steps on ``S`` (module docstring): the gradient of ``||S - A||_F +
     lambda tr(X^T L_S X)`` (closed forms) plus an optional extra gradient (the GCN loss),
     symmetrised, an SGD step with momentum (``torch.optim.SGD``'s rule), then
     :func:`proximal_steps_`. ``S`` starts at ``A`` and is updated in place."""

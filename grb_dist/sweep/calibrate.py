@@ -7,8 +7,8 @@ held defense. Costs are linear in what the job sets (:class:`Rate`):
 
 * training: ``fixed + epochs * unit``: a 1-epoch run (first calls allocate: untimed on a
   small graph, the first point on a large one), then timed runs of a few epochs
-  (:func:`_counts`: 1 and 2 on a large graph, up to 10 and 40 on a small one), early
-  stopping off;
+  (:func:`_counts`: 1 and 2 on a large graph, up to 10 and 40 on a small one; a longer one
+  when the difference would be noise, :func:`_lengthened`), early stopping off;
 * an attack: ``clean + fixed + steps * unit``: ``clean`` is the surrogate's clean pass, which
   the cells of one attack task share; measured as a cold 1-step run, then two warm runs of a
   few steps;
@@ -21,12 +21,13 @@ Alongside the time, the peak resident memory of each measurement above the proce
 (sampled every 2 ms) bounds the task's memory from below. Adaptive attacks are measured on
 the last difficulty and scaled to the others by their transfer counterpart.
 
-Results are cached per machine (CPU model, cores, torch and package versions, the
-package's code, device, threads, allocator policy) in
-``$XDG_CACHE_HOME/grb-dist/calibration/`` (default ``~/.cache``), one JSON file per machine,
-keyed by what each figure depends on (the graph's content, the model or attack parameters
-without epochs, steps and seeds): a second ``--plan`` of the same job measures nothing.
-The cache holds numbers only.
+A graph above :data:`~grb_dist.sweep.scaling.SAMPLE_ABOVE` nodes is measured on two samples
+and each figure extrapolated to the whole graph, checked against one epoch there
+(:mod:`grb_dist.sweep.scaling`); a budget bounds the measuring (:func:`calibrate`).
+
+Results are cached per machine (:mod:`grb_dist.sweep.machine`), keyed by what each figure
+depends on (the graph's or the sample's content, the model or attack parameters without
+epochs, steps and seeds): a second ``--plan`` of the same job measures nothing.
 """
 
 from __future__ import annotations
@@ -34,14 +35,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import platform
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from grb_dist.core import allocator
@@ -49,12 +47,12 @@ from grb_dist.core.config import canonical_json
 from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.core.fileio import write_bytes
 from grb_dist.core.names import TRANSFER
-from grb_dist.core.version import __version__
 from grb_dist.sweep.job import content_hash
+from grb_dist.sweep.machine import (CALIBRATION_VERSION, cache_dir, cache_path, code_hash, cpu_model, entries,
+                                    gpu_machine, machine_identity)
 from grb_dist.sweep.plan import AttackCell, ModelTask, Plan, Work
-
-#: Bump when what a calibration measures changes: older cache entries are not read.
-CALIBRATION_VERSION = 1
+from grb_dist.sweep.scaling import (CHECK_SCALE, SAMPLE_ABOVE, SAMPLE_NODES, SAMPLING, Progress, Rate, check_scale,
+                                    extrapolate, fill, sample_sizes)
 
 #: The longer of the two timed runs of a measurement lasts about this long (seconds), in
 #: 2 to 40 epochs or steps: short ones are noise on a small graph, long ones a waste on a
@@ -70,28 +68,14 @@ FULL_TRAINING_S = 120.0
 LARGE_S = 1.0
 
 
+#: The most epochs or steps of a timed run.
+MAX_RUN = 40
+
+
 def _counts(one: float) -> tuple[int, int]:
     """Epochs (steps) of the two timed runs, given that one took ``one`` seconds."""
-    longer = int(min(40, max(2, round(RUN_S / max(one, 1e-6)))))
+    longer = int(min(MAX_RUN, max(2, round(RUN_S / max(one, 1e-6)))))
     return (1, longer) if longer < 8 else (longer // 4, longer)
-
-
-@dataclass(frozen=True)
-class Rate:
-    """The measured cost of one kind of work: ``fixed + n * unit`` seconds (``n`` epochs or
-    steps), plus ``clean`` seconds shared per attack task; ``peak``: the bytes its work
-    held above the process's own, at most."""
-
-    fixed: float
-    unit: float
-    peak: int
-    clean: float = 0.0
-
-    def seconds(self, n: int) -> float:
-        return self.fixed + n * self.unit
-
-    def scaled(self, factor: float) -> "Rate":
-        return Rate(self.fixed * factor, self.unit * factor, self.peak, self.clean * factor)
 
 
 @dataclass
@@ -116,94 +100,11 @@ class Calibration:
     bounds: tuple["Calibration", ...] = ()  # with the estimated figures at their fastest and slowest
 
 
-# ------------------------------------------------------------------------------ machine
-
-
-def cpu_model() -> str:
-    """This machine's processor, as the OS names it."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-@lru_cache(maxsize=1)
-def code_hash() -> str:
-    """A hash of this package's Python sources (read once per process): a calibration
-    measured by other code (a faster model, a changed attack) is not reused."""
-    import hashlib
-
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        h.update(str(path.relative_to(root)).encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def machine_identity(device: str, threads: int) -> dict[str, Any]:
-    """What makes a calibration valid on a machine: its CPU, cores, device, threads, the
-    allocator's policy for training, the versions of torch and of this package, and this
-    package's code."""
-    import torch
-
-    name = torch.cuda.get_device_name(0) if device.startswith("cuda") else cpu_model()
-    return {"host": platform.node(), "device": device, "processor": name, "cores": os.cpu_count(),
-            "threads": threads, "allocator": allocator.training_policy(), "torch": torch.__version__,
-            "grb_dist": __version__, "code": code_hash(), "version": CALIBRATION_VERSION}
-
-
-def cache_dir() -> Path:
-    """Where calibration figures are cached, a file per machine."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "grb-dist" / "calibration"
-
-
-def cache_path(machine: Mapping[str, Any]) -> Path:
-    """The calibration cache file of a machine."""
-    return cache_dir() / f"{content_hash(dict(machine))}.json"
-
-
-def _read_cache(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _entries(path: Path) -> dict[str, Any]:
-    entries = _read_cache(path).get("entries")
-    return dict(entries) if isinstance(entries, dict) else {}
-
-
 def _rate(entry: Any) -> Rate | None:
     try:
         return Rate(float(entry["fixed"]), float(entry["unit"]), int(entry["peak"]), float(entry.get("clean", 0.0)))
     except (KeyError, TypeError, ValueError):
         return None
-
-
-def gpu_machine(kind: str, threads: int) -> dict[str, Any]:
-    """The identity of a GPU machine whose calibration this machine's cache holds: a CUDA
-    device whose name contains ``kind`` (``h100``, ``a100`` ...), with ``threads`` threads,
-    measured with this code."""
-    root = cache_path({}).parent
-    found = []
-    for path in sorted(root.glob("*.json")) if root.is_dir() else ():
-        machine = _read_cache(path).get("machine")
-        if (isinstance(machine, dict) and str(machine.get("device", "")).startswith("cuda")
-                and kind.lower() in str(machine.get("processor", "")).lower() and machine.get("threads") == threads
-                and machine.get("version") == CALIBRATION_VERSION and machine.get("code") == code_hash()
-                and cache_path(machine) == path):
-            found.append(machine)
-    if not found:
-        raise ConfigError(
-            f"no calibration of a {kind!r} GPU in {root}: run `grb-dist sweep ... --plan` once on a node with that GPU "
-            f"(it calibrates there and caches the figures) and copy its {root.name}/*.json files here")
-    return found[-1]
 
 
 # ------------------------------------------------------------------------------ measuring
@@ -285,6 +186,21 @@ def measure_startup(cpus: int, dashboard: bool | None) -> Startup:
                    float(merged["shutdown"]), int(merged["worker_bytes"]))
 
 
+def _lengthened(n: tuple[int, int], runs: list[tuple[float, int]],
+                run: Callable[[int], tuple[float, int]]) -> tuple[tuple[int, int], list[tuple[float, int]]]:
+    """The two timed runs, the longer one replaced by a longer run when its epochs or steps
+    beyond the shorter's took less than half the shorter's time: the fixed part of the work
+    dominates, and the difference the rate per epoch comes from would be mostly noise. The
+    new run is made about as long again as the shorter (at most :data:`MAX_RUN` epochs or
+    steps)."""
+    (n1, n2), (t1, t2) = n, (runs[0][0], runs[1][0])
+    if t2 - t1 >= 0.5 * t1 or n2 >= MAX_RUN:
+        return n, runs
+    unit = (t2 - t1) / (n2 - n1) if t2 > t1 else t1 / MAX_RUN
+    n3 = int(min(MAX_RUN, max(n2 + 1, n1 + t1 / unit)))
+    return (n1, n3), [runs[0], run(n3)]
+
+
 def _fit(n: tuple[int, int], seconds: tuple[float, float], peak: int, clean: float = 0.0) -> Rate:
     unit = max(0.0, (seconds[1] - seconds[0]) / (n[1] - n[0]))
     fixed = max(0.0, seconds[0] - n[0] * unit)
@@ -302,7 +218,7 @@ class _Calibrator:
         self.elsewhere = machine is not None  # another machine's figures: read, never measured here
         self.machine = dict(machine) if machine is not None else machine_identity(device, threads)
         self.path = cache_path(self.machine)
-        self.cache = _entries(self.path)
+        self.cache = entries(self.path)
         self.tasks = {t.file_stem: t for t in plan.models}
         self.models: dict[str, Any] = {}  # file stem -> a briefly trained model
         self.perturbation: Any = None  # the last one an attack made (what scoring is timed on)
@@ -389,6 +305,7 @@ class _Calibrator:
             epochs = _counts(warm[0])
             # on a large graph the first epoch's extra is noise next to it: it is the first point
             runs = [warm if warm[0] > LARGE_S else self._train(task, epochs[0]), self._train(task, epochs[1])]
+            epochs, runs = _lengthened(epochs, runs, lambda n: self._train(task, n))
             return _fit(epochs, (runs[0][0], runs[1][0]), max(p for _, p in (warm, *runs)))
 
         return self.cached(self.model_key(task), measure)
@@ -414,6 +331,7 @@ class _Calibrator:
             cold, warm = run(1), run(1)  # the cold run computes the shared clean pass
             steps = _counts(warm[0])
             runs = [warm if steps[0] == 1 else run(steps[0]), run(steps[1])]
+            steps, runs = _lengthened(steps, runs, run)
             return _fit(steps, (runs[0][0], runs[1][0]), max(cold[1], warm[1], runs[1][1]), cold[0] - warm[0])
 
         return self.cached(self.attack_key(a), measure)
@@ -436,12 +354,12 @@ class _Calibrator:
 
         return self.cached("forward:" + self.model_key(task), measure)
 
-    def best_epoch(self, task: ModelTask) -> int | None:
-        """The epoch of the lowest validation loss of ``task`` trained in full, as the sweep
-        trains it (early stopping on), when that takes at most :data:`FULL_TRAINING_S` by its
+    def best_epoch(self, task: ModelTask, rate: Rate) -> int | None:
+        """The epoch of the lowest validation loss of ``task`` trained in full (on the whole
+        graph, also when the calibration measured samples), as the sweep trains it (early
+        stopping on), when that takes at most :data:`FULL_TRAINING_S` by ``rate``, its
         calibrated rate; else ``None``. It tells how long the job's trainings run."""
         epochs, patience = int(task.train.get("epochs", 200)), int(task.train.get("patience", 0) or 0)
-        rate = _rate(self.cache.get(self.model_key(task))) or self.train_rate(task)  # counted once
         if rate.seconds(epochs) > FULL_TRAINING_S:
             return None
 
@@ -480,7 +398,7 @@ class _Calibrator:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            merged = {**_entries(self.path), **self.cache}  # another plan's figures too
+            merged = {**entries(self.path), **self.cache}  # another plan's figures too
             write_bytes(canonical_json({"machine": self.machine, "entries": merged}).encode(), self.path)
         except OSError:  # a cache that cannot be written costs a calibration next time, nothing else
             pass
@@ -492,57 +410,9 @@ def _to_model(graph: Any, task: ModelTask, state_dict: Mapping[str, Any], device
     return load_model(graph, task.name, dict(task.params), state_dict, device)
 
 
-#: A graph with more nodes than this is calibrated on samples (``sample="auto"``).
-SAMPLE_ABOVE = 60_000
-#: Nodes of the two samples a large graph is calibrated on (:func:`sample_sizes`).
-SAMPLE_NODES = (5_000, 20_000)
 #: The full-size check: one epoch of the first surrogate on the whole graph, measured when
 #: its extrapolated cost is at most this (seconds).
 CHECK_S = 20.0
-SAMPLING = ("auto", "sampled", "full")
-
-
-def sample_sizes(num_nodes: int, sample: str = "auto") -> tuple[int, ...]:
-    """Nodes of the samples a graph of ``num_nodes`` is calibrated on: none (the full graph)
-    with ``full``, or with ``auto`` up to :data:`SAMPLE_ABOVE` nodes; else
-    :data:`SAMPLE_NODES` (at most half the graph's nodes each)."""
-    if sample not in SAMPLING:
-        raise ConfigError(f"unknown calibration {sample!r}; use one of: {', '.join(SAMPLING)}")
-    if sample == "full" or (sample == "auto" and num_nodes <= SAMPLE_ABOVE):
-        return ()
-    sizes = tuple(sorted({max(1, min(k, num_nodes // 2 >> i)) for i, k in enumerate(reversed(SAMPLE_NODES))}))
-    return sizes if len(sizes) == 2 else ()
-
-
-def extrapolate(points: list[tuple[float, Rate]], scale: float = 1.0) -> Rate:
-    """The rate on the full graph (share 1) from rates measured on samples of the shares
-    given: linear in the share through the two largest (a slope below 0, which noise can
-    give, counts as 0), the increment beyond the largest sample times ``scale`` (what the
-    full-size check found, :func:`check_scale`); the one rate itself when there is one."""
-    if len(points) == 1:
-        return points[0][1]
-    (x1, r1), (x2, r2) = sorted(points, key=lambda p: p[0])[-2:]
-
-    def up(a: float, b: float, by: float = scale) -> float:
-        return b + by * max(0.0, (b - a) / (x2 - x1)) * (1.0 - x2)
-
-    return Rate(up(r1.fixed, r2.fixed), up(r1.unit, r2.unit), int(up(r1.peak, r2.peak, 1.0)), up(r1.clean, r2.clean))
-
-
-#: The range :func:`check_scale` keeps to (one noisy epoch does not scale every figure 10x).
-CHECK_SCALE = (0.5, 4.0)
-
-
-def check_scale(points: list[tuple[float, Rate]], measured: float) -> float:
-    """The factor on the extrapolated increment that makes one epoch extrapolated from
-    ``points`` take ``measured`` seconds on the full graph (within :data:`CHECK_SCALE`):
-    sparse work on a graph many times the size of a processor's caches runs slower per edge
-    than on a sample that fits them, and one epoch on the full graph says by how much."""
-    largest = max(points, key=lambda p: p[0])[1].seconds(1)
-    increment = extrapolate(points).seconds(1) - largest
-    if increment <= 0:
-        return 1.0
-    return min(CHECK_SCALE[1], max(CHECK_SCALE[0], (measured - largest) / increment))
 
 
 @dataclass
@@ -553,38 +423,6 @@ class _Figure:
     kind: str
     name: str
     measure: Callable[["_Calibrator"], Rate]
-
-
-class _Progress:
-    """Counts figures, says what is measured with the time left, and keeps the budget."""
-
-    def __init__(self, total: int, budget: float | None, on_step: Callable[[str], None]) -> None:
-        self.total, self.budget, self.on_step = total, budget, on_step
-        self.start = time.perf_counter()
-        self.done = 0
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start
-
-    def over(self) -> bool:
-        return self.budget is not None and self.elapsed() >= self.budget
-
-    def left(self) -> float | None:
-        """Seconds left by the mean pace so far (``None`` before the first figure)."""
-        if not self.done:
-            return None
-        left = self.elapsed() / self.done * (self.total - self.done)
-        return min(left, max(0.0, self.budget - self.elapsed())) if self.budget is not None else left
-
-    def step(self, what: str) -> None:
-        left = self.left()
-        eta = f", about {_short(left)} left" if left is not None and self.total > self.done else ""
-        self.on_step(f"[{self.done + 1}/{self.total}{eta}] {what}")
-
-
-def _short(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 60}:{seconds % 60:02d}" if seconds >= 60 else f"{seconds} s"
 
 
 def calibrate(plan: Plan, work: Work, graph: Any, fingerprint: str, *, device: str = "cpu", threads: int = 1,
@@ -622,10 +460,12 @@ def calibrate(plan: Plan, work: Work, graph: Any, fingerprint: str, *, device: s
             shares = [share for _, share in samples]
         else:
             calibrators, shares = [_Calibrator(plan, graph, device, threads, fingerprint, report, machine)], [1.0]
+        # the whole graph: the full-size check and the best epoch are measured there
+        whole = _Calibrator(plan, graph, device, threads, fingerprint, report, machine) if sizes else calibrators[0]
         lead = calibrators[0]
         startup = lead.startup(max(1, min(int(cpus), os.cpu_count() or 1)), dashboard)
         figures, priced = _figures(plan, work)
-        progress = _Progress(len(figures), budget, report)
+        progress = Progress(len(figures), budget, report)
         rates: dict[str, dict[str, Rate]] = {"train": {}, "attack": {}, "score": {}, "perturb": {}}
         first: dict[str, _Figure] = {}  # the first figure of each kind: measured whatever the budget
         for f in figures:
@@ -640,20 +480,19 @@ def calibrate(plan: Plan, work: Work, graph: Any, fingerprint: str, *, device: s
                     what + (f" on {c.graph.num_nodes:,} nodes" if sizes else ""))
             points[f.kind, f.name] = [(share, f.measure(c)) for c, share in zip(calibrators, shares)]
             progress.done += 1
-        check = _full_size_check(plan, graph, lead, points, report) if sizes else None
+        check = _full_size_check(plan, whole, points) if sizes else None
         for (kind, name), measured in points.items():
             rates[kind][name] = extrapolate(measured, check[3] if check else 1.0)
-        estimated = _fill(rates, figures)
+        estimated = fill(rates, [(f.kind, f.name) for f in figures])
         attack = _attacks(rates["attack"], priced)
         train = {t.file_stem: rates["train"][t.file_stem] for t in (*work.models, *(pt.model for pt in work.poisoned))}
-        largest = calibrators[-1]
-        largest.on_step = lambda what: report(what + (f" on {largest.graph.num_nodes:,} nodes" if sizes else ""))
-        best = (largest.best_epoch(plan.surrogates[0])
-                if any(t.file_stem in train for t in plan.models) and not progress.over() else None)
+        whole.on_step = report
+        surrogate = rates["train"].get(plan.surrogates[0].file_stem)
+        best = whole.best_epoch(plan.surrogates[0], surrogate) if surrogate and not progress.over() else None
     finally:
         torch.set_num_threads(before)
     cal = Calibration(lead.machine, train, attack, rates["score"], startup, rates["perturb"], best,
-                      sum(c.measured for c in calibrators), sum(c.reused for c in calibrators),
+                      sum(c.measured for c in {*calibrators, whole}), sum(c.reused for c in {*calibrators, whole}),
                       time.perf_counter() - start, samples=sizes, check=check,
                       estimated=sum(len(v) for v in estimated.values()))
     if estimated:
@@ -673,7 +512,9 @@ def _figures(plan: Plan, work: Work) -> tuple[list[_Figure], dict[str, tuple[str
     def add(kind: str, name: str, measure: Callable[[_Calibrator], Rate]) -> None:
         figures.setdefault((kind, name), _Figure(kind, name, measure))
 
-    for t in (*work.models, *(pt.model for pt in work.poisoned)):
+    trained = (*work.models, *(pt.model for pt in work.poisoned))
+    # the first surrogate's rate tells whether its full training (the best epoch) is affordable
+    for t in (*trained, *(plan.surrogates[:1] if any(t in plan.models for t in trained) else ())):
         add("train", t.file_stem, lambda c, t=t: c.train_rate(t))
     last = plan.spec.difficulties[-1]
     transfer = {(a.scenario, a.attack, a.difficulty): a for a in plan.attacks if a.threat == TRANSFER}
@@ -716,22 +557,6 @@ def _attacks(figures: Mapping[str, Rate], priced: Mapping[str, tuple[str, ...]])
     return out
 
 
-def _fill(rates: dict[str, dict[str, Rate]], figures: list[_Figure]) -> dict[str, dict[str, tuple[Rate, Rate]]]:
-    """Give every figure left unmeasured (the budget ran out) the median measured figure of
-    its kind, in place; returns, for those, the fastest and the slowest measured figure of
-    their kind (the bounds)."""
-    estimated: dict[str, dict[str, tuple[Rate, Rate]]] = {}
-    for f in figures:
-        kind = rates[f.kind]
-        if f.name in kind:
-            continue
-        known = sorted((r for n, r in kind.items() if n not in estimated.get(f.kind, {})),
-                       key=lambda r: r.seconds(10) + r.clean)
-        estimated.setdefault(f.kind, {})[f.name] = (known[0], known[-1])
-        kind[f.name] = known[len(known) // 2]
-    return estimated
-
-
 def _with(cal: Calibration, rates: dict[str, dict[str, Rate]], replace: dict[str, dict[str, Rate]],
           priced: Mapping[str, tuple[str, ...]]) -> Calibration:
     """``cal`` with the estimated figures replaced by ``replace`` (one side of the bounds)."""
@@ -743,27 +568,26 @@ def _with(cal: Calibration, rates: dict[str, dict[str, Rate]], replace: dict[str
                                perturb=merged("perturb"), bounds=())
 
 
-def _full_size_check(plan: Plan, graph: Any, lead: _Calibrator,
-                     points: Mapping[tuple[str, str], list[tuple[float, Rate]]],
-                     report: Callable[[str], None]) -> tuple[str, float, float, float] | None:
+def _full_size_check(plan: Plan, whole: _Calibrator, points: Mapping[tuple[str, str], list[tuple[float, Rate]]]
+                     ) -> tuple[str, float, float, float] | None:
     """One epoch of the first surrogate on the whole graph against the epoch extrapolated
     from the samples, when that is at most :data:`CHECK_S` (model, measured s, extrapolated
-    s, the :func:`check_scale` it gives); cached in ``lead``'s cache like any figure."""
+    s, the :func:`check_scale` it gives); cached like any figure."""
     task = plan.surrogates[0]
     measured = points.get(("train", task.file_stem))
     if measured is None or extrapolate(measured).seconds(1) > CHECK_S:
         return None
 
     def measure() -> Rate:
-        report(f"checking the extrapolation: 1 epoch of {task.name} on the whole graph")
-        full = _Calibrator(plan, graph, lead.device, lead.threads, "", report, lead.machine)
-        return Rate(full._train(task, 1)[0], 0.0, 0)
+        whole.on_step(f"checking the extrapolation: 1 epoch of {task.name} on the whole graph")
+        return Rate(whole._train(task, 1)[0], 0.0, 0)
 
-    key = f"check:{lead.fingerprint}:{lead.model_key(task)}"
-    seconds = lead.cached(key, measure).fixed
+    seconds = whole.cached(f"check:{whole.model_key(task)}", measure).fixed
     return task.name, seconds, extrapolate(measured).seconds(1), check_scale(measured, seconds)
 
 
-__all__ = ["CALIBRATION_VERSION", "Calibration", "Rate", "SAMPLE_ABOVE", "SAMPLE_NODES", "SAMPLING", "Startup",
-           "cache_dir", "cache_path", "calibrate", "check_scale", "code_hash", "cpu_model", "extrapolate", "gpu_machine",
-           "machine_identity", "measure_startup", "sample_sizes"]
+# the machine's identity and cache (sweep.machine) and the scaling of sampled figures
+# (sweep.scaling) are re-exported: a calibration's callers need one module
+__all__ = ["CALIBRATION_VERSION", "CHECK_SCALE", "Calibration", "Rate", "SAMPLE_ABOVE", "SAMPLE_NODES", "SAMPLING",
+           "Startup", "cache_dir", "cache_path", "calibrate", "check_scale", "code_hash", "cpu_model", "extrapolate",
+           "gpu_machine", "machine_identity", "measure_startup", "sample_sizes"]
