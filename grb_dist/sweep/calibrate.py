@@ -167,23 +167,44 @@ class Startup:
     worker_bytes: int
 
 
+class _StartupProbe:
+    """:class:`Startup` on this machine, measured in a process of its own that imports torch
+    and the Ray edge, starts a local Ray of ``cpus`` CPUs as a sweep does, runs a first task
+    on each worker and stops it (:func:`grb_dist.sweep.ray_edge.startup_report`). It starts
+    at once and runs beside the caller (a calibration measures its figures meanwhile, on
+    its one thread); :meth:`result` waits for it, :meth:`cancel` stops it."""
+
+    def __init__(self, cpus: int, dashboard: bool | None) -> None:
+        code = ("import json, time; t = time.perf_counter(); import torch; from grb_dist.sweep import ray_edge; "
+                f"print(json.dumps({{'driver_import': time.perf_counter() - t}})); "
+                f"ray_edge.startup_report({int(cpus)}, {dashboard!r})")
+        self.proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+
+    def result(self) -> Startup:
+        try:
+            out, err = self.proc.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            self.cancel()
+            out, err = "", "timed out after 600 s"
+        lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        merged = {k: v for line in lines for k, v in line.items()}
+        if self.proc.returncode or not {"driver_import", "ray_start", "workers", "shutdown"} <= merged.keys():
+            last = (err.strip().splitlines() or [f"exit status {self.proc.returncode}"])[-1][:200]
+            raise GrbDistError(f"could not start a local Ray to time its start-up ({last}); "
+                               "check that `grb-dist sweep` runs on this machine")
+        return Startup(float(merged["driver_import"]), float(merged["ray_start"]), float(merged["workers"]),
+                       float(merged["shutdown"]), int(merged["worker_bytes"]))
+
+    def cancel(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
 def measure_startup(cpus: int, dashboard: bool | None) -> Startup:
-    """:class:`Startup` on this machine: a process of its own imports torch and the Ray
-    edge, starts a local Ray of ``cpus`` CPUs as a sweep does, runs a first task on each
-    worker and stops it (:func:`grb_dist.sweep.ray_edge.startup_report`)."""
-    code = ("import json, time; t = time.perf_counter(); import torch; from grb_dist.sweep import ray_edge; "
-            f"print(json.dumps({{'driver_import': time.perf_counter() - t}})); "
-            f"ray_edge.startup_report({int(cpus)}, {dashboard!r})")
-    try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-        last = (str(exc.stderr or "").strip().splitlines() or [str(exc)])[-1][:200]
-        raise GrbDistError(f"could not start a local Ray to time its start-up ({last}); "
-                           "check that `grb-dist sweep` runs on this machine") from None
-    lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    merged = {k: v for line in lines for k, v in line.items()}
-    return Startup(float(merged["driver_import"]), float(merged["ray_start"]), float(merged["workers"]),
-                   float(merged["shutdown"]), int(merged["worker_bytes"]))
+    """:class:`Startup` on this machine (:class:`_StartupProbe`), waited for."""
+    return _StartupProbe(cpus, dashboard).result()
 
 
 def _lengthened(n: tuple[int, int], runs: list[tuple[float, int]],
@@ -242,23 +263,33 @@ class _Calibrator:
                              "params": params, "difficulty": a.difficulty,
                              "model": self.model_key(self.tasks[a.surrogate_model]), "labels": labels})
 
-    def startup(self, cpus: int, dashboard: bool | None) -> Startup:
+    def startup(self, cpus: int, dashboard: bool | None) -> Callable[[], Startup]:
+        """Ray's start-up with ``cpus`` workers: from the cache, else measured beside the
+        caller (:class:`_StartupProbe`); the function returned waits for it and caches it.
+        Its ``cancel`` stops a measurement still running."""
         key = f"startup:{cpus}:{dashboard}"
         try:
             found = Startup(**{k: float(v) for k, v in self.cache[key].items() if k != "worker_bytes"},
                             worker_bytes=int(self.cache[key]["worker_bytes"]))
             self.reused += 1
-            return found
+            done = lambda: found  # noqa: E731
+            done.cancel = lambda: None  # type: ignore[attr-defined]
+            return done
         except (KeyError, TypeError, ValueError, AttributeError):
             pass
         if self.elsewhere:
             self._missing()
-        self.on_step(f"starting Ray with {cpus} CPUs")
-        found = measure_startup(cpus, dashboard)
-        self.cache[key] = dataclasses.asdict(found)
-        self.measured += 1
-        self.save()
-        return found
+        probe = _StartupProbe(cpus, dashboard)
+
+        def finish() -> Startup:
+            result = probe.result()
+            self.cache[key] = dataclasses.asdict(result)
+            self.measured += 1
+            self.save()
+            return result
+
+        finish.cancel = probe.cancel  # type: ignore[attr-defined]
+        return finish
 
     def _missing(self) -> None:
         raise ConfigError(
@@ -450,6 +481,7 @@ def calibrate(plan: Plan, work: Work, graph: Any, fingerprint: str, *, device: s
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     report = on_step or (lambda _: None)
+    startup_of = None
     try:
         if sizes:
             from grb_dist.datasets.sample import sample_graph
@@ -463,7 +495,7 @@ def calibrate(plan: Plan, work: Work, graph: Any, fingerprint: str, *, device: s
         # the whole graph: the full-size check and the best epoch are measured there
         whole = _Calibrator(plan, graph, device, threads, fingerprint, report, machine) if sizes else calibrators[0]
         lead = calibrators[0]
-        startup = lead.startup(max(1, min(int(cpus), os.cpu_count() or 1)), dashboard)
+        startup_of = lead.startup(max(1, min(int(cpus), os.cpu_count() or 1)), dashboard)  # runs meanwhile
         figures, priced = _figures(plan, work)
         progress = Progress(len(figures), budget, report)
         rates: dict[str, dict[str, Rate]] = {"train": {}, "attack": {}, "score": {}, "perturb": {}}
@@ -489,8 +521,12 @@ def calibrate(plan: Plan, work: Work, graph: Any, fingerprint: str, *, device: s
         whole.on_step = report
         surrogate = rates["train"].get(plan.surrogates[0].file_stem)
         best = whole.best_epoch(plan.surrogates[0], surrogate) if surrogate and not progress.over() else None
+        report("timing a local Ray's start")
+        startup = startup_of()
     finally:
         torch.set_num_threads(before)
+        if startup_of is not None:  # interrupted: no Ray left starting
+            startup_of.cancel()  # type: ignore[attr-defined]
     cal = Calibration(lead.machine, train, attack, rates["score"], startup, rates["perturb"], best,
                       sum(c.measured for c in {*calibrators, whole}), sum(c.reused for c in {*calibrators, whole}),
                       time.perf_counter() - start, samples=sizes, check=check,
