@@ -84,7 +84,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=TRAIN["epochs"],
                     help="training epochs, no early stopping (Pro-GNN's paper trains Pro-GNN for 1000)")
     ap.add_argument("--lr", type=float, default=TRAIN["lr"],
-                    help="the trainer's learning rate (Pro-GNN's current Cora script: 5e-4 with 1000 epochs)")
+                    help="the trainer's learning rate (later versions of Pro-GNN's Cora script: 5e-4, 700 to 1000 epochs)")
     ap.add_argument("--params", default="{}", help='JSON merged into every model\'s parameters, e.g. \'{"nuclear": true}\'')
     args = ap.parse_args()
     datasets, models = args.datasets.split(","), args.models.split(",")
