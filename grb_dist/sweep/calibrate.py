@@ -33,10 +33,7 @@ epochs, steps and seeds): a second ``--plan`` of the same job measures nothing.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -44,12 +41,12 @@ from typing import Any, Callable, Mapping
 
 from grb_dist.core import allocator
 from grb_dist.core.config import canonical_json
-from grb_dist.core.errors import ConfigError, GrbDistError
+from grb_dist.core.errors import ConfigError
 from grb_dist.core.fileio import write_bytes
 from grb_dist.core.names import TRANSFER
 from grb_dist.sweep.job import content_hash
-from grb_dist.sweep.machine import (CALIBRATION_VERSION, cache_dir, cache_path, code_hash, cpu_model, entries,
-                                    gpu_machine, machine_identity)
+from grb_dist.sweep.machine import (CALIBRATION_VERSION, Startup, StartupProbe, cache_dir, cache_path, code_hash,
+                                    cpu_model, entries, gpu_machine, machine_identity, measure_startup)
 from grb_dist.sweep.plan import AttackCell, ModelTask, Plan, Work
 from grb_dist.sweep.scaling import (CHECK_SCALE, SAMPLE_ABOVE, SAMPLE_NODES, SAMPLING, Progress, Rate, check_scale,
                                     extrapolate, fill, sample_sizes)
@@ -154,59 +151,6 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, int, Any]:
     return seconds, mem.peak, out
 
 
-@dataclass(frozen=True)
-class Startup:
-    """What a sweep's Ray costs around its work (seconds): the driver importing torch and the
-    Ray edge, a local Ray's start, its fresh workers' first task (all at once: process start
-    and imports), its shutdown; and a worker's resident bytes."""
-
-    driver_import: float
-    ray_start: float
-    workers: float
-    shutdown: float
-    worker_bytes: int
-
-
-class _StartupProbe:
-    """:class:`Startup` on this machine, measured in a process of its own that imports torch
-    and the Ray edge, starts a local Ray of ``cpus`` CPUs as a sweep does, runs a first task
-    on each worker and stops it (:func:`grb_dist.sweep.ray_edge.startup_report`). It starts
-    at once and runs beside the caller (a calibration measures its figures meanwhile, on
-    its one thread); :meth:`result` waits for it, :meth:`cancel` stops it."""
-
-    def __init__(self, cpus: int, dashboard: bool | None) -> None:
-        code = ("import json, time; t = time.perf_counter(); import torch; from grb_dist.sweep import ray_edge; "
-                f"print(json.dumps({{'driver_import': time.perf_counter() - t}})); "
-                f"ray_edge.startup_report({int(cpus)}, {dashboard!r})")
-        self.proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
-
-    def result(self) -> Startup:
-        try:
-            out, err = self.proc.communicate(timeout=600)
-        except subprocess.TimeoutExpired:
-            self.cancel()
-            out, err = "", "timed out after 600 s"
-        lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-        merged = {k: v for line in lines for k, v in line.items()}
-        if self.proc.returncode or not {"driver_import", "ray_start", "workers", "shutdown"} <= merged.keys():
-            last = (err.strip().splitlines() or [f"exit status {self.proc.returncode}"])[-1][:200]
-            raise GrbDistError(f"could not start a local Ray to time its start-up ({last}); "
-                               "check that `grb-dist sweep` runs on this machine")
-        return Startup(float(merged["driver_import"]), float(merged["ray_start"]), float(merged["workers"]),
-                       float(merged["shutdown"]), int(merged["worker_bytes"]))
-
-    def cancel(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.communicate()
-
-
-def measure_startup(cpus: int, dashboard: bool | None) -> Startup:
-    """:class:`Startup` on this machine (:class:`_StartupProbe`), waited for."""
-    return _StartupProbe(cpus, dashboard).result()
-
-
 def _lengthened(n: tuple[int, int], runs: list[tuple[float, int]],
                 run: Callable[[int], tuple[float, int]]) -> tuple[tuple[int, int], list[tuple[float, int]]]:
     """The two timed runs, the longer one replaced by a longer run when its epochs or steps
@@ -265,7 +209,7 @@ class _Calibrator:
 
     def startup(self, cpus: int, dashboard: bool | None) -> Callable[[], Startup]:
         """Ray's start-up with ``cpus`` workers: from the cache, else measured beside the
-        caller (:class:`_StartupProbe`); the function returned waits for it and caches it.
+        caller (:class:`~grb_dist.sweep.machine.StartupProbe`); the function returned waits for it and caches it.
         Its ``cancel`` stops a measurement still running."""
         key = f"startup:{cpus}:{dashboard}"
         try:
@@ -279,7 +223,7 @@ class _Calibrator:
             pass
         if self.elsewhere:
             self._missing()
-        probe = _StartupProbe(cpus, dashboard)
+        probe = StartupProbe(cpus, dashboard)
 
         def finish() -> Startup:
             result = probe.result()

@@ -1,4 +1,5 @@
-"""Which machine a calibration belongs to, and the file its figures are cached in.
+"""Which machine a calibration belongs to, the file its figures are cached in, and what
+starting a local Ray costs on it (:class:`Startup`).
 
 A calibration is valid on one machine (processor, cores, device, threads, the allocator's
 policy, the versions of torch and of this package, and this package's code): its figures
@@ -12,12 +13,15 @@ from __future__ import annotations
 import json
 import os
 import platform
+import subprocess
+import sys
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
 from grb_dist.core import allocator
-from grb_dist.core.errors import ConfigError
+from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.core.version import __version__
 from grb_dist.sweep.job import content_hash
 
@@ -105,5 +109,58 @@ def gpu_machine(kind: str, threads: int) -> dict[str, Any]:
     return found[-1]
 
 
-__all__ = ["CALIBRATION_VERSION", "cache_dir", "cache_path", "code_hash", "cpu_model", "entries", "gpu_machine",
+@dataclass(frozen=True)
+class Startup:
+    """What a sweep's Ray costs around its work (seconds): the driver importing torch and the
+    Ray edge, a local Ray's start, its fresh workers' first task (all at once: process start
+    and imports), its shutdown; and a worker's resident bytes."""
+
+    driver_import: float
+    ray_start: float
+    workers: float
+    shutdown: float
+    worker_bytes: int
+
+
+class StartupProbe:
+    """:class:`Startup` on this machine, measured in a process of its own that imports torch
+    and the Ray edge, starts a local Ray of ``cpus`` CPUs as a sweep does, runs a first task
+    on each worker and stops it (:func:`grb_dist.sweep.ray_edge.startup_report`). It starts
+    at once and runs beside the caller (a calibration measures its figures meanwhile, on
+    its one thread); :meth:`result` waits for it, :meth:`cancel` stops it."""
+
+    def __init__(self, cpus: int, dashboard: bool | None) -> None:
+        code = ("import json, time; t = time.perf_counter(); import torch; from grb_dist.sweep import ray_edge; "
+                f"print(json.dumps({{'driver_import': time.perf_counter() - t}})); "
+                f"ray_edge.startup_report({int(cpus)}, {dashboard!r})")
+        self.proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+
+    def result(self) -> Startup:
+        try:
+            out, err = self.proc.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            self.cancel()
+            out, err = "", "timed out after 600 s"
+        lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        merged = {k: v for line in lines for k, v in line.items()}
+        if self.proc.returncode or not {"driver_import", "ray_start", "workers", "shutdown"} <= merged.keys():
+            last = (err.strip().splitlines() or [f"exit status {self.proc.returncode}"])[-1][:200]
+            raise GrbDistError(f"could not start a local Ray to time its start-up ({last}); "
+                               "check that `grb-dist sweep` runs on this machine")
+        return Startup(float(merged["driver_import"]), float(merged["ray_start"]), float(merged["workers"]),
+                       float(merged["shutdown"]), int(merged["worker_bytes"]))
+
+    def cancel(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+def measure_startup(cpus: int, dashboard: bool | None) -> Startup:
+    """:class:`Startup` on this machine (:class:`StartupProbe`), waited for."""
+    return StartupProbe(cpus, dashboard).result()
+
+
+__all__ = ["CALIBRATION_VERSION", "Startup", "StartupProbe", "measure_startup", "cache_dir", "cache_path", "code_hash", "cpu_model", "entries", "gpu_machine",
            "machine_identity", "read_cache"]
