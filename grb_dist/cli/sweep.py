@@ -62,18 +62,11 @@ def sweep(
     (resume); a job with more attacks, defenses, surrogates, difficulties or repeats grows the
     run (only the new cells are computed). One sweep at a time per run directory.
     """
-    from grb_dist.core.checks import check_ray_address
     from grb_dist.sweep.preflight import check_sweep
     from grb_dist.sweep.session import finished, lock_run, prepare, resolve_job
 
-    check_ray_address(address)
-    _check_flush(flush_rows, flush_seconds)
-    check_threads(threads)
+    _check_run_options(address, keep_ray, threads, flush_rows, flush_seconds)
     _check_plan_options(plan_only, cpus, gpus, gpu_kind, plan_budget, calibration)
-    if keep_ray and address:
-        from grb_dist.core.errors import ConfigError
-
-        raise ConfigError("--keep-ray keeps a local Ray; a joined cluster (--address) stays up anyway: leave one out")
     overrides = dict(attacks=attacks, defenses=defenses, surrogates=surrogates, difficulties=difficulties,
                      repeats=repeats, seed=seed, n_inject=n_inject, edges_per_node=edges_per_node, steps=steps,
                      scenario=scenario, ratio_edge_mod=ratio_edge_mod, adaptive=adaptive)
@@ -223,6 +216,19 @@ def _check_cluster_memory(prepared) -> None:
     size = largest_node_memory()
     if size > 0:
         check_memory(sweep_memory(prepared.resolved, prepared.graph), size, "the largest node of the cluster")
+
+
+def _check_run_options(address: Optional[str], keep_ray: bool, threads: Optional[int], flush_rows: int,
+                       flush_seconds: float) -> None:
+    """The sweep's own options, before anything is loaded."""
+    from grb_dist.core.checks import check_ray_address
+    from grb_dist.core.errors import ConfigError
+
+    check_ray_address(address)
+    _check_flush(flush_rows, flush_seconds)
+    check_threads(threads)
+    if keep_ray and address:
+        raise ConfigError("--keep-ray keeps a local Ray; a joined cluster (--address) stays up anyway: leave one out")
 
 
 def _check_plan_options(plan_only: bool, cpus: Optional[float], gpus: Optional[float],

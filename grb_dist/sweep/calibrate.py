@@ -555,7 +555,8 @@ def _full_size_check(plan: Plan, whole: _Calibrator, points: Mapping[tuple[str, 
     s, the :func:`check_scale` it gives); cached like any figure."""
     task = plan.surrogates[0]
     measured = points.get(("train", task.file_stem))
-    if measured is None or extrapolate(measured).seconds(1) > CHECK_S:
+    predicted = extrapolate(measured).seconds(1) if measured is not None else None
+    if predicted is None or predicted > CHECK_S:
         return None
 
     def measure() -> Rate:
@@ -563,7 +564,7 @@ def _full_size_check(plan: Plan, whole: _Calibrator, points: Mapping[tuple[str, 
         return Rate(whole._train(task, 1)[0], 0.0, 0)
 
     seconds = whole.cached(f"check:{whole.model_key(task)}", measure).fixed
-    return task.name, seconds, extrapolate(measured).seconds(1), check_scale(measured, seconds)
+    return task.name, seconds, predicted, check_scale(measured, seconds)
 
 
 # the machine's identity and cache (sweep.machine) and the scaling of sampled figures
