@@ -47,7 +47,7 @@ def _real(relative: str):
     if path is None:
         looked = ", ".join(str(f) for f in data_folders())
         reason = (f"real test graph {relative!r} not found (looked in {looked}); set {DATA_ENV} to a folder "
-                  f"holding {relative} (README, 'Tests')")
+                  f"holding {relative} (CONTRIBUTING.md, 'Test data')")
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
