@@ -157,19 +157,15 @@ def median_seconds(fn: Callable, runs: int = 5, warmup: bool = True) -> float:
     return statistics.median(timed(fn)[0] for _ in range(runs))
 
 
-def interleaved(fns: dict[str, Callable], runs: int, warmup: bool = False,
-                after: Callable[[str, object], None] | None = None) -> dict[str, list[float]]:
+def interleaved(fns: dict[str, Callable], runs: int, warmup: bool = False) -> dict[str, list[float]]:
     """Wall seconds of each of ``fns`` over ``runs`` rounds, one call of each per round in turn
-    (A, B, A, B, ...: a slow spell of the machine falls on both). ``after(name, result)`` sees
-    each call's result, outside the timing."""
+    (A, B, A, B, ...: a slow spell of the machine falls on both), after one call of each not
+    counted when ``warmup``."""
     if warmup:
         for fn in fns.values():
             fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(runs):
         for name, fn in fns.items():
-            seconds, out = timed(fn)
-            times[name].append(seconds)
-            if after:
-                after(name, out)
+            times[name].append(timed(fn)[0])
     return times
