@@ -7,12 +7,12 @@ On a machine with a CUDA GPU it runs, each stage in its own process with its own
 
 1. ``env``: torch, CUDA, the GPU and its memory;
 2. ``attacks``: FGSM and TDGIA at the grb-aminer twin's shape (660k nodes, 1500 x 100
-   injected, GCN 3 x 128; ``bench/bench_attacks.py``): seconds per step, measured over
+   injected, GCN 3 x 128; ``bench/attacks/injection.py``): seconds per step, measured over
    ``--steps`` steps (per TDGIA round), and the paper's 5000 steps at that rate next to its V100 figures
    (FGSM 954.5 s, TDGIA 4079.4 s), peak GPU memory;
-3. ``prbcd``: PR-BCD on the same twin (``bench/bench_modification_scale.py``: 5% budget, 20
+3. ``prbcd``: PR-BCD on the same twin (``bench/attacks/modification_scale.py``: 5% budget, 20
    steps, the job's GCN, random weights): seconds per step and peak GPU memory;
-4. ``precision``: attack strength in fp32, tf32 and bf16 (``bench/bench_precision.py``);
+4. ``precision``: attack strength in fp32, tf32 and bf16 (``bench/attacks/precision.py``);
 5. ``sweep-default``: the default sweep (``grb-dist sweep``), timed;
 6. ``sweep-aminer``: a ``csbm-grb-aminer`` injection sweep at GRB's budgets, full
    difficulty, one repeat, FGSM, on GCN and GCN+LN (what fits the stage's limit).
@@ -50,12 +50,12 @@ def stages(args, device: str, tiny: bool) -> list[tuple[str, list[str], int]]:
               "--steps", "3"] if tiny else []
     limit = (lambda s: 600) if tiny else (lambda s: s)
     return [
-        ("attacks", [py, str(BENCH / "bench_attacks.py"), "--datasets", "csbm" if tiny else "aminer",
+        ("attacks", [py, str(BENCH / "attacks" / "injection.py"), "--datasets", "csbm" if tiny else "aminer",
                      "--attacks", "fgsm,tdgia", "--steps", str(steps), "--paths", "incremental",
                      "--device", device, "--train-epochs", "3"], limit(180)),
-        ("prbcd", [py, str(BENCH / "bench_modification_scale.py"), "--child", dataset, "prbcd",
+        ("prbcd", [py, str(BENCH / "attacks" / "modification_scale.py"), "--child", dataset, "prbcd",
                    "--steps", str(3 if tiny else 20), "--device", device], limit(100)),
-        ("precision", [py, str(BENCH / "bench_precision.py"), "--device", device, "--attacks", "fgsm,tdgia"]
+        ("precision", [py, str(BENCH / "attacks" / "precision.py"), "--device", device, "--attacks", "fgsm,tdgia"]
          + (["--dataset", "csbm", "--steps", "3", "--epochs", "5"] if tiny else []), limit(60)),
         ("sweep-default", [grb, "sweep", "--out", str(args.out / "sweep-default")] + narrow, limit(110)),
         ("sweep-aminer", [grb, "sweep", "--dataset", dataset, "--out", str(args.out / "sweep-aminer"),

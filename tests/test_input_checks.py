@@ -409,7 +409,7 @@ AMINER = GraphShape(num_nodes=659_574, num_edges=2_878_577, num_features=100, nu
 
 
 def test_memory_estimate_is_a_lower_bound_of_measured_peaks():
-    # measured (README, bench/bench_foundation.py): GCN [128, 128, 128] training at the
+    # measured (README, bench/training/foundation.py): GCN [128, 128, 128] training at the
     # grb-aminer shape peaks at 3.2 GB RSS; FGSM 1500 x 100 at 4.0 GB
     tasks = estimate_memory(AMINER, [("gcn", [128, 128, 128], None)], [("fgsm/gcn", "full", 1500, 100, [128, 128, 128])])
     train = next(t for t in tasks if t.task.startswith("training gcn"))

@@ -60,21 +60,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import NPZ, PROGNN, data_folders, peak_rss_mib, run_child, timed  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
 DEEPROBUST_RUNNER = HERE / "deeprobust_metattack.py"
 #: The folder peers.sh makes its venv in by default (overridden by ``PEER_VENV`` there and here).
 DEFAULT_PEER_VENV = Path(os.environ.get("PEER_VENV")
@@ -87,22 +87,9 @@ GCN_EPOCHS = 200
 # data
 
 
-def data_folders() -> list[Path]:
-    """Where the data folder is looked for (as ``tests/helpers.py::data_folders``):
-    ``$GRB_DIST_TEST_DATA``, a ``shared/datasets`` folder beside the repository, then
-    ``test-data/`` in grb-dist's download cache."""
-    from grb_dist.datasets.grb import default_cache_dir
-
-    env = os.environ.get("GRB_DIST_TEST_DATA")
-    folders = [Path(env).expanduser()] if env else []
-    folders.append(REPO.parent / "shared" / "datasets")
-    folders.append(default_cache_dir() / "test-data")
-    return folders
-
-
 def data_files(data: Path | None, dataset: str) -> tuple[Path, Path]:
     """``(npz, split JSON)`` of ``dataset`` in ``data`` (or the first folder that has both)."""
-    rel = (Path("npz") / f"{dataset}.npz", Path("prognn") / "splits" / f"{dataset}_prognn_splits.json")
+    rel = (Path(NPZ) / f"{dataset}.npz", Path(PROGNN) / "splits" / f"{dataset}_prognn_splits.json")
     for folder in ([data] if data else data_folders()):
         if all((folder / r).is_file() for r in rel):
             return folder / rel[0], folder / rel[1]
@@ -217,16 +204,16 @@ def grb_worker(argv: list[str]) -> None:
 
     graph, how = load_graph(args.npz, args.split, args.dataset)
     budget = int(args.rate * graph.num_edges)
-    start = time.perf_counter()
-    surrogate = train_defense("gcn", graph, json.loads(args.surrogate_params), TrainConfig(epochs=200, seed=args.seed),
-                              transductive=True).model
-    surrogate_seconds = time.perf_counter() - start
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    surrogate_seconds, trained = timed(train_defense, "gcn", graph, json.loads(args.surrogate_params),
+                                       TrainConfig(epochs=200, seed=args.seed), transductive=True)
+    surrogate = trained.model
+    rss_before = peak_rss_mib()
 
-    start = time.perf_counter()
-    attack = build_attack("metattack", {"n_edge_mod": budget, "seed": args.seed}, "poisoning")
-    mod = attack.attack(graph, surrogate)
-    seconds = time.perf_counter() - start
+    def build_and_attack():
+        attack = build_attack("metattack", {"n_edge_mod": budget, "seed": args.seed}, "poisoning")
+        return attack, attack.attack(graph, surrogate)
+
+    seconds, (attack, mod) = timed(build_and_attack)
 
     n = graph.num_nodes
     ei = graph.edge_index
@@ -255,7 +242,7 @@ def grb_worker(argv: list[str]) -> None:
         "seconds": seconds,
         "surrogate_seconds": surrogate_seconds,
         "peak_rss_before_attack_mib": rss_before,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mib": peak_rss_mib(),
         "attack_config": {k: getattr(attack.config, k) for k in getattr(attack.config, "__dataclass_fields__", {})},
         "adjacency": str(args.output),
     }
@@ -267,19 +254,15 @@ def grb_worker(argv: list[str]) -> None:
 # running the children
 
 
-def run_child(cmd: list[str], log: Path, timeout: float | None) -> dict:
+def child_report(cmd: list[str], log: Path, timeout: float | None) -> dict:
     """Run one child; its stdout's last line is its JSON report, stderr goes to ``log``."""
-    start = time.perf_counter()
-    with open(log, "w") as err:
-        try:
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return {"error": f"timed out after {timeout:.0f} s (log: {log})"}
-    if proc.returncode != 0 or not proc.stdout.strip():
-        tail = log.read_text()[-2000:]
-        return {"error": f"exit code {proc.returncode} (log: {log})\n{tail}"}
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
-    report["process_seconds"] = time.perf_counter() - start
+    try:
+        seconds, report = timed(run_child, cmd[1:], python=cmd[0], log=log, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s (log: {log})"}
+    if report is None:
+        return {"error": f"no report (log: {log})\n{log.read_text()[-2000:]}"}
+    report["process_seconds"] = seconds
     return report
 
 
@@ -416,7 +399,7 @@ def main(argv: list[str] | None = None) -> None:
                 stem = f"{tool}_{args.dataset}_rate{args.rate}_seed{seed}"  # the rate's dot is no suffix
                 make = deeprobust_cmd if tool == "deeprobust" else grb_cmd
                 print(f"round {r + 1}/{args.rounds}, seed {seed}: {tool} ...", flush=True)
-                report = run_child(make(args, npz, split, seed, out / f"{stem}.npz"), out / f"{stem}.log", args.timeout)
+                report = child_report(make(args, npz, split, seed, out / f"{stem}.npz"), out / f"{stem}.log", args.timeout)
                 runs[tool].append(report)
                 if "error" in report:
                     print(f"  {tool} failed: {report['error']}", flush=True)

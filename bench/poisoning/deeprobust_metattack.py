@@ -50,15 +50,16 @@ import builtins
 import contextlib
 import json
 import random
-import resource
 import sys
-import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers (standard library only)
+from common import peak_rss_mib, timed  # noqa: E402
 
 
 def load_lcc(npz_path: Path) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
@@ -118,19 +119,19 @@ def main(argv: list[str] | None = None) -> dict:
     n_edges = int(adj.sum() // 2)
     n_perturbations = int(args.rate * n_edges)
 
-    start = time.perf_counter()
     surrogate = GCN(nfeat=features.shape[1], nclass=int(labels.max()) + 1, nhid=16, dropout=0.5, with_relu=False,
                     with_bias=True, weight_decay=5e-4, device="cpu").to("cpu")
-    surrogate.fit(features, adj, labels, idx_train)
-    surrogate_seconds = time.perf_counter() - start
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    surrogate_seconds, _ = timed(surrogate.fit, features, adj, labels, idx_train)
+    rss_before = peak_rss_mib()
 
-    with contextlib.redirect_stdout(sys.stderr):  # DeepRobust prints three lines per flip
-        start = time.perf_counter()
+    def build_and_attack():
         attack = Metattack(model=surrogate, nnodes=adj.shape[0], feature_shape=features.shape,
                            attack_structure=True, attack_features=False, device="cpu", lambda_=0).to("cpu")
         attack.attack(features, adj, labels, idx_train, idx_unlabeled, n_perturbations, ll_constraint=False)
-        seconds = time.perf_counter() - start
+        return attack
+
+    with contextlib.redirect_stdout(sys.stderr):  # DeepRobust prints three lines per flip
+        seconds, attack = timed(build_and_attack)
 
     modified = sp.csr_matrix(attack.modified_adj.cpu().numpy())
     modified.eliminate_zeros()
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> dict:
         "seconds": seconds,
         "surrogate_seconds": surrogate_seconds,
         "peak_rss_before_attack_mib": rss_before,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mib": peak_rss_mib(),
         "settings": {"surrogate": "GCN nhid=16 dropout=0.5 with_relu=False with_bias=True wd=5e-4, 200 iters",
                      "attack": "Metattack lambda_=0 train_iters=100 lr=0.1 momentum=0.9 ll_constraint=False",
                      "features": "scipy CSR (raw)"},

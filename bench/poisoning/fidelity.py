@@ -22,11 +22,14 @@ import argparse
 import csv
 import json
 import os
-import time
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import timed  # noqa: E402
 
 #: The models of Table 2 and their grb-dist names and parameters (the prognn-cora job's).
 MODELS = {
@@ -62,10 +65,14 @@ def run_one(dataset: str, rate: float, model: str, seed: int, epochs: int = TRAI
         graph = modified_graph(graph, attack.attack(graph, torch.nn.Module(), poisoning_targets(graph)))
     name, params = MODELS[model]
     params = {**params, **json.loads(extra)}
-    start = time.perf_counter()
-    trained = train_defense(name, graph, params, TrainConfig(**{**TRAIN, "lr": lr, "epochs": epochs, "patience": epochs}, seed=seed), transductive=True).model
-    acc = difficulty_accuracy(predict_tensors(trained, graph_tensors(graph, "cpu")), graph, ["full"])["full"]
-    return dataset, rate, model, seed, acc, time.perf_counter() - start
+    config = TrainConfig(**{**TRAIN, "lr": lr, "epochs": epochs, "patience": epochs}, seed=seed)
+
+    def train_and_score() -> float:
+        trained = train_defense(name, graph, params, config, transductive=True).model
+        return difficulty_accuracy(predict_tensors(trained, graph_tensors(graph, "cpu")), graph, ["full"])["full"]
+
+    seconds, acc = timed(train_and_score)
+    return dataset, rate, model, seed, acc, seconds
 
 
 def published_table(path: Path) -> dict[tuple[str, float, str], tuple[float, float]]:
@@ -90,10 +97,8 @@ def main() -> None:
     datasets, models = args.datasets.split(","), args.models.split(",")
     rates = [float(r) for r in args.rates.split(",")]
     jobs = [(d, r, m, s, args.epochs, args.params, args.lr) for d in datasets for r in rates for m in models for s in range(args.seeds)]
-    start = time.perf_counter()
     with ProcessPoolExecutor(args.workers) as pool:
-        runs = list(pool.map(run_one, *zip(*jobs)))
-    wall = time.perf_counter() - start
+        wall, runs = timed(lambda: list(pool.map(run_one, *zip(*jobs))))
     if args.out:
         with args.out.open("w", newline="") as f:
             w = csv.writer(f)

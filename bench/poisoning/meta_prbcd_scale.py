@@ -21,19 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-
-def _value(text: str):
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import emit, peak_rss_gib, run_child, setting, timed  # noqa: E402
 
 
 def _gcn(graph, epochs: int, seed: int = 0):
@@ -56,19 +49,17 @@ def attack(args) -> None:
     graph = load_dataset(args.dataset)
     surrogate = _gcn(graph, args.epochs).eval()
     params = {"ratio_edge_mod": args.rate, "seed": 0, **dict(args.set)}
-    start = time.perf_counter()
-    mod = build_attack("meta_prbcd", params, "poisoning").attack(graph, surrogate)
-    seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    seconds, mod = timed(build_attack("meta_prbcd", params, "poisoning").attack, graph, surrogate)
+    peak = peak_rss_gib() * 2**30
     np.savez(args.flips, added=mod.added, removed=mod.removed)
-    print(json.dumps({"seconds": seconds, "peak_bytes": peak, "flips": int(mod.n_edge_flips), "params": params}))
+    emit({"seconds": seconds, "peak_bytes": peak, "flips": int(mod.n_edge_flips), "params": params})
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default="csbm-grb-flickr")
     parser.add_argument("--rate", type=float, default=0.05)
-    parser.add_argument("--set", type=lambda s: (s.split("=", 1)[0], _value(s.split("=", 1)[1])), action="append",
+    parser.add_argument("--set", type=setting, action="append",
                         default=[], metavar="KEY=VALUE")
     parser.add_argument("--epochs", type=int, default=100, help="surrogate (and scoring GCN) epochs")
     parser.add_argument("--threads", type=int, default=2)
@@ -79,12 +70,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.mode == "attack":
         return attack(args)
-    cmd = [sys.executable, __file__, "--mode", "attack", "--dataset", args.dataset, "--rate", str(args.rate),
+    cmd = [__file__, "--mode", "attack", "--dataset", args.dataset, "--rate", str(args.rate),
            "--epochs", str(args.epochs), "--threads", str(args.threads), "--flips", args.flips]
     for key, value in args.set:
         cmd += ["--set", f"{key}={json.dumps(value)}"]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
-    result = json.loads(out)
+    result = run_child(cmd, check=True)
     print(f"meta_prbcd on {args.dataset} at {args.rate:.0%}: {result['flips']:,} flips in {result['seconds']:.1f} s, "
           f"peak RSS {result['peak_bytes'] / 2**30:.2f} GiB (whole process), {args.threads} threads; "
           f"params {result['params']}")

@@ -28,40 +28,31 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import NPZ, PROGNN, emit, peak_rss_mib, run_child, setting, timed  # noqa: E402
 
 
 def load_cora(data: Path):
-    """The Pro-GNN Cora graph as a :class:`Graph` with its split."""
+    """The Pro-GNN Cora graph (its largest component, as ``compare_metattack.py`` builds it) with
+    its split sorted and the test nodes cut into thirds (easy, medium, hard by index)."""
     from grb_dist.core.graph import Graph
-    from grb_dist.datasets import load_npz_graph
 
-    graph, _ = load_npz_graph(data / "npz" / "cora.npz")
-    n = graph.num_nodes
-    ei = graph.edge_index
-    adj = sp.csr_matrix((np.ones(ei.shape[1]), (ei[0], ei[1])), shape=(n, n))
-    _, comp = connected_components(adj, directed=False)
-    keep = np.flatnonzero(comp == np.bincount(comp).argmax())
-    new = np.full(n, -1)
-    new[keep] = np.arange(keep.size)
-    m = (new[ei[0]] >= 0) & (new[ei[1]] >= 0)
-    split = json.loads((data / "prognn" / "splits" / "cora_prognn_splits.json").read_text())
-    test = np.asarray(split["idx_test"], dtype=np.int64)
-    thirds = np.array_split(np.sort(test), 3)
-    sp_ = {"train": np.sort(np.asarray(split["idx_train"], dtype=np.int64)),
-           "val": np.sort(np.asarray(split["idx_val"], dtype=np.int64)), "test_full": np.sort(test),
-           "test_easy": thirds[0], "test_medium": thirds[1], "test_hard": thirds[2]}
-    labels = graph.labels[keep]
-    return Graph(features=graph.features[keep], edge_index=np.stack([new[ei[0][m]], new[ei[1][m]]]), labels=labels,
-                 split=sp_, name="cora-prognn", num_classes=int(labels.max()) + 1)
+    from compare_metattack import build_lcc_graph  # this folder: the script is run from its path
+
+    g = build_lcc_graph(data / NPZ / "cora.npz", data / PROGNN / "splits" / "cora_prognn_splits.json", "cora")
+    test = np.sort(g.split["test_full"])
+    thirds = np.array_split(test, 3)
+    split = {"train": np.sort(g.split["train"]), "val": np.sort(g.split["val"]), "test_full": test,
+             "test_easy": thirds[0], "test_medium": thirds[1], "test_hard": thirds[2]}
+    return Graph(features=g.features, edge_index=g.edge_index, labels=g.labels, split=split, name="cora-prognn",
+                 num_classes=int(g.labels.max()) + 1)
 
 
 def surrogate_of(graph, seed: int = 0):
@@ -70,14 +61,6 @@ def surrogate_of(graph, seed: int = 0):
 
     return train_defense("gcn", graph, {"hidden_sizes": [16]}, TrainConfig(epochs=200, seed=seed),
                          transductive=True).model
-
-
-def parse_sets(items: list[str]) -> dict:
-    out = {}
-    for item in items:
-        key, _, value = item.partition("=")
-        out[key] = json.loads(value) if value not in ("true", "false") else value == "true"
-    return out
 
 
 def run_attack(args) -> None:
@@ -91,16 +74,16 @@ def run_attack(args) -> None:
     graph = load_cora(args.data)
     surrogate = surrogate_of(graph)
     n_flips = int(args.rate * graph.num_edges)
-    params = {"n_edge_mod": n_flips, "seed": args.seed, **parse_sets(args.set)}
+    params = {"n_edge_mod": n_flips, "seed": args.seed, **dict(map(setting, args.set))}
     attack = build_attack(args.attack, params, "poisoning")
-    start, cpu = time.perf_counter(), time.process_time()
-    mod = attack.attack(graph, surrogate)
-    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    cpu = time.process_time()
+    seconds, mod = timed(attack.attack, graph, surrogate)
+    cpu = time.process_time() - cpu
     np.savez(args.out, removed=mod.removed, added=mod.added)
-    print(json.dumps({"rate": args.rate, "attack": args.attack, "params": params, "seconds": seconds,
+    emit({"rate": args.rate, "attack": args.attack, "params": params, "seconds": seconds,
                       "cpu_seconds": cpu, "flips": int(mod.n_edge_flips), "added": int(mod.added.shape[1]),
                       "removed": int(mod.removed.shape[1]), "threads": torch.get_num_threads(),
-                      "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                      "peak_rss_mib": peak_rss_mib()})
 
 
 def run_ablation(args) -> None:
@@ -239,7 +222,7 @@ def main() -> None:
     ap.add_argument("--rates", type=float, nargs="+", default=[0.05])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--attack", default="metattack")
-    ap.add_argument("--set", nargs="*", default=[], help="attack parameters KEY=JSON")
+    ap.add_argument("--set", nargs="*", default=[], help="attack parameters KEY=VALUE (VALUE: JSON, else a string)")
     ap.add_argument("--seed", type=int, default=0, help="the attack's seed")
     ap.add_argument("--workdir", type=Path, default=Path("metattack_strength"))
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
@@ -265,10 +248,10 @@ def main() -> None:
     rows = [{"rate": 0.0, "clean": [mean, std]}]
     for rate in args.rates:
         out = args.workdir / f"{args.attack}_{rate:g}.npz"
-        cmd = [sys.executable, __file__, "--mode", "attack", "--data", str(args.data), "--rate", str(rate),
+        cmd = [__file__, "--mode", "attack", "--data", str(args.data), "--rate", str(rate),
                "--attack", args.attack, "--seed", str(args.seed), "--out", str(out), "--threads", str(args.threads),
                "--set", *args.set]
-        report = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+        report = run_child(cmd, check=True)
         z = np.load(out)
         ours = gcn_accuracy(perturbed(graph, z["removed"], z["added"]), args.seeds)
         pub = published(graph, args.data, rate)

@@ -2,8 +2,8 @@
 
 Run from the repository root::
 
-    python bench/bench_store.py                      # 10k, 100k, 1M rows (after); before at 10k
-    python bench/bench_store.py --rows 10000 --before-rows 10000,100000   # time the old layout at 100k too
+    python bench/store/store.py                      # 10k, 100k, 1M rows (after); before at 10k
+    python bench/store/store.py --rows 10000 --before-rows 10000,100000   # time the old layout at 100k too
 
 Method (a temporary directory on the same disk as the repository; every figure is the
 wall time of one run, on whatever else the machine was doing):
@@ -32,13 +32,15 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import timed  # noqa: E402
 
 DIFFS = ("easy", "medium", "hard", "full")
 DEFENSES = 12
@@ -75,10 +77,16 @@ def du(path: Path) -> tuple[int, int]:
 # ------------------------------------------------------------------ before: grb-dist 0.1.0
 
 
-def legacy_write(root: Path, n: int) -> None:
+def legacy_schema() -> pa.Schema:
+    """The 0.1.0 columns: today's, less the fingerprint and the columns added since."""
     from grb_dist.store import schema
 
-    sch = pa.schema([f for f in schema.SCORES if f.name != "dataset_fingerprint"])  # the 0.1.0 columns
+    later = {"dataset_fingerprint", *schema.ADDED_DEFAULTS}
+    return pa.schema([f for f in schema.SCORES if f.name not in later])
+
+
+def legacy_write(root: Path, n: int) -> None:
+    sch = legacy_schema()
     d = root / "scores"
     d.mkdir(parents=True)
     for chunk in rows(n):
@@ -92,9 +100,7 @@ def legacy_write(root: Path, n: int) -> None:
 
 
 def legacy_read(root: Path) -> int:
-    from grb_dist.store import schema
-
-    sch = pa.schema([f for f in schema.SCORES if f.name != "dataset_fingerprint"])
+    sch = legacy_schema()
     files = sorted(p for p in (root / "scores").glob("*.parquet") if not p.name.startswith("."))
     t = pa.concat_tables([pq.read_table(f, schema=sch) for f in files]).to_pandas()
     return len(t)
@@ -109,12 +115,6 @@ def new_store(root: Path):
     lock = RunLock(root).acquire()
     ds = {"label": "csbm", "source": "csbm", "fingerprint": "f" * 64, "parts": {}, "normalize": "arctan"}
     return RunStore.open(root, dataset=ds, components={}, config={}, config_hash="h", lock=lock), lock
-
-
-def timed(fn):
-    t = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t, out
 
 
 def fmt_bytes(b: float) -> str:

@@ -12,9 +12,9 @@ calibration cache (its own temporary ``XDG_CACHE_HOME``), timed from the outside
   (``--calibration full``), per stage (task time) and in total, with the ratio
   sampled / full.
 
-    python bench/plan_calibration.py                      # both
-    python bench/plan_calibration.py --skip-compare       # only the timing
-    python bench/plan_calibration.py --compare csbm-grb-cora --skip-time
+    python bench/sweep/plan_calibration.py                      # both
+    python bench/sweep/plan_calibration.py --skip-compare       # only the timing
+    python bench/sweep/plan_calibration.py --compare csbm-grb-cora --skip-time
 
 Options after ``--`` go to every ``grb-dist sweep`` call (``-- --scenario all``).
 """
@@ -27,11 +27,11 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from plan_accuracy import predicted, seconds  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import timed  # noqa: E402
+from plan_accuracy import predicted, seconds  # noqa: E402  (this folder: the script is run from its path)
 
 STAGES = ("train", "attack", "score")
 
@@ -42,9 +42,7 @@ def plan(dataset: str, extra: list[str]) -> tuple[float, str]:
     with tempfile.TemporaryDirectory(prefix="grb-dist-plan-") as cache:
         env = {**os.environ, "XDG_CACHE_HOME": cache}
         cmd = [sys.executable, "-c", "from grb_dist.cli import main; main()", "sweep", "--dataset", dataset, "--plan", *extra]
-        start = time.perf_counter()
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        wall = time.perf_counter() - start
+        wall, out = timed(subprocess.run, cmd, env=env, capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
     return wall, out.stdout

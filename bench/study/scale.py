@@ -12,17 +12,20 @@ known nodes, adds ``--new`` nodes inductively, and times
    nodes at budget deg(v) + 2; ``--whole`` evaluates on the whole graph instead (the
    previous way), for comparison.
 
-Usage: ``python bench/semantics_scale.py --nodes 100000 --new 1000 --steps 16 --eval 20``
+Usage: ``python bench/study/scale.py --nodes 100000 --new 1000 --steps 16 --eval 20``
 """
 
 from __future__ import annotations
 
 import argparse
-import resource
-import time
+import sys
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import peak_rss_gib, timed  # noqa: E402
 
 
 def main() -> int:
@@ -49,37 +52,30 @@ def main() -> int:
                                   "p": 3.1437 / (n / 2 - 1), "q": 0.75 / (n / 2)},
                      K=[args.K], graphs=1, nodes=args.new, budgets=["deg+2"], max_steps=args.steps,
                      models={"gcn": {"hidden_sizes": [64]}}, train={"epochs": 20, "patience": 20})
-    t = time.perf_counter()
-    prepared = prepare(spec, args.K, 0)
+    t, prepared = timed(prepare, spec, args.K, 0)
     g = prepared.graph
     print(f"CSBM {g.num_nodes:,} nodes, {g.edge_index.shape[1] // 2:,} edges, {args.new} new nodes: "
-          f"sampled in {time.perf_counter() - t:.1f} s")
+          f"sampled in {t:.1f} s")
     tracemalloc.start()
-    t = time.perf_counter()
-    order = attack_order("l2-weak", g.features, g.labels, prepared.x_new, prepared.y_new,
-                         prepared.nb_node, prepared.nb_base, args.steps)
-    dt = time.perf_counter() - t
+    dt, order = timed(attack_order, "l2-weak", g.features, g.labels, prepared.x_new, prepared.y_new,
+                      prepared.nb_node, prepared.nb_base, args.steps)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     print(f"l2-weak order, {args.new} nodes x {args.steps} edges: {dt:.2f} s, peak traced memory {peak / 2**20:.0f} MiB "
           f"(an N x N float64 matrix would be {n * n * 8 / 2**30:.0f} GiB)")
-    t = time.perf_counter()
-    g0, gf = g_flips(prepared, order)
-    print(f"Bayes decisions along the orders: {time.perf_counter() - t:.3f} s")
-    t = time.perf_counter()
-    model, acc = train_study_model(spec, prepared, "gcn", 0)
-    print(f"GCN trained (20 epochs) in {time.perf_counter() - t:.1f} s, val accuracy {acc:.3f}")
+    t, (g0, gf) = timed(g_flips, prepared, order)
+    print(f"Bayes decisions along the orders: {t:.3f} s")
+    t, (model, acc) = timed(train_study_model, spec, prepared, "gcn", 0)
+    print(f"GCN trained (20 epochs) in {t:.1f} s, val accuracy {acc:.3f}")
     sub = Prepared(g, prepared.x_new[: args.eval], prepared.y_new[: args.eval],
                    prepared.nb_node[prepared.nb_node < args.eval], prepared.nb_base[prepared.nb_node < args.eval])
     steps = np.minimum(sub.degree + 2, args.steps)
-    t = time.perf_counter()
-    f0, ff, _ = f_flips(model, sub, order[: args.eval], steps, ball=not args.whole)
-    dt = time.perf_counter() - t
+    dt, (f0, ff, _) = timed(f_flips, model, sub, order[: args.eval], steps, ball=not args.whole)
     forwards = int(args.eval + np.where(np.isfinite(ff), ff, steps).sum())
     where = "whole graph" if args.whole else "3-hop ball"
     print(f"f flip counts, {args.eval} nodes at budget deg+2 ({where}): {dt:.2f} s ({forwards} forwards, "
           f"{1000 * dt / forwards:.1f} ms each), {int(np.isfinite(ff).sum())} flips")
-    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
+    print(f"peak RSS {peak_rss_gib():.2f} GiB")
     return 0
 
 

@@ -9,14 +9,14 @@ difference, and flags every adaptive attack weaker than its transfer counterpart
 than ``--tolerance`` (an adaptive attack should never be weaker: the defense itself is the
 best surrogate the attacker can have).
 
-    python bench/adaptive_eval.py --out /tmp/adaptive                     # cora-legacy, both scenarios
-    python bench/adaptive_eval.py --out /tmp/adaptive --scenario injection
-    python bench/adaptive_eval.py --out /tmp/adaptive --report-only      # tables of a finished run
-    python bench/adaptive_eval.py --out /tmp/adaptive --only transfer    # one of the two sweeps
-    python bench/adaptive_eval.py --out /tmp/csbm --dataset csbm --job -  # the default job as it ships
-    python bench/adaptive_eval.py --out /tmp/adaptive --scenario modification --defenses gcn,sgc,appnp_ln
+    python bench/attacks/adaptive.py --out /tmp/adaptive                     # cora-legacy, both scenarios
+    python bench/attacks/adaptive.py --out /tmp/adaptive --scenario injection
+    python bench/attacks/adaptive.py --out /tmp/adaptive --report-only      # tables of a finished run
+    python bench/attacks/adaptive.py --out /tmp/adaptive --only transfer    # one of the two sweeps
+    python bench/attacks/adaptive.py --out /tmp/csbm --dataset csbm --job -  # the default job as it ships
+    python bench/attacks/adaptive.py --out /tmp/adaptive --scenario modification --defenses gcn,sgc,appnp_ln
 
-Defaults: cora-legacy (GRB layout, found beside the checkout), the grb-cora job (its 23
+Defaults: cora-legacy (GRB layout, found in the data folders of ``bench/common.py``), the grb-cora job (its 23
 defenses, GRB budgets), the full difficulty, one repeat, 200 steps, the gradient attacks of
 each scenario (injection: fgsm, pgd, speit, tdgia; modification: fga, pgd, prbcd, grbcd).
 """
@@ -26,13 +26,14 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-CORA = ROOT.parent / "shared" / "datasets" / "grb-format" / "cora-legacy"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import ROOT, cora_legacy, timed  # noqa: E402
+
+CORA = cora_legacy()
 GRADIENT = {"injection": "fgsm,pgd,speit,tdgia", "modification": "fga,pgd,prbcd,grbcd"}
 
 
@@ -47,9 +48,7 @@ def sweep(args, scenario: str, adaptive: bool) -> float:
         cmd += ["--defenses", args.defenses]
     if adaptive:
         cmd.append("--adaptive")
-    start = time.perf_counter()
-    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    seconds = time.perf_counter() - start
+    seconds, done = timed(subprocess.run, cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     print(f"$ grb-dist {' '.join(cmd[1:])}\n  exit {done.returncode} in {seconds:.0f} s; " + done.stdout.strip().splitlines()[-1])
     if done.returncode:
         print(done.stdout[-4000:])

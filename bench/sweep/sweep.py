@@ -2,8 +2,8 @@
 
 Run from the repository root::
 
-    python bench/bench_sweep.py            # all cases
-    python bench/bench_sweep.py --quick    # default job narrowed (fast check)
+    python bench/sweep/sweep.py            # all cases
+    python bench/sweep/sweep.py --quick    # default job narrowed (fast check)
 
 Method:
 
@@ -20,15 +20,14 @@ Method:
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import resource
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import emit, peak_rss_mib, run_child, timed  # noqa: E402
 
 
 def _job(name: str, quick: bool, memory: bool):
@@ -60,7 +59,7 @@ def _plasma_sampler(stop: threading.Event, peak: list[float]) -> None:
         stop.wait(0.5)
 
 
-def run_case(case: str, num_cpus: int, quick: bool) -> dict:
+def sweep_case(case: str, num_cpus: int, quick: bool) -> dict:
     import ray
 
     from grb_dist.sweep.ray_edge import connect, disconnect
@@ -71,9 +70,7 @@ def run_case(case: str, num_cpus: int, quick: bool) -> dict:
     memory = case == "memory"
     spec = _job("csbm-grb-aminer" if memory else "csbm", quick, memory)
     with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
-        prepared = prepare(spec, out=Path(tmp) / "run")
-        load_s = time.perf_counter() - t0
+        load_s, prepared = timed(prepare, spec, out=Path(tmp) / "run")
         settings = RaySettings(num_cpus=num_cpus, include_dashboard=False)
         ctx = connect(settings)
         stop, peak = threading.Event(), [0.0]
@@ -82,9 +79,7 @@ def run_case(case: str, num_cpus: int, quick: bool) -> dict:
         lock, prepared = lock_run(prepared)
         try:
             store = open_store(prepared, lock)
-            start = time.perf_counter()
-            summary = run_sweep(prepared.plan, prepared.graph, store, settings)
-            seconds = time.perf_counter() - start
+            seconds, summary = timed(run_sweep, prepared.plan, prepared.graph, store, settings)
         finally:
             lock.release()
             stop.set()
@@ -95,7 +90,7 @@ def run_case(case: str, num_cpus: int, quick: bool) -> dict:
         "case": case, "dataset": spec.dataset, "num_cpus": num_cpus, "cells": summary.computed,
         "failures": summary.failures, "seconds": round(seconds, 2), "cells_per_s": round(summary.computed / seconds, 3),
         "load_seconds": round(load_s, 2), "nodes": prepared.graph.num_nodes,
-        "driver_peak_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "driver_peak_mib": round(peak_rss_mib(), 1),
         "object_store_peak_mib": peak[0],
     }
 
@@ -108,20 +103,18 @@ def main() -> None:
     ap.add_argument("--skip-memory", action="store_true")
     args = ap.parse_args()
     if args.case:
-        print("RESULT " + json.dumps(run_case(args.case, args.num_cpus, args.quick)), flush=True)
+        emit(sweep_case(args.case, args.num_cpus, args.quick), marker="RESULT ")
         return
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
     print(__doc__.split("Method:")[1].strip(), "\n")
     cases = [("throughput", 1), ("throughput", 2)] + ([] if args.skip_memory else [("memory", 2)])
     results = []
     for case, cpus in cases:
-        cmd = [sys.executable, __file__, "--case", case, "--num-cpus", str(cpus)] + (["--quick"] if args.quick else [])
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
-        if line is None:
-            print(f"{case} num_cpus={cpus} failed:\n{proc.stderr[-2000:]}")
+        cmd = [__file__, "--case", case, "--num-cpus", str(cpus)] + (["--quick"] if args.quick else [])
+        r = run_child(cmd, marker="RESULT ")
+        if r is None:
+            print(f"{case} num_cpus={cpus} failed")
             continue
-        r = json.loads(line[7:])
         results.append(r)
         if case == "throughput":
             print(f"throughput  {r['dataset']:<16} num_cpus={cpus}: {r['cells']} cells in {r['seconds']:.1f}s "

@@ -1,8 +1,9 @@
 """Each large-graph stage's time against this machine's own limits on the graph's own shape.
 
-    python bench/roofline.py                                # csbm-grb-aminer (about 12 minutes on 2 cores)
-    python bench/roofline.py --dataset csbm-grb-flickr --stages fgsm,prbcd
-    python bench/roofline.py --dataset csbm --threads 2     # a quick check
+    python bench/attacks/roofline.py                                # csbm-grb-aminer (about 12 minutes on 2 cores)
+    python bench/attacks/roofline.py --dataset csbm-grb-flickr --stages fgsm,prbcd
+    python bench/attacks/roofline.py --dataset csbm --threads 2     # a quick check
+    python bench/attacks/roofline.py --stages gnnguard,gcnsvd,rgcn --threads 1   # the robust models' epochs
 
 First the machine: a GEMM at the graph's shape (N x 128 by 128 x 128, GFLOP/s) and one
 propagation, the GCN-normalised adjacency with self-loops as a torch CSR matrix times an
@@ -16,6 +17,9 @@ and gathered row once). Then each stage, in its own process (peak memory = that 
 | prbcd | one PR-BCD step, 5% budget, the job's GCN (difference of 2 steps and 1) | forward + backward over A + block: 6 P x (nnz + 2 B) / nnz + 9 G |
 | nea, stack | the whole attack, 5% budget | 10 P |
 | gcn, gnnguard, rgcn | one epoch of a training (with its validation pass; the difference of 3 epochs and 1), the job's architectures | gcn: 6 P + 9 G; the robust ones: 3 x the measured GCN epoch |
+
+Any other defense of the registry is a training stage too (``--stages gcnsvd``: its epoch and
+peak, without a bound).
 
 Training runs under grb-dist's allocator policy for training (``GRB_DIST_ALLOCATOR``,
 printed in the header; ``cache`` by default: freed blocks are reused from epoch to epoch),
@@ -33,13 +37,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
-import statistics
-import subprocess
 import sys
-import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import emit, median_seconds, peak_rss_gib, run_child, timed  # noqa: E402
 
 from grb_dist.core import allocator
 
@@ -47,21 +51,11 @@ STAGES = ("fgsm", "prbcd", "nea", "stack", "gcn", "gnnguard", "rgcn")
 HIDDEN = 128
 
 
-def timed(fn, runs: int = 5) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def machine(dataset: str) -> dict:
     from grb_dist.datasets import load_dataset
 
     g = load_dataset(dataset)
-    load_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    load_peak = peak_rss_gib()
     allocator.release()
     n = g.num_nodes
     ei = torch.as_tensor(g.edge_index)
@@ -76,8 +70,8 @@ def machine(dataset: str) -> dict:
     adj = torch.sparse_csr_tensor(crow, col, val, (n, n))
     h = torch.randn(n, HIDDEN)
     w = torch.randn(HIDDEN, HIDDEN)
-    p = timed(lambda: torch.sparse.mm(adj, h))
-    gemm = timed(lambda: h @ w)
+    p = median_seconds(lambda: torch.sparse.mm(adj, h))
+    gemm = median_seconds(lambda: h @ w)
     nnz = int(val.numel())
     return {"dataset": dataset, "load_peak_gib": load_peak, "policy": allocator.training_policy(),
             "nodes": n, "edges": g.num_edges, "nnz": nnz, "P": p, "G": gemm,
@@ -86,8 +80,8 @@ def machine(dataset: str) -> dict:
 
 
 def stage(name: str, dataset: str) -> dict:
-    if name in ("prbcd", "nea", "stack"):  # bench_modification_scale's case (PR-BCD: 2 steps and 1)
-        from bench_modification_scale import child
+    if name in ("prbcd", "nea", "stack"):  # modification_scale.py's case (PR-BCD: 2 steps and 1)
+        from modification_scale import child  # this folder: the script that times these attacks at scale
 
         r = child(dataset, name, 2, torch.get_num_threads())
         return {"stage": name, "seconds": r["seconds_2"] - r["seconds_1"] if name == "prbcd" else r["seconds_total"],
@@ -107,12 +101,8 @@ def stage(name: str, dataset: str) -> dict:
     if name == "fgsm":
         model = build_model("gcn", g.num_features, g.num_classes, {"hidden_sizes": [HIDDEN] * 3}).eval()
         params = {**spec.attack_params("fgsm", "full", 0), "feat_lim_min": None, "feat_lim_max": None}
-        seconds = {}
-        for steps in (0, 2):
-            attack = build_attack("fgsm", {**params, "steps": steps})
-            start = time.perf_counter()
-            attack.attack(g, model, targets)
-            seconds[steps] = time.perf_counter() - start
+        seconds = {steps: timed(build_attack("fgsm", {**params, "steps": steps}).attack, g, model, targets)[0]
+                   for steps in (0, 2)}
         out.update(seconds=(seconds[2] - seconds[0]) / 2, setup_s=seconds[0],
                    budget=f"{params['n_inject']} x {params['edges_per_node']}")
     else:
@@ -120,13 +110,11 @@ def stage(name: str, dataset: str) -> dict:
         from grb_dist.models.train import TrainConfig
 
         params, _ = resolve_params(name, spec.models)
-        seconds = {}
-        for epochs in (1, 3):  # an epoch of a long training: the difference of 3 epochs and 1
-            start = time.perf_counter()
-            train_defense(name, g, params, TrainConfig(epochs=epochs, patience=epochs, seed=0))
-            seconds[epochs] = time.perf_counter() - start
+        # an epoch of a long training: the difference of 3 epochs and 1
+        seconds = {epochs: timed(train_defense, name, g, params, TrainConfig(epochs=epochs, patience=epochs, seed=0))[0]
+                   for epochs in (1, 3)}
         out.update(seconds=(seconds[3] - seconds[1]) / 2, first_s=seconds[1], params=params)
-    out["peak_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    out["peak_gib"] = peak_rss_gib()
     return out
 
 
@@ -156,19 +144,14 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     if args.child:
         kind, name = args.child
-        print(json.dumps(machine(args.dataset) if kind == "machine" else stage(name, args.dataset)))
+        emit(machine(args.dataset) if kind == "machine" else stage(name, args.dataset))
         return
     print("command:", " ".join(["python", *sys.argv]), flush=True)
 
-    def child(kind: str, name: str = "-") -> dict:
-        done = subprocess.run([sys.executable, __file__, "--dataset", args.dataset, "--threads", str(args.threads),
-                               "--child", kind, name], capture_output=True, text=True)
-        if done.returncode:
-            print(f"{kind} {name} failed:\n{done.stderr[-2000:]}", flush=True)
-            return {}
-        return json.loads(done.stdout.strip().splitlines()[-1])
+    def measure(kind: str, name: str = "-") -> dict:
+        return run_child([__file__, "--dataset", args.dataset, "--threads", str(args.threads), "--child", kind, name]) or {}
 
-    m = child("machine")
+    m = measure("machine")
     if not m:
         raise SystemExit(1)
     print(f"\n{m['dataset']}: {m['nodes']:,} nodes, {m['edges']:,} edges, {m['nnz']:,} non-zeros with self-loops; "
@@ -177,7 +160,7 @@ def main() -> None:
           f"propagation (CSR x {HIDDEN} columns): P = {m['P']:.3f} s ({m['spmm_gbs']:.1f} GB/s)\n", flush=True)
     results: dict[str, dict] = {}
     for name in args.stages.split(","):
-        results[name] = child("stage", name)
+        results[name] = measure("stage", name)
         print(json.dumps(results[name]), flush=True)
     print("\n| stage | seconds | bound | bound s | multiple | peak GiB |\n|---|---:|---|---:|---:|---:|")
     for name, r in results.items():

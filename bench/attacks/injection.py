@@ -10,9 +10,9 @@ whole case: dataset, training and attack).
 
 Usage::
 
-    python bench/bench_attacks.py                       # cora-legacy and csbm-grb-aminer, FGSM and TDGIA
-    python bench/bench_attacks.py --datasets cora --steps 20
-    python bench/bench_attacks.py --datasets aminer --steps 5 --threads 2
+    python bench/attacks/injection.py                       # cora-legacy and csbm-grb-aminer, FGSM and TDGIA
+    python bench/attacks/injection.py --datasets cora --steps 20
+    python bench/attacks/injection.py --datasets aminer --steps 5 --threads 2
 
 GRB reference (seed 001 Table 11, one V100, grb-aminer full, 1500 x 100, 5000 steps):
 FGSM 954.5 s (0.19 s/step), TDGIA 4079.4 s.
@@ -36,14 +36,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import resource
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-CORA_LEGACY = ROOT.parent / "shared" / "datasets" / "grb-format" / "cora-legacy"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import cora_legacy, emit, peak_rss_gib, run_child, timed, timed_on  # noqa: E402
+
+CORA_LEGACY = cora_legacy()
 
 CASES = {
     # name: (dataset, hidden sizes, n_inject, edges_per_node)
@@ -53,8 +52,8 @@ CASES = {
 }
 
 
-def run_case(dataset: str, hidden: list[int], n_inject: int, edges: int, attack: str, steps: int,
-             train_epochs: int, threads: int, device: str, incremental: bool = True) -> dict:
+def injection_case(dataset: str, hidden: list[int], n_inject: int, edges: int, attack: str, steps: int,
+                   train_epochs: int, threads: int, device: str, incremental: bool = True) -> dict:
     import torch
 
     from grb_dist.attacks import build_attack
@@ -63,24 +62,16 @@ def run_case(dataset: str, hidden: list[int], n_inject: int, edges: int, attack:
     from grb_dist.models.train import TrainConfig, train
 
     torch.set_num_threads(threads)
-    t0 = time.perf_counter()
-    g = load_dataset(dataset)
-    t_load = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    model = train("gcn", g, {"hidden_sizes": hidden}, TrainConfig(seed=0, epochs=train_epochs), device=device).model
-    t_train = time.perf_counter() - t0
+    t_load, g = timed(load_dataset, dataset)
+    t_train, result = timed(train, "gcn", g, {"hidden_sizes": hidden}, TrainConfig(seed=0, epochs=train_epochs),
+                            device=device)
+    model = result.model
     targets = g.targets("full")
     params = dict(n_inject=n_inject, edges_per_node=edges, feat_lim_min=None, feat_lim_max=None, step_size=0.01, seed=0)
     if attack == "tdgia":
         params["sequential_step"] = 0.2
-    timings = {}
-    for s in (0, steps):
-        att = build_attack(attack, {**params, "steps": s})
-        t0 = time.perf_counter()
-        att.attack(g, model, targets, device=device, incremental=incremental)
-        if device != "cpu":
-            torch.cuda.synchronize()
-        timings[s] = time.perf_counter() - t0
+    timings = {s: timed_on(device, build_attack(attack, {**params, "steps": s}).attack, g, model, targets, device=device,
+                           incremental=incremental)[0] for s in (0, steps)}
     total_steps = steps * (len(round_sizes(n_inject, 0.2)) if attack == "tdgia" else 1)
     return {
         "dataset": dataset, "nodes": g.num_nodes, "edges": g.num_edges, "features": g.num_features,
@@ -88,7 +79,7 @@ def run_case(dataset: str, hidden: list[int], n_inject: int, edges: int, attack:
         "steps": total_steps, "load_s": round(t_load, 1), "train_s": round(t_train, 1),
         "train_epochs": train_epochs, "setup_s": round(timings[0], 2), "attack_s": round(timings[steps], 2),
         "s_per_step": round((timings[steps] - timings[0]) / max(total_steps, 1), 4),
-        "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+        "peak_rss_gib": round(peak_rss_gib(), 2),
         "peak_gpu_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if device != "cpu" else None,
         "threads": threads, "device": device, "path": "incremental" if incremental else "full",
     }
@@ -109,7 +100,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.case:
         spec = json.loads(args.case)
-        print(json.dumps(run_case(**spec)))
+        emit(injection_case(**spec))
         return
     logging.basicConfig(level=logging.WARNING)
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
@@ -122,11 +113,10 @@ def main() -> None:
                 spec = dict(dataset=dataset, hidden=hidden, n_inject=n_inject, edges=edges, attack=attack, steps=steps,
                             train_epochs=args.train_epochs, threads=args.threads, device=args.device,
                             incremental=path == "incremental")
-                proc = subprocess.run([sys.executable, __file__, "--case", json.dumps(spec)], capture_output=True, text=True)
-                if proc.returncode != 0:
-                    print(f"{ds}/{attack}/{path} failed:\n{proc.stderr[-2000:]}")
+                row = run_child([__file__, "--case", json.dumps(spec)])
+                if row is None:
+                    print(f"{ds}/{attack}/{path} failed")
                     continue
-                row = json.loads(proc.stdout.strip().splitlines()[-1])
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     print(f"\n{'dataset':<16}{'attack':<7}{'path':<12}{'inject':>12}{'steps':>6}{'setup s':>9}{'s/step':>9}"

@@ -11,16 +11,16 @@ Each run starts its own local Ray with ``num_cpus`` CPUs in a fresh output direc
 start-up is included). Peak memory is the largest sum of the resident set sizes of this
 process and all its descendants (the Ray processes and workers), sampled every 0.25 s.
 
-Usage: ``python bench/semantics_bench.py --graphs 1 --cpus 1,2``
+Usage: ``python bench/study/cost.py --graphs 1 --cpus 1,2``
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 import psutil
@@ -28,7 +28,10 @@ import psutil
 from grb_dist.semantics.run import run_study
 from grb_dist.semantics.spec import load_spec, units
 
-JOB = Path(__file__).resolve().parents[1] / "grb_dist" / "jobs" / "studies" / "over-robustness-csbm.yaml"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import ROOT, timed  # noqa: E402
+
+JOB = ROOT / "grb_dist" / "jobs" / "studies" / "over-robustness-csbm.yaml"
 
 
 class PeakRSS:
@@ -83,9 +86,7 @@ def main() -> int:
           f"{os.cpu_count()} cores here", flush=True)
     for cpus in (int(c) for c in args.cpus.split(",")):
         with tempfile.TemporaryDirectory() as out, PeakRSS() as mem:
-            start = time.perf_counter()
-            run_study(spec, out, num_cpus=cpus)
-            wall = time.perf_counter() - start
+            wall, _ = timed(run_study, spec, out, num_cpus=cpus)
         line = f"{cpus} Ray CPU(s): {wall:.0f} s wall, peak RSS {mem.peak / 2**30:.2f} GiB"
         if scale != 1:
             line += f"; full study (10 graphs per K) extrapolated: {wall * scale / 60:.0f} min"

@@ -30,7 +30,7 @@ Method:
   at most 400 epochs, early stopping; flickr twin: 20 epochs, enough on this easy twin) and
   cached as an ``.npz`` state_dict keyed by a hash of the data (``--model-cache``); its weights
   go to both tools (the original's side runs them in the original's own GCNConv layers,
-  see ``bench/grb_original_runner.py``; the script checks that both compute the same logits).
+  see ``bench/peers/grb_original_runner.py``; the script checks that both compute the same logits).
 * Targets: grb-dist GCN and GCN_ln [64, 64, 64], trained with seed 1. Accuracy on the
   attacked difficulty's test nodes, mean over the repeats (each repeat has its own seed).
 * Attacks (original / grb-dist): FGSM and PGD (sign ascent; both with cross-entropy: 0.1.0
@@ -55,7 +55,7 @@ Method:
   object, writing the injection. Reported: median over the repeats, and the ratio
   original / grb-dist of the medians.
 
-Measured 2026-11-22 (``python bench/compare_grb.py``, 1 torch thread, 3 repeats) on the
+Measured 2026-11-22 (``python bench/peers/compare_grb.py``, 1 torch thread, 3 repeats) on the
 2-core CPU dev box while other jobs ran on it (load average 7-13 throughout: every time is
 about 4x what a quiet machine gives; the interleaving keeps the two tools under the same
 load). grb-dist at commit 91fcc2b, with the incremental surrogate evaluation (the cora-legacy
@@ -90,10 +90,10 @@ logits.
 
 Usage::
 
-    python bench/compare_grb.py                          # both datasets, 3 repeats (about 15 min on 2 cores)
-    python bench/compare_grb.py --cases cora --repeats 5
-    python bench/compare_grb.py --flickr-steps 50 --threads 2
-    python bench/compare_grb.py --setup-only             # only build the GRB venv
+    python bench/peers/compare_grb.py                          # both datasets, 3 repeats (about 15 min on 2 cores)
+    python bench/peers/compare_grb.py --cases cora --repeats 5
+    python bench/peers/compare_grb.py --flickr-steps 50 --threads 2
+    python bench/peers/compare_grb.py --setup-only             # only build the GRB venv
 """
 
 from __future__ import annotations
@@ -113,9 +113,11 @@ from grb_dist.models.tensors import graph_tensors
 from grb_dist.sweep.calibrate import cpu_model
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import ROOT, cora_legacy, timed  # noqa: E402
+
 RUNNER = Path(__file__).resolve().parent / "grb_original_runner.py"
-DEFAULT_CORA = ROOT.parent / "shared" / "datasets" / "grb-format" / "cora-legacy"
+DEFAULT_CORA = cora_legacy()
 DEFAULT_VENV = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "grb-dist" / "compare-grb-venv"
 ATTACKS = ("fgsm", "pgd", "speit", "tdgia")
 HIDDEN = [64, 64, 64]
@@ -261,9 +263,7 @@ def grb_dist_worker(data_dir: str, threads: int) -> None:
             params["sequential_step"] = req["sequential_step"]
         torch.manual_seed(req["seed"])
         attack = build_attack(req["attack"], params)
-        t0 = time.perf_counter()
-        inj = attack.attack(graph, model, targets)
-        seconds = time.perf_counter() - t0
+        seconds, inj = timed(attack.attack, graph, model, targets)
         np.savez(req["out"], features=inj.features, edges=inj.edges)
         proto.write(json.dumps({"seconds": seconds}) + "\n")
         proto.flush()
@@ -330,16 +330,17 @@ def prepare_case(name: str, dataset: str, difficulty: str, case_dir: Path, args)
 
     from grb_dist.datasets import load_dataset
 
-    t0 = time.perf_counter()
-    g = load_dataset(dataset)
+    t_load, g = timed(load_dataset, dataset)
     targets = g.targets(difficulty)
-    t_load = time.perf_counter() - t0
-    t0 = time.perf_counter()
     epochs = args.cora_train_epochs if name == "cora" else args.flickr_train_epochs
     fingerprint = data_fingerprint(g)
-    surrogate = trained_model("gcn", g, args.surrogate_seed, epochs, fingerprint, args.model_cache)
-    tgt = {m: trained_model(m, g, args.target_seed, epochs, fingerprint, args.model_cache) for m in ("gcn", "gcn_ln")}
-    t_train = time.perf_counter() - t0
+
+    def train_all():
+        surrogate = trained_model("gcn", g, args.surrogate_seed, epochs, fingerprint, args.model_cache)
+        return surrogate, {m: trained_model(m, g, args.target_seed, epochs, fingerprint, args.model_cache)
+                           for m in ("gcn", "gcn_ln")}
+
+    t_train, (surrogate, tgt) = timed(train_all)
     case_dir.mkdir(parents=True, exist_ok=True)
     np.savez(case_dir / "graph.npz", features=g.features, edge_index=g.edge_index, labels=g.labels,
              targets=targets.astype(np.int64), num_classes=np.int64(g.num_classes), name=np.str_(g.name),
@@ -384,7 +385,7 @@ def inj_stats(graph, targets, inj, lo: float, hi: float, n_inject: int, edges_pe
     return out
 
 
-def run_case(name: str, cfg: dict, args, record: dict, work: Path) -> dict:
+def compare_case(name: str, cfg: dict, args, record: dict, work: Path) -> dict:
     import numpy as np
 
     from grb_dist.attacks.injection.tdgia import round_sizes
@@ -598,7 +599,7 @@ def main() -> None:
     state = code_state()
     t0 = time.perf_counter()
     try:
-        results = [run_case(c, configs[c], args, record, work) for c in cases]
+        results = [compare_case(c, configs[c], args, record, work) for c in cases]
     finally:
         if args.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)

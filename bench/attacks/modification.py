@@ -13,24 +13,23 @@ checked equal to grb-dist's), the same budget, block size, steps and learning-ra
 interleaved, one repeat per seed. torch_geometric's attack is global: its flips need not
 touch a target, which GRB's threat model requires, so their number is reported as well.
 
-    python bench/bench_modification.py                 # both parts
-    python bench/bench_modification.py --part strength
-    python bench/bench_modification.py --part prbcd --seeds 0,1,2 --pyg-losses margin
+    python bench/attacks/modification.py                 # both parts
+    python bench/attacks/modification.py --part strength
+    python bench/attacks/modification.py --part prbcd --seeds 0,1,2 --pyg-losses margin
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 from grb_dist.models.tensors import graph_tensors
 
-ROOT = Path(__file__).resolve().parents[1]
-CORA = ROOT.parent / "shared" / "datasets" / "grb-format" / "cora-legacy"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import cora_legacy, require, timed  # noqa: E402
 
 
 def setup():
@@ -41,7 +40,7 @@ def setup():
     from grb_dist.core.config import to_dict
 
     spec = load_job(default_job_path("grb-cora"))
-    graph = load_dataset(str(CORA), normalize=spec.normalize, seed=spec.seed)
+    graph = load_dataset(str(require(cora_legacy(), "cora-legacy")), normalize=spec.normalize, seed=spec.seed)
     params, overrides = resolve_params("gcn", spec.models)
     train = {**to_dict(spec.train), **overrides}
     surrogate = train_defense("gcn", graph, params, TrainConfig(**{**train, "seed": spec.seed + 1})).model.eval()
@@ -71,9 +70,8 @@ def strength(spec, graph, surrogate, target, seeds: list[int]) -> None:
         accs, secs = [], []
         for seed in seeds:
             attack = build_attack(name, spec.attack_params(name, "full", seed, "modification"), "modification")
-            start = time.perf_counter()
-            mod = attack.attack(graph, surrogate, t)
-            secs.append(time.perf_counter() - start)
+            seconds, mod = timed(attack.attack, graph, surrogate, t)
+            secs.append(seconds)
             accs.append(accuracy(graph, target, apply_modification(clean, mod), t))
         a = float(np.mean(accs))
         print(f"| {name} | {mod.n_edge_flips} ({mod.removed.shape[1]} / {mod.added.shape[1]}) | "
@@ -138,9 +136,7 @@ def compare_prbcd(spec, graph, surrogate, target, seeds: list[int], pyg_losses: 
     rows = {"grb-dist": [], **{f"torch_geometric {loss}": [] for loss in pyg_losses}}
     for seed in seeds:
         attack = build_attack("prbcd", {**params, "seed": seed, "block_size": block}, "modification")
-        start = time.perf_counter()
-        mod = attack.attack(graph, surrogate, t)
-        s = time.perf_counter() - start
+        s, mod = timed(attack.attack, graph, surrogate, t)
         a = accuracy(graph, target, apply_modification(clean, mod), t)
         rows["grb-dist"].append((a, s))
         print(f"| {seed} | grb-dist | {attack.config.loss} | {a:.4f} | {100 * (base - a):.1f} | {mod.n_edge_flips} | 0 | {s:.1f} |",
@@ -149,9 +145,7 @@ def compare_prbcd(spec, graph, surrogate, target, seeds: list[int], pyg_losses: 
             torch.manual_seed(seed)
             pyg = PRBCDAttack(model, block_size=block, epochs=steps, epochs_resampling=int(0.8 * steps),
                               lr=ours_cfg.config.lr, loss=loss, log=False)
-            start = time.perf_counter()
-            ei, flipped = pyg.attack(clean.x, clean.edge_index, labels, budget, torch.as_tensor(t))
-            s = time.perf_counter() - start
+            s, (ei, flipped) = timed(pyg.attack, clean.x, clean.edge_index, labels, budget, torch.as_tensor(t))
             a = accuracy(graph, target, TorchGraph(clean.x, ei, clean.y), t)
             f = flipped.numpy()
             off = int((~(is_target[f[0]] | is_target[f[1]])).sum())
@@ -175,7 +169,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     seeds = [int(s) for s in args.seeds.split(",")]
-    print(f"$ python bench/bench_modification.py {' '.join(sys.argv[1:])}  (torch {torch.__version__}, "
+    print(f"$ python bench/attacks/modification.py {' '.join(sys.argv[1:])}  (torch {torch.__version__}, "
           f"{args.threads} thread(s))")
     spec, graph, surrogate, target = setup()
     if args.part in ("all", "strength"):

@@ -1,6 +1,6 @@
 """Attack strength and time with the surrogate in fp32 vs bf16 (and tf32 on a GPU).
 
-On cora-legacy (GRB layout, from ../shared/datasets), a GCN surrogate (seed 0) and a GCN
+On cora-legacy (GRB layout, from the data folders of ``bench/common.py``), a GCN surrogate (seed 0) and a GCN
 target (seed 1), 3 x 64, trained inductively; full difficulty, 60 injected x 20 edges.
 Each attack runs once per precision (same seed, so the same edges for FGSM/PGD/SPEIT); the
 table gives the target's accuracy after each injection, the accuracy drop against clean,
@@ -10,16 +10,15 @@ the effect on strength, not a speed-up (CPUs without bf16 matrix units are slowe
 
 Usage::
 
-    python bench/bench_precision.py                 # CPU: fp32 vs bf16
-    python bench/bench_precision.py --device cuda   # GPU: fp32 vs tf32 vs bf16
-    python bench/bench_precision.py --dataset csbm --attacks fgsm --steps 5 --epochs 5   # a quick check
+    python bench/attacks/precision.py                 # CPU: fp32 vs bf16
+    python bench/attacks/precision.py --device cuda   # GPU: fp32 vs tf32 vs bf16
+    python bench/attacks/precision.py --dataset csbm --attacks fgsm --steps 5 --epochs 5   # a quick check
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -29,7 +28,10 @@ from grb_dist.datasets import load_dataset
 from grb_dist.evaluation.evaluate import evaluate
 from grb_dist.models.train import TrainConfig, train
 
-CORA_LEGACY = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "grb-format" / "cora-legacy"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import cora_legacy, timed_on  # noqa: E402
+
+CORA_LEGACY = cora_legacy()
 SETTINGS = {
     "fgsm": dict(steps=200, step_size=0.01),
     "pgd": dict(steps=200, step_size=0.01),
@@ -63,9 +65,7 @@ def main() -> None:
         for prec in precisions:
             settings = {**SETTINGS[name], **({} if args.steps is None else {"steps": args.steps})}
             attack = build_attack(name, dict(n_inject=60, edges_per_node=20, seed=0, precision=prec, **settings))
-            t0 = time.perf_counter()
-            inj = attack.attack(g, surrogate, g.targets("full"), device=args.device)
-            secs = time.perf_counter() - t0
+            secs, inj = timed_on(args.device, attack.attack, g, surrogate, g.targets("full"), device=args.device)
             acc = evaluate(target, g, inj, device=args.device)["full"]
             drop = clean - acc
             ref = drop if ref is None else ref

@@ -9,20 +9,20 @@ set-up (block sampling, the surrogate's constant first layer) and the final samp
 not counted in it; both totals are printed. The surrogate's weights are random (the cost
 of a step does not depend on them).
 
-    python bench/bench_modification_scale.py
-    python bench/bench_modification_scale.py --datasets csbm-grb-flickr --steps 4 --threads 2
+    python bench/attacks/modification_scale.py
+    python bench/attacks/modification_scale.py --datasets csbm-grb-flickr --steps 4 --threads 2
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import resource
-import subprocess
 import sys
-import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import emit, peak_rss_gib, run_child, timed, timed_on  # noqa: E402
 
 
 def child(dataset: str, attack: str, steps: int, threads: int, device: str = "cpu") -> dict:
@@ -35,10 +35,8 @@ def child(dataset: str, attack: str, steps: int, threads: int, device: str = "cp
 
     torch.set_num_threads(threads)
     spec = load_job(default_job_path(dataset))
-    start = time.perf_counter()
-    graph = load_dataset(dataset, normalize=spec.normalize, seed=spec.seed)
+    load_s, graph = timed(load_dataset, dataset, normalize=spec.normalize, seed=spec.seed)
     allocator.release()  # as a sweep task starts (grb_dist.core.allocator)
-    load_s = time.perf_counter() - start
     params, _ = resolve_params("gcn", spec.models)
     torch.manual_seed(0)
     surrogate = build_model("gcn", graph.num_features, graph.num_classes, params).to(device).eval()
@@ -50,11 +48,7 @@ def child(dataset: str, attack: str, steps: int, threads: int, device: str = "cp
     for k in runs:
         params = dict(base) if k is None else {**base, "steps": k, "n_samples": 2} if attack == "prbcd" else {**base, "steps": k}
         a = build_attack(attack, params, "modification")
-        start = time.perf_counter()
-        mod = a.attack(graph, surrogate, targets, device=device)
-        if device != "cpu":
-            torch.cuda.synchronize()
-        out[f"seconds_{k or 'total'}"] = time.perf_counter() - start
+        out[f"seconds_{k or 'total'}"], mod = timed_on(device, a.attack, graph, surrogate, targets, device=device)
         out["flips"] = mod.n_edge_flips
         out["budget"] = a.budget(graph, targets.size).n_edge_mod
         if attack == "prbcd":
@@ -62,7 +56,7 @@ def child(dataset: str, attack: str, steps: int, threads: int, device: str = "cp
             from grb_dist.attacks.modification.prbcd import default_block_size
 
             out["block"] = default_block_size(out["budget"], candidate_pairs(graph.num_nodes, targets.size))
-    out["peak_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    out["peak_gib"] = peak_rss_gib()
     out["peak_gpu_gib"] = torch.cuda.max_memory_allocated() / 2**30 if device != "cpu" else None
     return out
 
@@ -77,21 +71,20 @@ def main() -> None:
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child[0], args.child[1], args.steps, args.threads, args.device)))
+        emit(child(args.child[0], args.child[1], args.steps, args.threads, args.device))
         return
-    print(f"$ python bench/bench_modification_scale.py {' '.join(sys.argv[1:])}  (torch {torch.__version__}, "
+    print(f"$ python bench/attacks/modification_scale.py {' '.join(sys.argv[1:])}  (torch {torch.__version__}, "
           f"{args.threads} thread(s))")
     print("| dataset | nodes | edges | targets | attack | budget (flips) | block | s/step | total s (steps) | peak GiB |")
     print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for dataset in args.datasets.split(","):
         for attack in args.attacks.split(","):
-            cmd = [sys.executable, __file__, "--child", dataset, attack, "--steps", str(args.steps),
+            cmd = [__file__, "--child", dataset, attack, "--steps", str(args.steps),
                    "--threads", str(args.threads), "--device", args.device]
-            res = subprocess.run(cmd, capture_output=True, text=True)
-            if res.returncode != 0:
-                print(f"| {dataset} | | | | {attack} | failed: {res.stderr.strip().splitlines()[-1]} |")
+            r = run_child(cmd)
+            if r is None:
+                print(f"| {dataset} | | | | {attack} | failed |")
                 continue
-            r = json.loads(res.stdout.strip().splitlines()[-1])
             if attack == "prbcd":
                 per_step = (r[f"seconds_{args.steps}"] - r["seconds_1"]) / (args.steps - 1)
                 total = f"{r[f'seconds_{args.steps}']:.1f} ({args.steps})"

@@ -8,11 +8,11 @@ task's start), the schedule (first task's start to the last result) and the end 
 command's exit). Prints one Markdown row per case with the error of the total
 (``predicted / measured - 1``).
 
-    python bench/plan_accuracy.py --out /tmp/plan                  # the four cases
-    python bench/plan_accuracy.py --out /tmp/plan --cases default
+    python bench/sweep/plan_accuracy.py --out /tmp/plan                  # the four cases
+    python bench/sweep/plan_accuracy.py --out /tmp/plan --cases default
 
 Cases: ``default`` (the embedded default job), ``cora-injection`` and ``cora-modification``
-(cora-legacy in the GRB layout, found beside the checkout, with the grb-cora job: its 23
+(cora-legacy in the GRB layout, found in the data folders of ``bench/common.py``, with the grb-cora job: its 23
 defenses and GRB budgets, full difficulty, one repeat), ``flickr`` (the calibrated
 csbm-grb-flickr twin, 89k nodes: its shipped job, 20 steps, full difficulty, one repeat,
 six defenses, 40 epochs).
@@ -31,8 +31,10 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-CORA = ROOT.parent / "shared" / "datasets" / "grb-format" / "cora-legacy"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import ROOT, cora_legacy  # noqa: E402
+
+CORA = cora_legacy()
 CORA_JOB = ["--dataset", str(CORA), "--job", str(ROOT / "grb_dist" / "jobs" / "grb-cora.yaml"),
             "--difficulties", "full", "--repeats", "1"]
 CASES = {

@@ -6,9 +6,9 @@ edge budget) and prints, per attack, the wall seconds, the flips made and the pr
 resident memory during the attack (VmHWM, reset before each attack through
 ``/proc/self/clear_refs``; on systems without it, the process peak so far).
 
-    python bench/bench_modification_simple.py [--dataset csbm-grb-aminer] [--sources 8]
+    python bench/attacks/modification_simple.py [--dataset csbm-grb-aminer] [--sources 8]
 
-Figures of ``python bench/bench_modification_simple.py`` on a 2-core machine shared with
+Figures of ``python bench/attacks/modification_simple.py`` on a 2-core machine shared with
 other jobs (load average 3 to 5, so the seconds are inflated), 197,871 targets, 143,945 flips
 each (all removals), process RSS 0.90 GiB after loading:
 
@@ -29,15 +29,16 @@ products with the deflated operator (47 ms each, about 30 s) plus its restarts
 from __future__ import annotations
 
 import argparse
-import resource
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 from grb_dist.attacks.registry import MODIFICATION
 from grb_dist.datasets import load_dataset
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import peak_rss_gib, timed  # noqa: E402
 
 
 def reset_peak() -> bool:
@@ -57,7 +58,7 @@ def peak_gib() -> float:
                 return int(line.split()[1]) / 2**20
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    return peak_rss_gib()
 
 
 def rss_gib() -> float:
@@ -85,11 +86,10 @@ def main() -> None:
     ap.add_argument("--ratio", type=float, default=0.05, help="edge budget as a share of the edges")
     args = ap.parse_args()
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
-    t0 = time.perf_counter()
-    g = load_dataset(args.dataset)
+    load_s, g = timed(load_dataset, args.dataset)
     targets = g.targets("full")
     print(f"{g.name}: {g.num_nodes:,} nodes, {g.num_edges:,} edges, {targets.size:,} targets; "
-          f"loaded in {time.perf_counter() - t0:.1f} s, RSS {rss_gib():.2f} GiB")
+          f"loaded in {load_s:.1f} s, RSS {rss_gib():.2f} GiB")
     model = Features(g.num_features, g.num_classes)
     runs = [
         ("flip", {"variant": "degree"}),
@@ -105,9 +105,7 @@ def main() -> None:
         cls = MODIFICATION.get(name)
         attack = cls(cls.Config(ratio_edge_mod=args.ratio, **options))
         reset_peak()
-        t = time.perf_counter()
-        mod = attack.attack(g, model, targets)
-        dt = time.perf_counter() - t
+        dt, mod = timed(attack.attack, g, model, targets)
         label = name + ("" if not options else " " + ",".join(f"{k}={v}" for k, v in options.items()))
         print(f"{label:<28}{dt:>9.1f}{mod.n_edge_flips:>10,}{mod.removed.shape[1]:>10,}{peak_gib():>10.2f}",
               flush=True)

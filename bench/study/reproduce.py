@@ -15,7 +15,7 @@ Ray tasks, Parquet per unit, resumable) and prints each table next to the paper'
 
 Usage (the scale is set by the flags; the paper uses 10 graphs and 1000 new nodes per K)::
 
-    python bench/semantics_reproduce.py --out results/reproduce --graphs 3 --nodes 200 \
+    python bench/study/reproduce.py --out results/reproduce --graphs 3 --nodes 200 \
         --num-cpus 2 [--cora-ml path/to/cora_ml.npz --cora-nodes 60]
 """
 
@@ -33,7 +33,10 @@ from grb_dist.semantics.run import run_study
 from grb_dist.semantics.spec import load_spec
 from grb_dist.semantics.tables import TABLE2_POPULATIONS, read_nodes, table1, table2
 
-JOBS = Path(__file__).resolve().parents[1] / "grb_dist" / "jobs"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import ROOT  # noqa: E402
+
+JOBS = ROOT / "grb_dist" / "jobs"
 
 #: Seed 002, Table 1: Bayes accuracy (%) without (X) and with (X, A) structure.
 PAPER_TABLE1 = {0.1: (50.8, 89.7), 0.5: (59.0, 90.3), 1.0: (68.4, 91.7), 1.5: (76.5, 93.1),
@@ -171,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip", default="", help="comma-separated parts to skip: tables, fig3a, fig4, cba")
     args = p.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
-    print("command: python bench/semantics_reproduce.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
+    print("command: python bench/study/reproduce.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
     start = time.perf_counter()
     if "tables" not in skip:
         tables_1_2(args.out, args.graphs, args.table_nodes or args.nodes, args.num_cpus, args.epochs)

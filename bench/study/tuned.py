@@ -8,13 +8,14 @@ section of the tuned job. Prints, per model and K, the accuracy on the new nodes
 before -> after (paper), and each side's RMS distance to the paper.
 
     grb-dist study-tune tuned.yaml --models mlp,gcn,sgc,sage,lp --graphs 5
-    python bench/semantics_tuned.py tuned.yaml --out results/tuned --graphs 3 --nodes 200
+    python bench/study/tuned.py tuned.yaml --out results/tuned --graphs 3 --nodes 200
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -24,7 +25,10 @@ from grb_dist.semantics.run import run_study
 from grb_dist.semantics.spec import load_spec
 from grb_dist.semantics.tables import metrics_table, read_nodes
 
-JOB = Path(__file__).resolve().parents[1] / "grb_dist" / "jobs" / "studies" / "over-robustness-csbm.yaml"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import ROOT  # noqa: E402
+
+JOB = ROOT / "grb_dist" / "jobs" / "studies" / "over-robustness-csbm.yaml"
 KS = (0.1, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0)
 
 #: Seed 002, Table 6: test accuracy (%) on the new nodes per K.

@@ -1,7 +1,7 @@
 """The driver's pure overhead per cell on a simulated multi-node Ray cluster.
 
-    python bench/cluster_overhead.py                          # 1, 2, 4, 8 nodes x 100, 1000, 10000 cells
-    python bench/cluster_overhead.py --nodes 1,8 --cells 1000
+    python bench/sweep/cluster_overhead.py                          # 1, 2, 4, 8 nodes x 100, 1000, 10000 cells
+    python bench/sweep/cluster_overhead.py --nodes 1,8 --cells 1000
 
 ``ray.cluster_utils.Cluster`` starts a head and ``nodes - 1`` worker nodes on this machine,
 each with one logical CPU (a tiny share of the real cores). The graph (``--dataset``, the

@@ -1,8 +1,8 @@
 """The training path's kernels against torch's own, at a training graph's shape.
 
-    python bench/bench_training_kernels.py                      # csbm-grb-aminer's training graph
-    python bench/bench_training_kernels.py --dataset csbm --threads 2
-    python bench/bench_training_kernels.py --accuracy 10        # cora-legacy test accuracy, 10 seeds
+    python bench/training/kernels.py                      # csbm-grb-aminer's training graph
+    python bench/training/kernels.py --dataset csbm --threads 2
+    python bench/training/kernels.py --accuracy 10        # cora-legacy test accuracy, 10 seeds
 
 On the subgraph induced by the training nodes (what an epoch trains on), with 128 columns:
 
@@ -17,7 +17,7 @@ On the subgraph induced by the training nodes (what an epoch trains on), with 12
 Times are medians of 5 runs after a warm-up, runs of the two sides interleaved.
 
 ``--accuracy SEEDS`` instead trains each model of :data:`ACCURACY_MODELS` on cora-legacy
-(the ``shared/datasets`` folder beside the checkout, or ``--data``) with seeds 0..SEEDS-1
+(found in the data folders of ``bench/common.py``, or ``--data``) with seeds 0..SEEDS-1
 (200 epochs, patience 50, default hyper-parameters, 1 thread) and prints the mean and
 standard deviation of the full test set's accuracy: a change to the training kernels that
 alters random draws (the dropout masks) is compared with the commit before it this way.
@@ -27,29 +27,24 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from pathlib import Path
-
 from grb_dist.core import allocator
 
-CORA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "grb-format" / "cora-legacy"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
+from common import cora_legacy, interleaved, require  # noqa: E402
+
+CORA = cora_legacy()
 ACCURACY_MODELS = ("gcn", "rgcn", "gnnguard", "gcnsvd", "appnp", "sgc")
 
 
-def interleaved(fns: dict, runs: int = 5) -> dict:
-    for fn in fns.values():
-        fn()  # warm-up
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(runs):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
+def medians(fns: dict, runs: int = 5) -> dict[str, float]:
+    """Median seconds of each of ``fns``, interleaved, after a warm-up."""
+    return {name: statistics.median(t) for name, t in interleaved(fns, runs, warmup=True).items()}
 
 
 def saved_bytes(fn) -> int:
@@ -72,10 +67,10 @@ def accuracy(seeds: int, data: Path) -> None:
     from grb_dist.models.train import TrainConfig
 
     torch.set_num_threads(1)
-    g = load_dataset(str(data))
+    g = load_dataset(str(require(data, "cora-legacy")))
     x, edges = torch.as_tensor(g.features), torch.as_tensor(g.edge_index)
     test, labels = torch.as_tensor(g.split["test_full"]), torch.as_tensor(g.labels)
-    print("command:", f"python bench/bench_training_kernels.py --accuracy {seeds}")
+    print("command:", f"python bench/training/kernels.py --accuracy {seeds}")
     print(f"cora-legacy, {test.numel()} test nodes, seeds 0..{seeds - 1}, 200 epochs, patience 50\n")
     print("| model | test accuracy (mean ± sd) | per seed |\n|---|---:|---|")
     for name in ACCURACY_MODELS:
@@ -107,7 +102,7 @@ def main() -> None:
     from grb_dist.models.gcn import normalized_adjacency_t
     from grb_dist.models.propagation import propagate
     from grb_dist.models.registry import build_model
-    from grb_dist.models.train import induced
+    from grb_dist.models.views import induced
     from grb_dist.sweep.job import default_job_path, load_job
 
     spec = load_job(default_job_path(args.dataset))
@@ -115,12 +110,12 @@ def main() -> None:
     view = induced(g, g.split["train"], g.split["train"], "cpu")
     allocator.release()
     n = int(view.x.shape[0])
-    print("command:", f"python bench/bench_training_kernels.py --dataset {args.dataset} --threads {args.threads}")
+    print("command:", f"python bench/training/kernels.py --dataset {args.dataset} --threads {args.threads}")
     print(f"{args.dataset}: training graph of {n:,} nodes, {int(view.edge_index.shape[1]):,} directed edges; "
           f"{args.threads} threads; N x 128 float32 = {n * 128 * 4 / 2**20:.0f} MiB\n")
 
     h = torch.randn(n, 128, requires_grad=True)
-    t = interleaved({"F.dropout": lambda: F.dropout(h.detach(), 0.5, True),
+    t = medians({"F.dropout": lambda: F.dropout(h.detach(), 0.5, True),
                      "models.dropout": lambda: dropout(h.detach(), 0.5, True)})
     kept = {"F.dropout": saved_bytes(lambda: F.dropout(h, 0.5, True)),
             "models.dropout": saved_bytes(lambda: dropout(h, 0.5, True))}
@@ -143,7 +138,7 @@ def main() -> None:
     torch_mm, ours = through(torch.sparse.mm), through(propagate)
     with torch.no_grad():
         diff = float((torch.sparse.mm(adj, h) - propagate(adj, h)).abs().max())
-    t = interleaved({"torch.sparse.mm": torch_mm, "models.propagation.propagate": ours})
+    t = medians({"torch.sparse.mm": torch_mm, "models.propagation.propagate": ours})
     print("| propagation, forward + backward | seconds |\n|---|---:|")
     for name, seconds in t.items():
         print(f"| {name} | {seconds:.3f} |")

@@ -24,22 +24,22 @@ a cheap way to check the large twins, said so in the output.
 
 Usage::
 
-    python bench/calibrate_twins.py                                   # cora, citeseer, flickr: clean + FGSM/TDGIA
-    python bench/calibrate_twins.py --twins cora citeseer --seeds 3 --no-attacks
-    python bench/calibrate_twins.py --twins reddit aminer --no-attacks --epochs 30
-    python bench/calibrate_twins.py --twins aminer --scale 0.05 --no-attacks
+    python tools/calibrate_twins.py                                   # cora, citeseer, flickr: clean + FGSM/TDGIA
+    python tools/calibrate_twins.py --twins cora citeseer --seeds 3 --no-attacks
+    python tools/calibrate_twins.py --twins reddit aminer --no-attacks --epochs 30
+    python tools/calibrate_twins.py --twins aminer --scale 0.05 --no-attacks
 
 Figures measured on the 2-core CPU dev box (no GPU, torch 2.13, 1 thread, other jobs running)
 are in README.md (Datasets) and in the comments of ``grb_dist/datasets/catalog.py``; they came
 from these commands (the large twins at reduced size or with capped epochs, for time):
 
-    python bench/calibrate_twins.py --twins cora --seeds 4 --no-attacks
-    python bench/calibrate_twins.py --twins cora                                  # attacks, 200 steps
-    python bench/calibrate_twins.py --twins citeseer --seeds 3                    # attacks, 200 steps
-    python bench/calibrate_twins.py --twins flickr --epochs 100 --surrogate-epochs 30 --steps 20
-    python bench/calibrate_twins.py --twins flickr --scale 0.25 --no-attacks      # 400 epochs
-    python bench/calibrate_twins.py --twins reddit --scale 0.1 --epochs 60 --no-attacks
-    python bench/calibrate_twins.py --twins aminer --scale 0.05 --epochs 200 --no-attacks
+    python tools/calibrate_twins.py --twins cora --seeds 4 --no-attacks
+    python tools/calibrate_twins.py --twins cora                                  # attacks, 200 steps
+    python tools/calibrate_twins.py --twins citeseer --seeds 3                    # attacks, 200 steps
+    python tools/calibrate_twins.py --twins flickr --epochs 100 --surrogate-epochs 30 --steps 20
+    python tools/calibrate_twins.py --twins flickr --scale 0.25 --no-attacks      # 400 epochs
+    python tools/calibrate_twins.py --twins reddit --scale 0.1 --epochs 60 --no-attacks
+    python tools/calibrate_twins.py --twins aminer --scale 0.05 --epochs 200 --no-attacks
 """
 
 from __future__ import annotations
@@ -240,7 +240,7 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    print("command: python bench/calibrate_twins.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
+    print("command: python tools/calibrate_twins.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; torch {torch.__version__}, "
           f"{args.threads} thread(s), {platform.machine()} CPU")
     print(METHOD)

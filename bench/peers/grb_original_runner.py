@@ -1,10 +1,10 @@
-"""Runner for the original GRB code (PyPI ``grb==0.1.0``), driven by ``bench/compare_grb.py``.
+"""Runner for the original GRB code (PyPI ``grb==0.1.0``), driven by ``bench/peers/compare_grb.py``.
 
 It runs with the Python of the throw-away GRB virtual environment, imports only the
-original package, torch, numpy and scipy (never grb_dist), and only calls the original's
-code. Protocol: one JSON request per line on stdin, one JSON reply per line on the
-protocol channel (the process's original stdout; everything the original prints goes to
-stderr). Requests:
+original package, torch, numpy, scipy and the standard-library helpers of ``bench/common.py``
+(never grb_dist), and only calls the original's code. Protocol: one JSON request per line on
+stdin, one JSON reply per line on the protocol channel (the process's original stdout;
+everything the original prints goes to stderr). Requests:
 
     {"cmd": "attack", "attack": "fgsm", "steps": 200, "step_size": 0.01, "n_inject": 60,
      "edges_per_node": 20, "sequential_step": 0.2, "seed": 0, "out": "inj.npz"}
@@ -37,7 +37,7 @@ import json
 import os
 import random
 import sys
-import time
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -51,6 +51,9 @@ from grb.attack.tdgia import TDGIA
 from grb.model.torch.gcn import GCNConv
 from grb.utils.normalize import GCNAdjNorm
 from grb.utils.utils import adj_preprocess
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers (standard library only)
+from common import timed  # noqa: E402
 
 
 class SurrogateGCN(torch.nn.Module):
@@ -152,9 +155,7 @@ def main() -> None:
         np.random.seed(req["seed"])
         torch.manual_seed(req["seed"])
         attack = build(req, feat_min, feat_max)
-        t0 = time.perf_counter()
-        adj_attack, feats_attack = attack.attack(model, adj, features, mask, GCNAdjNorm)
-        seconds = time.perf_counter() - t0
+        seconds, (adj_attack, feats_attack) = timed(attack.attack, model, adj, features, mask, GCNAdjNorm)
         inj_feats, inj_edges = injection_arrays(adj_attack, feats_attack, n)
         np.savez(req["out"], features=inj_feats, edges=inj_edges)
         proto.write(json.dumps({"seconds": seconds}) + "\n")
