@@ -92,7 +92,7 @@ GRB_DATASETS = (
 #: than on the real graphs, so h is well below the real graphs' edge homophily and K is high.
 #: Caveat: with these K a classifier on features alone (MLP) beats the GCN on the citeseer and
 #: flickr twins (feature-only nearest-mean about 0.91 and 0.90), unlike on the real graphs.
-#: Measured with ``python bench/calibrate_twins.py`` (2-core CPU, one thread); clean GCN
+#: Measured with ``python tools/calibrate_twins.py`` (2-core CPU, one thread); clean GCN
 #: accuracy %, Easy / Medium / Hard / Full, twin vs paper:
 #:   cora      K 3.5, h 0.65, spread 0.25: 76.3 / 85.0 / 91.7 / 84.3 (4 seeds) vs 79.1 / 81.7 / 89.9 / 83.6 (GCN+LN)
 #:   citeseer  K 4.0, h 0.55, spread 0.25: 66.2 / 70.8 / 77.2 / 71.4 (3 seeds) vs 67.1 / 69.3 / 76.5 / 71.0 (mean of top 10)

@@ -11,7 +11,7 @@
   mostly useful to measure the effect on attack strength, not for speed.
 
 Attacks stay correct in any mode (the audit checks the result in float32); only the
-optimisation path is less precise. ``bench/bench_precision.py`` measures the difference.
+optimisation path is less precise. ``bench/attacks/precision.py`` measures the difference.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ class FGAConfig(ModificationConfig):
         n_candidate_pairs: random absent pairs added to the candidates; ``None`` = 20 x
             budget (at least 10,000).
         loss: ``margin`` (default), ``ce`` (the original's cross-entropy), ``tanh_margin`` or
-            ``prob_margin``. On cora-legacy (``bench/bench_modification.py``) cross-entropy
+            ``prob_margin``. On cora-legacy (``bench/attacks/modification.py``) cross-entropy
             lowers the target's accuracy by about 3 points, hardly more than random flips,
             because its gradient is dominated by targets already misclassified; the margin
             loss by about 9-10.

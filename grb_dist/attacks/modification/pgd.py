@@ -44,7 +44,7 @@ class PGDConfig(ModificationConfig):
         loss: ``margin`` (default; Xu et al.'s CW-type loss), ``ce`` (their CE-type loss),
             ``tanh_margin`` or ``prob_margin``. On cora-legacy the margin loss lowers the
             target's accuracy by about 12 points, cross-entropy by about 8
-            (``bench/bench_modification.py``).
+            (``bench/attacks/modification.py``).
         n_samples: Bernoulli samples drawn from the final weights.
     """
 

@@ -47,7 +47,7 @@ class PRBCDConfig(ModificationConfig):
         lr: step-size factor; the step is ``lr * budget / N`` times the gradient, decayed by
             ``1 / sqrt(t + 1)`` after the resampling phase (Geisler et al.).
         resample_fraction: share of the steps during which zero-weight entries are resampled.
-        loss: ``margin`` (default: the strongest on cora-legacy in ``bench/bench_modification.py``),
+        loss: ``margin`` (default: the strongest on cora-legacy in ``bench/attacks/modification.py``),
             ``tanh_margin``, ``prob_margin`` (Geisler et al.) or ``ce``.
         n_samples: Bernoulli samples drawn from the final weights.
     """
