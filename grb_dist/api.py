@@ -155,7 +155,7 @@ def benchmark(
     Raises:
         GrbDistError: invalid input (before anything runs), or cells that failed.
     """
-    from grb_dist.sweep.settings import RaySettings
+    from grb_dist.cluster.settings import RaySettings
 
     overrides: dict[str, Any] = {k: job_overrides.pop(k) for k in _OVERRIDE_KEYS if k in job_overrides}
     overrides.update(scenario=scenario, attacks=_listed(attacks), difficulties=_listed(difficulties),

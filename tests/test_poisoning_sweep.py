@@ -48,7 +48,7 @@ def job_plan(job, graph):
 
 def sweep(job, graph, run_dir, on_progress=None):
     from grb_dist.sweep.runner import run_sweep
-    from grb_dist.sweep.settings import RaySettings
+    from grb_dist.cluster.settings import RaySettings
 
     p = job_plan(job, graph)
     with RunLock(run_dir) as lock:
@@ -261,7 +261,7 @@ def test_an_adaptive_poisoning_cell_equals_a_direct_attack_and_training(ray_loca
     from grb_dist.attacks import build_attack
     from grb_dist.sweep.worker import attacker_labels, load_model
     from grb_dist.sweep.runner import run_sweep
-    from grb_dist.sweep.settings import RaySettings
+    from grb_dist.cluster.settings import RaySettings
 
     p = adaptive_plan(adaptive_job, graph)
     with RunLock(tmp_path / "run") as lock:

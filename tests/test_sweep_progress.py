@@ -119,11 +119,10 @@ def test_sweep_reports_consistent_stage_counts_and_names_its_work(ray_local, tmp
     graph = load_dataset(spec.dataset, normalize=spec.normalize, seed=spec.seed)
     p = plan(spec, graph_fingerprint(graph, spec.normalize))
     names: list[str] = []
-    from grb_dist.sweep import ray_edge
-    from grb_dist.sweep.settings import RaySettings
+    from grb_dist.cluster import ray_edge
+    from grb_dist.cluster.settings import RaySettings
 
-    monkeypatch.setattr(ray_edge, "_train_remote", _Recorder(ray_edge._train_remote, names))
-    monkeypatch.setattr(ray_edge, "_attack_remote", _Recorder(ray_edge._attack_remote, names))
+    monkeypatch.setattr(ray_edge, "_task", _Recorder(ray_edge._task, names))  # every task of the sweep
     seen, actors = [], []
 
     def on_progress(pr) -> None:

@@ -58,7 +58,7 @@ def job_plan(job, graph):
 
 def sweep(job, graph, run_dir, on_progress=None, flush_rows=4096, **settings):
     from grb_dist.sweep.runner import run_sweep
-    from grb_dist.sweep.settings import RaySettings
+    from grb_dist.cluster.settings import RaySettings
 
     p = job_plan(job, graph)
     with RunLock(run_dir) as lock:

@@ -86,7 +86,7 @@ def sweep(
             return
         check_sweep(prepared, local=address is None)  # run directory writable, stored models, memory: before Ray
 
-        from grb_dist.sweep.settings import RaySettings
+        from grb_dist.cluster.settings import RaySettings
 
         settings = RaySettings(address=address, num_cpus=num_cpus, include_dashboard=dashboard, threads=threads,
                                keep=keep_ray)
@@ -142,7 +142,7 @@ def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: floa
             + (" (resuming or growing the run)" if prepared.resume else ""),
             highlight=False, soft_wrap=True,
         )
-        from grb_dist.sweep.ray_edge import DASHBOARD_HINT, dashboard_available
+        from grb_dist.cluster.ray_edge import DASHBOARD_HINT, dashboard_available
 
         dashboard = ctx.dashboard_url or ("not running" if dashboard_available() else f"not running ({DASHBOARD_HINT})")
         if ctx.dashboard_url and ctx.dashboard_token:
@@ -211,7 +211,7 @@ def _check_cluster_memory(prepared) -> None:
     memory plus object store); before anything is written."""
     from grb_dist.core.checks import check_memory
     from grb_dist.sweep.preflight import sweep_memory
-    from grb_dist.sweep.ray_edge import largest_node_memory
+    from grb_dist.cluster.ray_edge import largest_node_memory
 
     size = largest_node_memory()
     if size > 0:
@@ -264,8 +264,8 @@ def _plan_cluster(address: Optional[str], num_cpus: Optional[int], cpus: Optiona
     from grb_dist.sweep.forecast import Cluster
 
     if cpus is None and address:
-        from grb_dist.sweep.ray_edge import cluster_size, connect, disconnect
-        from grb_dist.sweep.settings import RaySettings
+        from grb_dist.cluster.ray_edge import cluster_size, connect, disconnect
+        from grb_dist.cluster.settings import RaySettings
 
         ctx = connect(RaySettings(address=address, include_dashboard=False))
         try:

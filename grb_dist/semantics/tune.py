@@ -88,8 +88,8 @@ def tune(spec: StudySpec, search: Mapping[str, Any], *, graphs: int, address: st
     results: list[float] = [math.nan] * len(todo)
     spec_dict = asdict(spec)
     if use_ray:
-        from grb_dist.sweep.settings import RaySettings
-        from grb_dist.sweep.ray_edge import run_units
+        from grb_dist.cluster.settings import RaySettings
+        from grb_dist.cluster.ray_edge import run_units
 
         done = [0]
 

@@ -7,9 +7,9 @@
   against the loaded graph and the machine before anything is written;
 - :mod:`~grb_dist.sweep.session`: preparing a run before Ray starts, and finishing it;
 - :mod:`~grb_dist.sweep.worker`: the work as plain Python (train, attack, score);
-- :mod:`~grb_dist.sweep.runner`: the driver's bookkeeping of a run (what is in flight, done);
-- :mod:`~grb_dist.sweep.ray_edge`: the only module of grb_dist that imports Ray;
-- :mod:`~grb_dist.sweep.settings`: every Ray option, checked without Ray.
+- :mod:`~grb_dist.sweep.tasks`: that work and the Scorer actor handed to the Ray floor
+  (:mod:`grb_dist.cluster`);
+- :mod:`~grb_dist.sweep.runner`: the driver's bookkeeping of a run (what is in flight, done).
 
 This package imports none of them: import the module you need.
 """

@@ -1,4 +1,4 @@
-"""Running a sweep on Ray, through the Ray edge (:mod:`grb_dist.sweep.ray_edge`).
+"""Running a sweep on Ray, through its tasks (:mod:`grb_dist.sweep.tasks`, on the Ray edge).
 
 Shape of a run (see ``docs/sweep.md``)::
 
@@ -48,12 +48,12 @@ from grb_dist.core.names import POISONING, TRANSFER
 from grb_dist.core.graph import Graph
 from grb_dist.models.io import state_dict_from_bytes, state_dict_to_bytes
 from grb_dist.store import RunStore, ScoreWriter, schema
-from grb_dist.sweep import ray_edge as edge
+from grb_dist.sweep import tasks as edge
 from grb_dist.sweep import worker
 from grb_dist.sweep.plan import ATTACK_BATCH, AttackCell, Plan, PoisonTask, ScoreCell, needed_work
 from grb_dist.sweep.progress import Stage, SweepProgress, SweepSummary
-from grb_dist.sweep.ray_edge import ActorLost, TaskFailed
-from grb_dist.sweep.settings import RaySettings
+from grb_dist.cluster.ray_edge import ActorLost, TaskFailed
+from grb_dist.cluster.settings import RaySettings
 
 log = logging.getLogger(__name__)
 

@@ -254,12 +254,12 @@ def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None
             job_name: str | None = None) -> Outcome:
     """Compute the missing cells of a locked run and reduce it (the sweep after
     :func:`lock_run`, without output): joins the cluster of ``settings``
-    (:class:`grb_dist.sweep.settings.RaySettings`) or starts an embedded local Ray, stopped
+    (:class:`grb_dist.cluster.settings.RaySettings`) or starts an embedded local Ray, stopped
     afterwards when this call started it; no Ray when nothing is missing.
     ``on_connect(context, store)`` is called once Ray is up and the run directory is open;
     ``on_progress`` as in :func:`grb_dist.sweep.runner.run_sweep`; ``job_name`` names the Ray
     job of a local Ray started here (default: after the run directory)."""
-    from grb_dist.sweep.ray_edge import connect, disconnect
+    from grb_dist.cluster.ray_edge import connect, disconnect
     from grb_dist.sweep.runner import run_sweep
 
     summary = None

@@ -1,7 +1,7 @@
 """The work of a sweep as plain Python (no Ray): train, attack, score, and poison (train a
 defense on a perturbed graph and score it).
 
-:mod:`grb_dist.sweep.ray_edge` wraps these functions and :class:`Scorer` in Ray tasks and
+:mod:`grb_dist.sweep.tasks` hands these functions and :class:`Scorer` to the Ray edge as tasks and
 actors; tests and debugging can call them directly. Nothing here writes files: results go
 back to the caller (the driver is the single writer of the run directory, which also makes
 the sweep work on clusters without a shared file system).
