@@ -63,9 +63,9 @@ def _plasma_sampler(stop: threading.Event, peak: list[float]) -> None:
 def run_case(case: str, num_cpus: int, quick: bool) -> dict:
     import ray
 
-    from grb_dist.sweep.ray_edge import connect, disconnect
+    from grb_dist.cluster.ray_edge import connect, disconnect
     from grb_dist.sweep.runner import run_sweep
-    from grb_dist.sweep.settings import RaySettings
+    from grb_dist.cluster.settings import RaySettings
     from grb_dist.sweep.session import lock_run, open_store, prepare
 
     memory = case == "memory"
