@@ -104,7 +104,7 @@ INTERRUPTED = "interrupted: finished cells are kept; run the same command again 
 
 def _plan_interrupted() -> str:
     """What an interrupted ``--plan`` says: it computes no cells, and what it measured is kept."""
-    from grb_dist.sweep.calibrate import cache_dir
+    from grb_dist.sweep.cost.calibrate import cache_dir
 
     return (f"interrupted: --plan wrote no run and computed no cells; the calibration figures it measured are kept "
             f"in {cache_dir()} and the next --plan reuses them")
@@ -234,7 +234,7 @@ def _check_run_options(address: Optional[str], keep_ray: bool, threads: Optional
 def _check_plan_options(plan_only: bool, cpus: Optional[float], gpus: Optional[float],
                         gpu_kind: Optional[str], budget: Optional[float] = None, calibration: str = "auto") -> None:
     from grb_dist.core.errors import ConfigError
-    from grb_dist.sweep.calibrate import SAMPLING
+    from grb_dist.sweep.cost.calibrate import SAMPLING
 
     given = [flag for flag, v in (("--cpus", cpus), ("--gpus", gpus), ("--gpu-kind", gpu_kind),
                                   ("--plan-budget", budget), ("--calibration", None if calibration == "auto" else 1))
@@ -261,7 +261,7 @@ def _plan_cluster(address: Optional[str], num_cpus: Optional[int], cpus: Optiona
     cluster's size (``--address``), else the local Ray's (this machine, ``--num-cpus``)."""
     import os
 
-    from grb_dist.sweep.forecast import Cluster
+    from grb_dist.sweep.cost.forecast import Cluster
 
     if cpus is None and address:
         from grb_dist.cluster.ray_edge import cluster_size, connect, disconnect
@@ -296,9 +296,9 @@ def _process_age(fallback: float) -> float:
 def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashboard: Optional[bool], *,
           described: bool, budget: Optional[float] = None, calibration: str = "auto") -> None:
     """``--plan``: calibrate, forecast and print the plan (stdout: Markdown; stderr: progress)."""
-    from grb_dist.sweep.session import predict_cost
+    from grb_dist.sweep.cost.predict import predict_cost
 
-    from grb_dist.sweep.calibrate import sample_sizes
+    from grb_dist.sweep.cost.calibrate import sample_sizes
 
     spec = prepared.spec
     sizes = sample_sizes(prepared.graph.num_nodes, calibration)

@@ -135,10 +135,10 @@ def stage_totals(prepared: Prepared) -> dict[str, int]:
     """The totals of the progress stages (``train`` models, ``attack`` perturbations,
     ``score`` cells) of a locked run, read before Ray starts so that a display shows them
     from its first frame (the runner computes the same with :func:`needed_work`)."""
-    return {**_work(prepared).totals(), "score": len(prepared.plan.scores)}
+    return {**pending_work(prepared).totals(), "score": len(prepared.plan.scores)}
 
 
-def _work(prepared: Prepared) -> Any:
+def pending_work(prepared: Prepared) -> Any:
     """The :class:`~grb_dist.sweep.plan.Work` of a prepared run: its missing cells and the
     perturbations and models they need (reads the run directory only)."""
     from grb_dist.sweep.plan import needed_work
@@ -153,48 +153,6 @@ def open_store(prepared: Prepared, lock: RunLock) -> RunStore:
     """Create or grow the run directory (under ``lock``): manifest, recovery, quarantine."""
     return RunStore.open(prepared.run_dir, dataset=prepared.dataset, components=prepared.components,
                          config=prepared.spec.to_dict(), config_hash=prepared.spec.config_hash, lock=lock)
-
-
-def predict_cost(prepared: Prepared, cluster: Any, *, load_seconds: float = 0.0, gpu_kind: str | None = None,
-                 dashboard: bool | None = None, on_step=None, sample: str = "auto", budget: float | None = None) -> Any:
-    """``sweep --plan``: the :class:`~grb_dist.sweep.forecast.Forecast` of the missing cells
-    of a prepared run on ``cluster`` (a :class:`~grb_dist.sweep.forecast.Cluster`), from a
-    calibration on this machine (its CUDA device when the cluster has GPUs and this machine
-    has one), or, with ``gpu_kind``, from the cached calibration of a GPU of that kind.
-    Reads the run directory; writes nothing there (the calibration cache lives in the
-    user's cache directory). ``dashboard``: whether the sweep's local Ray would start its
-    dashboard (``None``: Ray's choice), which its start-up time depends on."""
-    import torch
-
-    from grb_dist.sweep.calibrate import calibrate, gpu_machine
-    from grb_dist.sweep.forecast import forecast
-    p = prepared.plan
-    work = _work(prepared)
-    store = RunStore.existing(prepared.run_dir) if prepared.resume else None
-    stored = frozenset(t.file_stem for t in work.models if store is not None and store.has_model(t.file_stem, t.model_id))
-    here_gpu = torch.cuda.is_available()
-    machine = gpu_machine(gpu_kind, cluster.threads) if gpu_kind and not (
-        here_gpu and gpu_kind.lower() in torch.cuda.get_device_name(0).lower()) else None
-    device = "cuda" if cluster.gpus and here_gpu and machine is None else "cpu"
-    if cluster.gpus and device == "cpu" and machine is None:
-        from grb_dist.core.errors import ConfigError
-
-        raise ConfigError("this machine has no GPU to calibrate a GPU cluster on: name the cluster's GPU with "
-                          "--gpu-kind (its calibration cached from a GPU node), or plan for CPUs (--gpus 0)")
-    calibration = calibrate(p, work, prepared.graph, prepared.fingerprint, device=device, threads=cluster.threads,
-                            cpus=int(cluster.cpus), dashboard=dashboard, on_step=on_step, machine=machine,
-                            sample=sample, budget=budget)
-    g = prepared.graph
-    graph_bytes = int(g.features.nbytes + g.edge_index.nbytes + g.labels.nbytes)
-
-    def priced(cal: Any) -> Any:
-        return forecast(p, work, cal, cluster, load_seconds=load_seconds, graph_bytes=graph_bytes, stored=stored)
-
-    fc = priced(calibration)
-    if calibration.bounds:
-        low, high = (priced(side) for side in calibration.bounds)
-        fc.bounds = (min(low.total, fc.total), max(high.upper, fc.upper))
-    return work, calibration, fc
 
 
 @dataclass
@@ -281,5 +239,5 @@ def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None
 
 
 __all__ = ["Outcome", "Prepared", "RESULTS_DIR", "dataset_identity", "default_run_dir", "execute", "finished",
-           "lock_run", "missing_cells", "open_store", "predict_cost", "stage_totals",
+           "lock_run", "missing_cells", "open_store", "pending_work", "stage_totals",
            "prepare", "resolve_job"]

@@ -1,5 +1,5 @@
 """What a sweep will cost: its work (:class:`~grb_dist.sweep.plan.Work`) priced by a
-:class:`~grb_dist.sweep.calibrate.Calibration` and scheduled on a described cluster, the way
+:class:`~grb_dist.sweep.cost.calibrate.Calibration` and scheduled on a described cluster, the way
 the runner schedules it (plain Python: no Ray, no torch).
 
 The cost model, in epochs, steps and calls:
@@ -24,7 +24,7 @@ side by side also share memory bandwidth and caches; that is not modelled (on th
 twin two training tasks at once ran 5-50% slower each than alone).
 Around the schedule: the command's start and loading the graph (timed by the plan itself),
 the driver's imports, starting a local Ray and its workers and stopping it (calibrated:
-:class:`~grb_dist.sweep.calibrate.Startup`), and the reduction at the end (:data:`REDUCE_S`).
+:class:`~grb_dist.sweep.cost.calibrate.Startup`), and the reduction at the end (:data:`REDUCE_S`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grb_dist.core.errors import ConfigError
-from grb_dist.sweep.calibrate import Calibration
+from grb_dist.sweep.cost.calibrate import Calibration
 from grb_dist.core.names import POISONING
 from grb_dist.sweep.plan import ATTACK_BATCH, AttackCell, Plan, PoisonTask, ScoreCell, Work
 

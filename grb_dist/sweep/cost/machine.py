@@ -46,7 +46,7 @@ def code_hash() -> str:
     measured by other code (a faster model, a changed attack) is not reused."""
     import hashlib
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # grb_dist/
     h = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         h.update(str(path.relative_to(root)).encode())

@@ -21,11 +21,11 @@ Alongside the time, the peak resident memory of each measurement above the proce
 (sampled every 2 ms) bounds the task's memory from below. Adaptive attacks are measured on
 the last difficulty and scaled to the others by their transfer counterpart.
 
-A graph above :data:`~grb_dist.sweep.scaling.SAMPLE_ABOVE` nodes is measured on two samples
+A graph above :data:`~grb_dist.sweep.cost.scaling.SAMPLE_ABOVE` nodes is measured on two samples
 and each figure extrapolated to the whole graph, checked against one epoch there
-(:mod:`grb_dist.sweep.scaling`); a budget bounds the measuring (:func:`calibrate`).
+(:mod:`grb_dist.sweep.cost.scaling`); a budget bounds the measuring (:func:`calibrate`).
 
-Results are cached per machine (:mod:`grb_dist.sweep.machine`), keyed by what each figure
+Results are cached per machine (:mod:`grb_dist.sweep.cost.machine`), keyed by what each figure
 depends on (the graph's or the sample's content, the model or attack parameters without
 epochs, steps and seeds): a second ``--plan`` of the same job measures nothing.
 """
@@ -45,10 +45,10 @@ from grb_dist.core.errors import ConfigError
 from grb_dist.core.fileio import write_bytes
 from grb_dist.core.names import TRANSFER
 from grb_dist.sweep.job import content_hash
-from grb_dist.sweep.machine import (CALIBRATION_VERSION, Startup, StartupProbe, cache_dir, cache_path, code_hash,
+from grb_dist.sweep.cost.machine import (CALIBRATION_VERSION, Startup, StartupProbe, cache_dir, cache_path, code_hash,
                                     cpu_model, entries, gpu_machine, machine_identity, measure_startup)
 from grb_dist.sweep.plan import AttackCell, ModelTask, Plan, Work
-from grb_dist.sweep.scaling import (CHECK_SCALE, SAMPLE_ABOVE, SAMPLE_NODES, SAMPLING, Progress, Rate, check_scale,
+from grb_dist.sweep.cost.scaling import (CHECK_SCALE, SAMPLE_ABOVE, SAMPLE_NODES, SAMPLING, Progress, Rate, check_scale,
                                     extrapolate, fill, sample_sizes)
 
 #: The longer of the two timed runs of a measurement lasts about this long (seconds), in
@@ -209,7 +209,7 @@ class _Calibrator:
 
     def startup(self, cpus: int, dashboard: bool | None) -> Callable[[], Startup]:
         """Ray's start-up with ``cpus`` workers: from the cache, else measured beside the
-        caller (:class:`~grb_dist.sweep.machine.StartupProbe`); the function returned waits for it and caches it.
+        caller (:class:`~grb_dist.sweep.cost.machine.StartupProbe`); the function returned waits for it and caches it.
         Its ``cancel`` stops a measurement still running."""
         key = f"startup:{cpus}:{dashboard}"
         try:
