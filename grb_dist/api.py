@@ -196,28 +196,18 @@ def _benchmark_inputs(model: Any, name: str | None, dataset: Any, job: str | Pat
 
 def _run(spec: Any, run_dir: Path, settings: Any, *, graph: Any, given: Any, data_dir: Any, download: bool,
          on_progress: Callable[[Any], None] | None, progress: bool) -> Any:
-    """The sweep of :func:`benchmark` (the session's steps, as ``grb-dist sweep`` takes
-    them): prepare, check a given module on the graph, answer a finished run from the store,
-    else lock and execute, reporting to ``on_progress`` or else (``progress``) to the
-    progress display. Raises when cells failed."""
-    import contextlib
-
-    from grb_dist.sweep.preflight import check_sweep
-    from grb_dist.sweep.session import execute, finished, lock_run, prepare
+    """The sweep of :func:`benchmark`: prepare, check a given module on the graph, then the
+    session's steps as ``grb-dist sweep`` takes them (:func:`grb_dist.sweep.session.run`),
+    reporting to ``on_progress`` or else (``progress``) to the progress display. Raises when
+    cells failed."""
+    from grb_dist.sweep.session import prepare, run
 
     prepared = prepare(spec, out=run_dir, data_dir=data_dir, download=download, graph=graph)
     if given is not None:
         _check_given(given.module, prepared.graph)
-    outcome = finished(prepared)  # every cell stored: read only, no lock
-    if outcome is None:
-        check_sweep(prepared, local=settings.resolved_address() is None)
-        lock, prepared = lock_run(prepared)
-        display = on_progress if on_progress is not None else _progress_display(prepared) if progress else None
-        try:
-            with display if hasattr(display, "__enter__") else contextlib.nullcontext():
-                outcome = execute(prepared, settings, lock, on_progress=display)
-        finally:
-            lock.release()
+    outcome = run(prepared, lambda: settings, local=settings.resolved_address() is None,
+                  on_locked=lambda locked: on_progress if on_progress is not None
+                  else _progress_display(locked) if progress else None)
     if outcome.summary is not None and outcome.summary.failures:
         first = outcome.summary.errors[0] if outcome.summary.errors else "see the log"
         raise GrbDistError(f"{outcome.summary.failures} of {outcome.summary.total} cells failed; first: {first}")

@@ -5,7 +5,8 @@
 - :mod:`~grb_dist.sweep.resolve`: one validation pass that builds every model spec and attack;
 - :mod:`~grb_dist.sweep.plan`: the cells of a run; :mod:`~grb_dist.sweep.preflight`: checks
   against the loaded graph and the machine before anything is written;
-- :mod:`~grb_dist.sweep.session`: preparing a run before Ray starts, and finishing it;
+- :mod:`~grb_dist.sweep.session`: preparing a run before Ray starts, finishing it, and the steps
+  of a run (:func:`~grb_dist.sweep.session.run`) that ``grb-dist sweep`` and ``benchmark()`` share;
 - :mod:`~grb_dist.sweep.cost`: what a run will cost (``--plan``): calibration and forecast;
 - :mod:`~grb_dist.sweep.worker`: the work as plain Python (train, attack, score);
 - :mod:`~grb_dist.sweep.tasks`: that work and the Scorer actor handed to the Ray floor

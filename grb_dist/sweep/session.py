@@ -12,7 +12,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
@@ -25,7 +25,7 @@ from grb_dist.store.fingerprint import combine
 from grb_dist.sweep.job import JobSpec, dataset_label, default_job_path, load_job
 from grb_dist.sweep.overrides import apply_overrides
 from grb_dist.sweep.plan import Plan, ScoreCell, plan, run_components
-from grb_dist.sweep.preflight import check_attack_inputs
+from grb_dist.sweep.preflight import check_attack_inputs, check_sweep
 from grb_dist.sweep.resolve import ResolvedJob, resolve, transfer_only
 
 log = logging.getLogger(__name__)
@@ -238,6 +238,40 @@ def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None
     return Outcome(store, summary, boards)
 
 
+def run(prepared: Prepared, settings: Callable[[], Any], *, local: bool, on_locked: Callable[[Prepared], Any],
+        wait: bool = False, on_wait=None, on_warning=None, on_connect=None, flush_rows: int = 4096,
+        flush_seconds: float = 10.0, job_name: str | None = None) -> Outcome:
+    """The steps of a prepared sweep, for ``grb-dist sweep`` and :func:`grb_dist.benchmark`
+    alike: a run that holds every cell is answered from the store (:func:`finished`: no
+    lock, no write, no Ray); else the run is checked before Ray starts
+    (:func:`~grb_dist.sweep.preflight.check_sweep`; ``local``: no cluster is joined),
+    ``settings()`` gives its Ray settings, its lock is taken (:func:`lock_run`, ``wait`` and
+    ``on_wait`` as there), the missing cells are computed (:func:`execute`) and the lock is
+    released.
+
+    ``on_locked(locked)`` is called under the lock with the run as read there, before
+    :func:`execute`; it returns the progress display handed to :func:`execute` as
+    ``on_progress`` (entered around it when it is a context manager), or ``None``.
+    ``on_connect``, ``flush_rows``, ``flush_seconds``, ``on_warning`` and ``job_name`` are
+    :func:`execute`'s (``on_warning`` also :func:`finished`'s)."""
+    import contextlib
+
+    outcome = finished(prepared, on_warning=on_warning)  # every cell stored: no lock, no Ray, no write
+    if outcome is not None:
+        return outcome
+    check_sweep(prepared, local=local)  # run directory writable, stored models, memory: before Ray
+    ray_settings = settings()
+    lock, prepared = lock_run(prepared, wait=wait, on_wait=on_wait)
+    try:
+        display = on_locked(prepared)
+        with display if hasattr(display, "__enter__") else contextlib.nullcontext():
+            return execute(prepared, ray_settings, lock, on_connect=on_connect, on_progress=display,
+                           flush_rows=flush_rows, flush_seconds=flush_seconds, on_warning=on_warning,
+                           job_name=job_name)
+    finally:
+        lock.release()
+
+
 __all__ = ["Outcome", "Prepared", "RESULTS_DIR", "dataset_identity", "default_run_dir", "execute", "finished",
            "lock_run", "missing_cells", "open_store", "pending_work", "stage_totals",
-           "prepare", "resolve_job"]
+           "prepare", "resolve_job", "run"]
