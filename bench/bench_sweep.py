@@ -83,7 +83,7 @@ def run_case(case: str, num_cpus: int, quick: bool) -> dict:
         try:
             store = open_store(prepared, lock)
             start = time.perf_counter()
-            summary = run_sweep(prepared.plan, prepared.graph, store, settings)
+            summary = run_sweep(prepared.cells, prepared.graph, store, settings)
             seconds = time.perf_counter() - start
         finally:
             lock.release()

@@ -262,7 +262,7 @@ def _progress_display(prepared: Any) -> Any:
         return None
     console = Console(stderr=True)
     console.print(f"benchmark: {', '.join(prepared.spec.defenses)} on {prepared.spec.dataset} "
-                  f"({prepared.graph.num_nodes:,} nodes): {len(missing):,} of {len(prepared.plan.scores):,} "
+                  f"({prepared.graph.num_nodes:,} nodes): {len(missing):,} of {len(prepared.cells.scores):,} "
                   "cells to compute", highlight=False, soft_wrap=True, markup=False)
     if console.is_terminal or console.is_jupyter:
         return RichProgress(console, stage_totals(prepared))

@@ -16,7 +16,7 @@ from grb_dist.core.errors import ConfigError
 from grb_dist.sweep.cost.calibrate import Calibration, Rate, Startup, cache_path, code_hash, gpu_machine
 from grb_dist.sweep.cost.forecast import Cluster, expected_epochs, forecast
 from grb_dist.sweep.job import parse_job
-from grb_dist.sweep.plan import needed_work, plan
+from grb_dist.sweep.cells import needed_work, run_cells
 from helpers import small
 
 runner = CliRunner()
@@ -25,7 +25,7 @@ NO_STARTUP = Startup(0.0, 0.0, 0.0, 0.0, 100)
 
 
 def _plan(**changes):
-    p = plan(parse_job(small(**changes)), FINGERPRINT)
+    p = run_cells(parse_job(small(**changes)), FINGERPRINT)
     return p, needed_work(p, set(), lambda _: False)
 
 

@@ -113,7 +113,7 @@ def _run(prepared, settings, *, local: bool, wait: bool, flush_rows: int, flush_
     held: dict = {}  # the run under the lock, its settings, display and start; the Ray context
 
     def on_locked(locked):
-        p = locked.plan
+        p = locked.cells
         held["prepared"] = locked
         for (scenario, defense), reason in p.transfer_only.items():
             base.console.print(f"note: {defense} is scored by transfer only in {scenario}: {reason}",
@@ -157,7 +157,7 @@ def _run(prepared, settings, *, local: bool, wait: bool, flush_rows: int, flush_
 def _announce(prepared, settings, ctx) -> None:
     """What the sweep computes, once Ray is up and the run directory open, and where Ray's
     dashboard is."""
-    spec, p = prepared.spec, prepared.plan
+    spec, p = prepared.spec, prepared.cells
     from grb_dist.sweep.session import missing_cells
 
     missing = missing_cells(prepared)
@@ -189,7 +189,7 @@ def _show(prepared, outcome, elapsed: float, ctx=None) -> None:
     """The end of a sweep: the leaderboards of the full difficulty (else the last), and
     what was done (or that there was nothing to do), and where a kept Ray is (``ctx``, the
     Ray context); exit code 1 when cells failed."""
-    spec, p = prepared.spec, prepared.plan
+    spec, p = prepared.spec, prepared.cells
     show = [d for d in ("full",) if d in spec.difficulties] or list(spec.difficulties[-1:])
     boards = {k: v for k, v in outcome.boards.items() if k.split("-", 1)[1] in show}
     base.print_boards(boards)
@@ -340,7 +340,7 @@ def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashb
         "this machine" if cluster.local else "the cluster at --address")
     print_ = lambda text: base.console.print(text, highlight=False, markup=False, soft_wrap=True)  # noqa: E731
     print_(f"plan: {spec.dataset} ({plural(prepared.graph.num_nodes, 'node')}, {' + '.join(spec.scenarios)}): "
-           f"{plural(len(prepared.plan.scores), 'cell')}, {len(work.todo):,} to compute -> {prepared.run_dir} "
+           f"{plural(len(prepared.cells.scores), 'cell')}, {len(work.todo):,} to compute -> {prepared.run_dir} "
            "(nothing computed or written)")
     print_(f"cluster: {cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs, {plural(cluster.threads, 'thread')} per task "
            f"({where}); calibration on {cal.machine['device']} "

@@ -3,7 +3,7 @@
 - :mod:`~grb_dist.sweep.job`, :mod:`~grb_dist.sweep.overrides`: job files and the command line's
   changes to them;
 - :mod:`~grb_dist.sweep.resolve`: one validation pass that builds every model spec and attack;
-- :mod:`~grb_dist.sweep.plan`: the cells of a run; :mod:`~grb_dist.sweep.preflight`: checks
+- :mod:`~grb_dist.sweep.cells`: the cells of a run (model tasks, attack and score cells); :mod:`~grb_dist.sweep.preflight`: checks
   against the loaded graph and the machine before anything is written;
 - :mod:`~grb_dist.sweep.session`: preparing a run before Ray starts, finishing it, and the steps
   of a run (:func:`~grb_dist.sweep.session.run`) that ``grb-dist sweep`` and ``benchmark()`` share;

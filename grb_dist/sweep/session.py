@@ -24,7 +24,7 @@ from grb_dist.store import RunLock, RunStore, fingerprint_parts
 from grb_dist.store.fingerprint import combine
 from grb_dist.sweep.job import JobSpec, dataset_label, default_job_path, load_job
 from grb_dist.sweep.overrides import apply_overrides
-from grb_dist.sweep.plan import Plan, ScoreCell, plan, run_components
+from grb_dist.sweep.cells import Cells, ScoreCell, run_cells, run_components
 from grb_dist.sweep.preflight import check_attack_inputs, check_sweep
 from grb_dist.sweep.resolve import ResolvedJob, resolve, transfer_only
 
@@ -40,12 +40,12 @@ class Prepared:
 
     spec: JobSpec
     resolved: ResolvedJob
-    plan: Plan
+    cells: Cells
     graph: Graph
     run_dir: Path
     resume: bool  # the run directory already holds a run (it resumes or grows)
     dataset: dict[str, Any]  # identity of the loaded dataset (fingerprint and its parts)
-    components: dict[str, Any]  # what each name of the job means (see plan.run_components)
+    components: dict[str, Any]  # what each name of the job means (see cells.run_components)
     missing: tuple[ScoreCell, ...] | None = None  # the cells to compute, read under the run's lock
 
     @property
@@ -81,7 +81,7 @@ def dataset_identity(spec: JobSpec, graph: Graph) -> dict[str, Any]:
 def prepare(spec: JobSpec, *, out: str | Path | None = None, data_dir: str | Path | None = None,
             download: bool = True, verify: bool = True, graph: Graph | None = None) -> Prepared:
     """Resolve the job (once: every later step reuses it), load the dataset, check the
-    budgets and the models against it, plan the cells and check the run directory.
+    budgets and the models against it, list the cells and check the run directory.
     ``graph``: a graph already in memory (a PyG ``Data`` read by
     :func:`grb_dist.datasets.pyg.from_pyg`) used instead of loading ``spec.dataset``, which
     then only names it; the run records its content fingerprint as for any dataset."""
@@ -95,7 +95,7 @@ def prepare(spec: JobSpec, *, out: str | Path | None = None, data_dir: str | Pat
         graph.targets(d)
     check_attack_inputs(resolved, graph)
     identity = dataset_identity(spec, graph)
-    p = plan(resolved, identity["fingerprint"], transfer_only(resolved, graph))
+    p = run_cells(resolved, identity["fingerprint"], transfer_only(resolved, graph))
     for task in p.models:  # parameters that depend on the graph (e.g. GCN-SVD rank)
         check_fit(task.name, graph, dict(task.params))
     run_dir = Path(out) if out is not None else default_run_dir(spec)
@@ -126,27 +126,27 @@ def missing_cells(prepared: Prepared) -> list[ScoreCell]:
     if prepared.missing is not None:
         return list(prepared.missing)
     if not prepared.resume:
-        return list(prepared.plan.scores)
+        return list(prepared.cells.scores)
     done = RunStore.existing(prepared.run_dir).done_cells()
-    return [c for c in prepared.plan.scores if c.cell_id not in done]
+    return [c for c in prepared.cells.scores if c.cell_id not in done]
 
 
 def stage_totals(prepared: Prepared) -> dict[str, int]:
     """The totals of the progress stages (``train`` models, ``attack`` perturbations,
     ``score`` cells) of a locked run, read before Ray starts so that a display shows them
     from its first frame (the runner computes the same with :func:`needed_work`)."""
-    return {**pending_work(prepared).totals(), "score": len(prepared.plan.scores)}
+    return {**pending_work(prepared).totals(), "score": len(prepared.cells.scores)}
 
 
 def pending_work(prepared: Prepared) -> Any:
-    """The :class:`~grb_dist.sweep.plan.Work` of a prepared run: its missing cells and the
+    """The :class:`~grb_dist.sweep.cells.Work` of a prepared run: its missing cells and the
     perturbations and models they need (reads the run directory only)."""
-    from grb_dist.sweep.plan import needed_work
+    from grb_dist.sweep.cells import needed_work
 
     missing = {c.cell_id for c in missing_cells(prepared)}
-    done = {c.cell_id for c in prepared.plan.scores if c.cell_id not in missing}
+    done = {c.cell_id for c in prepared.cells.scores if c.cell_id not in missing}
     stored = RunStore.existing(prepared.run_dir).has_perturbation if prepared.resume else (lambda _: False)
-    return needed_work(prepared.plan, done, stored)
+    return needed_work(prepared.cells, done, stored)
 
 
 def open_store(prepared: Prepared, lock: RunLock) -> RunStore:
@@ -227,7 +227,7 @@ def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None
             store = open_store(prepared, lock)
             if on_connect is not None:
                 on_connect(ctx, store)
-            summary = run_sweep(prepared.plan, prepared.graph, store, settings, on_progress=on_progress,
+            summary = run_sweep(prepared.cells, prepared.graph, store, settings, on_progress=on_progress,
                                 flush_rows=flush_rows, flush_seconds=flush_seconds)
         finally:
             disconnect(ctx)

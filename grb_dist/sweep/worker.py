@@ -26,7 +26,7 @@ from grb_dist.core.graph import Graph, Injection, Modification, modified_graph
 from grb_dist.models.tensors import perturb_tensors
 from grb_dist.models.train import TrainConfig
 from grb_dist.store.schema import model_meta
-from grb_dist.sweep.plan import AttackCell, ModelTask, PoisonTask
+from grb_dist.sweep.cells import AttackCell, ModelTask, PoisonTask
 from grb_dist.models.tensors import graph_tensors
 
 log = logging.getLogger(__name__)

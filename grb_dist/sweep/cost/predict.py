@@ -27,7 +27,7 @@ def predict_cost(prepared: Prepared, cluster: Any, *, load_seconds: float = 0.0,
     dashboard (``None``: Ray's choice), which its start-up time depends on."""
     import torch
 
-    p = prepared.plan
+    p = prepared.cells
     work = pending_work(prepared)
     store = RunStore.existing(prepared.run_dir) if prepared.resume else None
     stored = frozenset(t.file_stem for t in work.models if store is not None and store.has_model(t.file_stem, t.model_id))
