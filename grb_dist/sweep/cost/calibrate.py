@@ -567,8 +567,8 @@ def _full_size_check(cells: Cells, whole: _Calibrator, points: Mapping[tuple[str
     return task.name, seconds, predicted, check_scale(measured, seconds)
 
 
-# the machine's identity and cache (sweep.machine) and the scaling of sampled figures
-# (sweep.scaling) are re-exported: a calibration's callers need one module
+# the machine's identity and cache (cost.machine) and the scaling of sampled figures
+# (cost.scaling) are re-exported: a calibration's callers need one module
 __all__ = ["CALIBRATION_VERSION", "CHECK_SCALE", "Calibration", "Rate", "SAMPLE_ABOVE", "SAMPLE_NODES", "SAMPLING",
            "Startup", "cache_dir", "cache_path", "calibrate", "check_scale", "code_hash", "cpu_model", "extrapolate",
            "gpu_machine", "machine_identity", "measure_startup", "sample_sizes"]
