@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
@@ -146,6 +147,10 @@ def benchmark(
             ``models``, ``attack`` ...) replaces the job's, a mapping merged into the job's
             mapping (``train={"epochs": 50}``).
 
+    The options fall into four groups, each a frozen dataclass: what runs (:class:`JobChoice`),
+    where the run lives and its data comes from (:class:`RunPlace`), on which Ray
+    (:class:`~grb_dist.cluster.settings.RaySettings`), and how progress shows (:class:`Display`).
+
     Returns:
         :func:`benchmark_rows`: a ``clean`` or ``attack`` row per (scenario, difficulty,
         defense, attack, surrogate, threat) and each defense's board row (``defense``),
@@ -155,37 +160,84 @@ def benchmark(
     Raises:
         GrbDistError: invalid input (before anything runs), or cells that failed.
     """
-    from grb_dist.sweep.settings import RaySettings
+    from grb_dist.cluster.settings import RaySettings
 
-    overrides: dict[str, Any] = {k: job_overrides.pop(k) for k in _OVERRIDE_KEYS if k in job_overrides}
-    overrides.update(scenario=scenario, attacks=_listed(attacks), difficulties=_listed(difficulties),
-                     repeats=repeats, steps=steps)
-    key, given, spec, graph = _benchmark_inputs(model, name, dataset, job, overrides, job_overrides, compare)
+    what = JobChoice(scenario=scenario, attacks=_listed(attacks), difficulties=_listed(difficulties), repeats=repeats,
+                     steps=steps, job=job, compare=compare, overrides=dict(job_overrides))
+    where = RunPlace(out=Path(out) if out is not None else None, data_dir=data_dir, download=download)
+    shown = Display(on_progress=on_progress, progress=progress)
+    key, given, spec, graph = _benchmark_inputs(model, name, dataset, what)
     settings = RaySettings(address=address, num_cpus=num_cpus)
     with tempfile.TemporaryDirectory(prefix="grb-dist-benchmark-") as tmp:
-        outcome = _run(spec, Path(out) if out is not None else Path(tmp) / "run", settings, graph=graph,
-                       given=given, data_dir=data_dir, download=download, on_progress=on_progress,
-                       progress=progress)
+        outcome = _run(spec, where.out or Path(tmp) / "run", where, settings, shown, graph=graph, given=given)
         return benchmark_rows(outcome.store.read_scores(), outcome.boards, list(spec.defenses),
                               given={key} if given else set())
 
 
-def _benchmark_inputs(model: Any, name: str | None, dataset: Any, job: str | Path | None,
-                      overrides: Mapping[str, Any], job_overrides: dict[str, Any], compare: bool):
+@dataclass(frozen=True)
+class JobChoice:
+    """What :func:`benchmark` runs, besides the model and the dataset: the flags of
+    ``grb-dist sweep`` (``scenario`` ... ``steps``, and in ``overrides`` the keys of
+    :data:`_OVERRIDE_KEYS`), the job file, whether the job's own defenses are scored too,
+    and other job keys that replace the job's (``overrides``)."""
+
+    scenario: str = "injection"
+    attacks: str | tuple[str, ...] | None = None
+    difficulties: str | tuple[str, ...] | None = None
+    repeats: int = 1
+    steps: int | None = None
+    job: str | Path | None = None
+    compare: bool = False
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    def flags(self) -> dict[str, Any]:
+        """The changes :func:`grb_dist.sweep.overrides.apply_overrides` makes to the job."""
+        flags = {k: self.overrides[k] for k in _OVERRIDE_KEYS if k in self.overrides}
+        flags.update(scenario=self.scenario, attacks=self.attacks, difficulties=self.difficulties,
+                     repeats=self.repeats, steps=self.steps)
+        return flags
+
+    def job_keys(self) -> dict[str, Any]:
+        """The other job keys, which replace the job's (a mapping merged into the job's)."""
+        return {k: v for k, v in self.overrides.items() if k not in _OVERRIDE_KEYS}
+
+
+@dataclass(frozen=True)
+class RunPlace:
+    """Where :func:`benchmark`'s run lives (``out``; ``None``: a temporary directory) and
+    where its dataset is found (``data_dir``, ``download``)."""
+
+    out: Path | None = None
+    data_dir: str | Path | None = None
+    download: bool = True
+
+
+@dataclass(frozen=True)
+class Display:
+    """How :func:`benchmark` reports progress: to ``on_progress``, else (``progress``) to
+    the progress display on stderr."""
+
+    on_progress: Callable[[Any], None] | None = None
+    progress: bool = True
+
+
+def _benchmark_inputs(model: Any, name: str | None, dataset: Any, what: JobChoice):
     """``(key, given, spec, graph)`` of :func:`benchmark`: the model registered under ``key``
     (a module instance wrapped as ``given``, a :class:`~grb_dist.models.registry.GivenModule`,
     else ``None``), the job, and the graph of a PyG ``dataset`` (its features as given:
     ``normalize`` defaults to ``none``), else ``None`` (the dataset is loaded by name)."""
     pyg = not isinstance(dataset, (str, Path))
+    job_keys = what.job_keys()
     if pyg:
-        job_overrides.setdefault("normalize", "none")
+        job_keys.setdefault("normalize", "none")
     given = None
     if _module_instance(model):
         from grb_dist.models.registry import GivenModule
 
         given = GivenModule(model)  # the copy every run of this call uses
     key = _benchmark_name(given or model, name)
-    spec = _benchmark_spec(key, _pyg_label(dataset) if pyg else dataset, job, overrides, job_overrides, compare)
+    spec = _benchmark_spec(key, _pyg_label(dataset) if pyg else dataset, what.job, what.flags(), job_keys,
+                           what.compare)
     graph = None
     if pyg:
         from grb_dist.datasets.pyg import from_pyg
@@ -194,30 +246,19 @@ def _benchmark_inputs(model: Any, name: str | None, dataset: Any, job: str | Pat
     return key, given, spec, graph
 
 
-def _run(spec: Any, run_dir: Path, settings: Any, *, graph: Any, given: Any, data_dir: Any, download: bool,
-         on_progress: Callable[[Any], None] | None, progress: bool) -> Any:
-    """The sweep of :func:`benchmark` (the session's steps, as ``grb-dist sweep`` takes
-    them): prepare, check a given module on the graph, answer a finished run from the store,
-    else lock and execute, reporting to ``on_progress`` or else (``progress``) to the
-    progress display. Raises when cells failed."""
-    import contextlib
+def _run(spec: Any, run_dir: Path, where: RunPlace, settings: Any, shown: Display, *, graph: Any, given: Any) -> Any:
+    """The sweep of :func:`benchmark`: prepare, check a given module on the graph, then the
+    session's steps as ``grb-dist sweep`` takes them (:func:`grb_dist.sweep.session.run`),
+    reporting as ``shown`` says. Raises when
+    cells failed."""
+    from grb_dist.sweep.session import prepare, run
 
-    from grb_dist.sweep.preflight import check_sweep
-    from grb_dist.sweep.session import execute, finished, lock_run, prepare
-
-    prepared = prepare(spec, out=run_dir, data_dir=data_dir, download=download, graph=graph)
+    prepared = prepare(spec, out=run_dir, data_dir=where.data_dir, download=where.download, graph=graph)
     if given is not None:
         _check_given(given.module, prepared.graph)
-    outcome = finished(prepared)  # every cell stored: read only, no lock
-    if outcome is None:
-        check_sweep(prepared, local=settings.resolved_address() is None)
-        lock, prepared = lock_run(prepared)
-        display = on_progress if on_progress is not None else _progress_display(prepared) if progress else None
-        try:
-            with display if hasattr(display, "__enter__") else contextlib.nullcontext():
-                outcome = execute(prepared, settings, lock, on_progress=display)
-        finally:
-            lock.release()
+    outcome = run(prepared, lambda: settings, local=settings.resolved_address() is None,
+                  on_locked=lambda locked: shown.on_progress if shown.on_progress is not None
+                  else _progress_display(locked) if shown.progress else None)
     if outcome.summary is not None and outcome.summary.failures:
         first = outcome.summary.errors[0] if outcome.summary.errors else "see the log"
         raise GrbDistError(f"{outcome.summary.failures} of {outcome.summary.total} cells failed; first: {first}")
@@ -272,7 +313,7 @@ def _progress_display(prepared: Any) -> Any:
         return None
     console = Console(stderr=True)
     console.print(f"benchmark: {', '.join(prepared.spec.defenses)} on {prepared.spec.dataset} "
-                  f"({prepared.graph.num_nodes:,} nodes): {len(missing):,} of {len(prepared.plan.scores):,} "
+                  f"({prepared.graph.num_nodes:,} nodes): {len(missing):,} of {len(prepared.cells.scores):,} "
                   "cells to compute", highlight=False, soft_wrap=True, markup=False)
     if console.is_terminal or console.is_jupyter:
         return RichProgress(console, stage_totals(prepared))

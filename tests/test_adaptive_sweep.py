@@ -16,7 +16,7 @@ from grb_dist.store import RunStore, graph_fingerprint
 from grb_dist.store.scores import write_checksummed
 from grb_dist.sweep import worker
 from grb_dist.sweep.job import parse_job
-from grb_dist.sweep.plan import plan
+from grb_dist.sweep.cells import run_cells
 from grb_dist.sweep.runner import attack_task_name
 
 from helpers import tiny_csbm
@@ -40,7 +40,7 @@ def graph():
 
 def _plan(graph, transfer_only=None, **changes):
     spec = parse_job({**JOB, **changes})
-    return plan(spec, graph_fingerprint(graph, spec.normalize), transfer_only)
+    return run_cells(spec, graph_fingerprint(graph, spec.normalize), transfer_only)
 
 
 def test_adaptive_adds_cells_and_keeps_every_transfer_id(graph):
@@ -186,6 +186,6 @@ def test_adaptive_cells_take_the_attacks_defaults_under_the_jobs_settings(graph)
     named = _plan(graph, adaptive=True, modification=mod)
     assert params(named, ADAPTIVE)["modification", "pgd"]["loss"] == params(named, TRANSFER)["modification", "pgd"]["loss"] == "ce"
     # the run manifest keeps the adaptive settings under their own names
-    from grb_dist.sweep.plan import run_components
+    from grb_dist.sweep.cells import run_components
     attacks = run_components(p)["attacks"]
     assert attacks["modification/pgd/full/adaptive"]["loss"] == "prob_margin" and "loss" not in attacks["modification/pgd/full"]

@@ -116,7 +116,7 @@ def test_the_cycle_finder_finds_a_circle():
 
 def test_ray_is_imported_by_one_module(graph):
     _, imports = graph
-    assert sorted(m for m, (_, external) in imports.items() if "ray" in external) == ["grb_dist.sweep.ray_edge"]
+    assert sorted(m for m, (_, external) in imports.items() if "ray" in external) == ["grb_dist.cluster.ray_edge"]
 
 
 def test_no_module_is_over_600_lines(graph):
@@ -134,7 +134,7 @@ def test_core_imports_nothing_above_it(graph):
 
 
 @pytest.mark.parametrize("module", ["grb_dist", "grb_dist.core.registry", "grb_dist.leaderboard",
-                                    "grb_dist.store", "grb_dist.report", "grb_dist.sweep.settings",
+                                    "grb_dist.store", "grb_dist.report", "grb_dist.cluster.settings",
                                     "grb_dist.datasets.catalog", "grb_dist.cli"])
 def test_light_modules_load_no_torch_or_ray(module):
     code = (f"import sys, {module}; heavy = [m for m in ('torch', 'torch_geometric', 'ray') if m in sys.modules]; "

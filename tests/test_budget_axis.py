@@ -15,7 +15,7 @@ from grb_dist.report import build_report
 from grb_dist.report.tables import budget_curves, has_budget_sweep
 from grb_dist.sweep.job import parse_job
 from grb_dist.sweep.overrides import MAX_BUDGETS, apply_overrides
-from grb_dist.sweep.plan import plan, run_components
+from grb_dist.sweep.cells import run_cells, run_components
 from grb_dist.sweep.resolve import resolve
 
 from helpers import small
@@ -36,7 +36,7 @@ def test_a_list_plans_one_attack_per_budget():
     resolve(spec)
     assert list(spec.attacks) == ["fgsm@20", "fgsm@40", "fgsm@60"]
     assert list(spec.modification["attacks"]) == ["dice@0.01", "dice@0.05"]
-    p = plan(spec, FP)
+    p = run_cells(spec, FP)
     per_attack = {}
     for cell in p.attacks:
         per_attack.setdefault((cell.scenario, cell.attack), []).append(cell)
@@ -58,14 +58,14 @@ def test_a_list_plans_one_attack_per_budget():
 
 def test_one_value_keeps_names_and_ids():
     spec = parse_job(small())
-    as_int = plan(apply_overrides(spec, n_inject=20), FP)
+    as_int = run_cells(apply_overrides(spec, n_inject=20), FP)
     for one in ("20", " 20 ", (20,)):
-        same = plan(apply_overrides(spec, n_inject=one), FP)
+        same = run_cells(apply_overrides(spec, n_inject=one), FP)
         assert [c.cell_id for c in same.scores] == [c.cell_id for c in as_int.scores]
         assert [c.perturbation_id for c in same.attacks] == [c.perturbation_id for c in as_int.attacks]
         assert {c.attack for c in same.attacks} == {"fgsm"}
     # and the ids of a plain job do not move either
-    assert [c.cell_id for c in plan(apply_overrides(spec), FP).scores] == [c.cell_id for c in plan(spec, FP).scores]
+    assert [c.cell_id for c in run_cells(apply_overrides(spec), FP).scores] == [c.cell_id for c in run_cells(spec, FP).scores]
 
 
 def test_each_budget_is_ranked_on_its_own():

@@ -97,8 +97,8 @@ def test_ray_settings_threads_reach_the_workers(monkeypatch):
     import torch
 
     from grb_dist.core.errors import ConfigError
-    from grb_dist.sweep import ray_edge
-    from grb_dist.sweep.settings import RaySettings
+    from grb_dist.cluster import ray_edge
+    from grb_dist.cluster.settings import RaySettings
 
     with pytest.raises(ConfigError, match="1..1024"):
         RaySettings(threads=0)

@@ -79,14 +79,14 @@ def test_logits_and_gradients_equal_the_ordinary_forward(csbm, arch):
     gen = torch.Generator().manual_seed(1)
     n_inj = 9
     inj_edges = random_edges(n_inj, 4, targets, g.num_nodes, gen)
-    plan = inc.plan(inj_edges, n_inj)
+    program = inc.for_edges(inj_edges, n_inj)
     inj_x = torch.randn(n_inj, g.num_features, dtype=torch.float64, requires_grad=True)
-    ours = plan(inj_x)
+    ours = program(inj_x)
     x, ei = apply_injection(t.x, t.edge_index, inj_x, inj_edges)
     ref = model(x, ei)[targets]
     torch.testing.assert_close(ours, ref, rtol=1e-10, atol=1e-10)
     if arch == "mlp":  # the injection cannot reach an MLP's targets: constant logits
-        assert plan.n_variable == 0 and not ours.requires_grad
+        assert program.n_variable == 0 and not ours.requires_grad
         return
     assert ours.requires_grad
     w = torch.randn_like(ref)
@@ -103,8 +103,8 @@ def test_a_step_touches_only_rows_the_injection_reaches(cora):
     ctx = build_context(cora, model, cora.targets("easy"), -1.0, 1.0)
     gen = torch.Generator().manual_seed(0)
     edges = random_edges(10, 3, ctx.targets, ctx.num_local, gen)
-    plan = ctx.incremental.plan(edges, 10)
-    rows = [int(r[2].shape[1]) for r in plan._records if r[0] == "propagate"]  # input rows of each propagation
+    program = ctx.incremental.for_edges(edges, 10)
+    rows = [int(r[2].shape[1]) for r in program._records if r[0] == "propagate"]  # input rows of each propagation
     assert rows[0] == 10
     assert all(r < ctx.num_local / 2 for r in rows)
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-import grb_dist.sweep.ray_edge
+import grb_dist.cluster.ray_edge
 import grb_dist.sweep.session  # noqa: F401 - imported before any fork (see invoke_unprivileged)
 from grb_dist.cli import app
 from grb_dist.sweep.job import jobs_dir
@@ -103,7 +103,7 @@ def no_ray(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("Ray was started although the input is bad")
 
-    monkeypatch.setattr(grb_dist.sweep.ray_edge, "connect", refuse)
+    monkeypatch.setattr(grb_dist.cluster.ray_edge, "connect", refuse)
 
 
 SMALL = ["--attacks", "rnd", "--defenses", "gcn,mlp", "--difficulties", "full", "--repeats", "1",
@@ -200,7 +200,7 @@ def test_run_directory_errors(workdir, monkeypatch):
         p.chmod(p.stat().st_mode | stat.S_IWUSR)
 
     # a tampered state_dict: one line before Ray starts, whatever the unpickler raises
-    monkeypatch.setattr(grb_dist.sweep.ray_edge, "connect", lambda *a, **k: pytest.fail("Ray started"))
+    monkeypatch.setattr(grb_dist.cluster.ray_edge, "connect", lambda *a, **k: pytest.fail("Ray started"))
     model = next((run / "models").glob("gcn-*.pt"))
     good = model.read_bytes()
     grow = [*args[:-2], "--repeats", "2", "--out", "run"]  # a grown run reuses the stored models

@@ -19,7 +19,7 @@ from grb_dist.models.tensors import apply_modification
 from grb_dist.models.registry import build_model
 from grb_dist.sweep.job import parse_job
 from grb_dist.sweep.overrides import apply_overrides
-from grb_dist.sweep.plan import plan
+from grb_dist.sweep.cells import run_cells
 from grb_dist.sweep.resolve import resolve
 from grb_dist.models.tensors import graph_tensors
 from helpers import small, tiny_csbm
@@ -241,7 +241,7 @@ def test_scenario_all_plans_both_and_keeps_injection_ids():
     inj = parse_job(small(modification={"attacks": {"prbcd": {"steps": 2}}}))
     both = apply_overrides(inj, scenario="all")
     resolve(both)
-    p_inj, p_all = plan(inj, "f" * 16), plan(both, "f" * 16)
+    p_inj, p_all = run_cells(inj, "f" * 16), run_cells(both, "f" * 16)
     assert {c.scenario for c in p_all.scores} == {"injection", "modification"}
     inj_ids = {c.cell_id for c in p_inj.scores}
     assert inj_ids == {c.cell_id for c in p_all.scores if c.scenario == "injection"}

@@ -21,7 +21,7 @@ from grb_dist.core import registry
 from grb_dist.store import graph_fingerprint
 from grb_dist.sweep import worker
 from grb_dist.sweep.job import parse_job
-from grb_dist.sweep.plan import plan
+from grb_dist.sweep.cells import run_cells
 from grb_dist.sweep.resolve import resolve
 
 from helpers import tiny_csbm
@@ -102,7 +102,7 @@ def test_one_module_and_one_line_each(package):
     })
     resolve(spec)
     graph = tiny_csbm(n=200)
-    p = plan(spec, graph_fingerprint(graph, spec.normalize))
+    p = run_cells(spec, graph_fingerprint(graph, spec.normalize))
     trained = {t.name: worker.train_task(graph, t) for t in p.models}
     surrogate = worker.load_model(graph, "gcn", dict(p.surrogates[0].params), trained["gcn"].state_dict)
     [result] = worker.attack_batch(graph, list(p.attacks), surrogate)

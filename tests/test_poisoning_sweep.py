@@ -21,7 +21,7 @@ from grb_dist.models.tensors import apply_modification, graph_tensors
 from grb_dist.models.train import TrainConfig
 from grb_dist.store import RunLock, RunStore, graph_fingerprint
 from grb_dist.sweep.job import parse_job
-from grb_dist.sweep.plan import needed_work, plan, run_components
+from grb_dist.sweep.cells import needed_work, run_cells, run_components
 from grb_dist.sweep.session import dataset_identity
 
 JOB = {
@@ -43,12 +43,12 @@ def graph(job):
 
 
 def job_plan(job, graph):
-    return plan(job, graph_fingerprint(graph, job.normalize))
+    return run_cells(job, graph_fingerprint(graph, job.normalize))
 
 
 def sweep(job, graph, run_dir, on_progress=None):
     from grb_dist.sweep.runner import run_sweep
-    from grb_dist.sweep.settings import RaySettings
+    from grb_dist.cluster.settings import RaySettings
 
     p = job_plan(job, graph)
     with RunLock(run_dir) as lock:
@@ -231,7 +231,7 @@ def adaptive_plan(job, graph):
     from grb_dist.sweep.resolve import resolve, transfer_only
 
     resolved = resolve(job)
-    return plan(resolved, graph_fingerprint(graph, job.normalize), transfer_only(resolved, graph))
+    return run_cells(resolved, graph_fingerprint(graph, job.normalize), transfer_only(resolved, graph))
 
 
 def test_adaptive_poisoning_plans_a_meta_gradient_through_each_differentiable_defense(adaptive_job, graph):
@@ -261,7 +261,7 @@ def test_an_adaptive_poisoning_cell_equals_a_direct_attack_and_training(ray_loca
     from grb_dist.attacks import build_attack
     from grb_dist.sweep.worker import attacker_labels, load_model
     from grb_dist.sweep.runner import run_sweep
-    from grb_dist.sweep.settings import RaySettings
+    from grb_dist.cluster.settings import RaySettings
 
     p = adaptive_plan(adaptive_job, graph)
     with RunLock(tmp_path / "run") as lock:

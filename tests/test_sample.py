@@ -7,7 +7,7 @@ import pytest
 
 from grb_dist.core.errors import ConfigError, DatasetError
 from grb_dist.datasets.sample import MIN_GROUP, sample_graph
-from grb_dist.sweep.calibrate import CHECK_SCALE, Rate, check_scale, extrapolate, sample_sizes
+from grb_dist.sweep.cost.calibrate import CHECK_SCALE, Rate, check_scale, extrapolate, sample_sizes
 from helpers import tiny_csbm
 
 

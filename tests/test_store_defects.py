@@ -248,7 +248,7 @@ def test_foreign_parquet_is_not_read_as_rows(run, ray_local):
 
 
 def test_finished_run_rerun_does_not_start_ray(run, monkeypatch):
-    import grb_dist.sweep.ray_edge as edge
+    import grb_dist.cluster.ray_edge as edge
 
     def no_ray(*a, **kw):
         raise AssertionError("Ray was started for a finished run")

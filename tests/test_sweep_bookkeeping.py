@@ -1,6 +1,6 @@
 """The sweep's bookkeeping is plain Python: run without Ray.
 
-:mod:`grb_dist.sweep.runner` reaches Ray only through :mod:`grb_dist.sweep.ray_edge`. Here a
+:mod:`grb_dist.sweep.runner` reaches Ray only through :mod:`grb_dist.cluster.ray_edge`. Here a
 small in-process edge stands in for it (every task runs when submitted, with the worker's
 plain functions), so the driver's stages, batching, waiting cells, failures and the rows it
 writes are checked without a Ray cluster.
@@ -17,10 +17,10 @@ from grb_dist.core.names import CLEAN
 from grb_dist.store import RunLock, RunStore, graph_fingerprint
 from grb_dist.sweep import runner, worker
 from grb_dist.sweep.job import parse_job
-from grb_dist.sweep.plan import plan, run_components
-from grb_dist.sweep.ray_edge import ActorLost, TaskFailed
+from grb_dist.sweep.cells import run_cells, run_components
+from grb_dist.cluster.ray_edge import ActorLost, TaskFailed
 from grb_dist.sweep.session import dataset_identity
-from grb_dist.sweep.settings import RaySettings
+from grb_dist.cluster.settings import RaySettings
 
 from helpers import tiny_csbm
 
@@ -124,7 +124,7 @@ def graph():
 def run(tmp_path, graph, edge, monkeypatch, job=JOB):
     monkeypatch.setattr(runner, "edge", edge)
     spec = parse_job(job)
-    p = plan(spec, graph_fingerprint(graph, spec.normalize))
+    p = run_cells(spec, graph_fingerprint(graph, spec.normalize))
     seen = []
     with RunLock(tmp_path / "run") as lock:
         store = RunStore.open(tmp_path / "run", dataset=dataset_identity(spec, graph), components=run_components(p),

@@ -84,7 +84,7 @@ def test_leaderboard_bad_input(workdir):
 
 
 def test_sweep_then_leaderboard(ray_local, workdir, monkeypatch):
-    import grb_dist.sweep.ray_edge as edge
+    import grb_dist.cluster.ray_edge as edge
 
     monkeypatch.setattr(edge, "dashboard_available", lambda: False)  # its hint holds brackets
     args = ["sweep", "--attacks", ATTACK, "--defenses", "gcn,mlp", "--difficulties", "easy,full", "--repeats", "1",
@@ -170,7 +170,7 @@ def test_keep_ray_leaves_the_dashboard_up_after_the_sweep(tmp_path):
 def test_dashboard_asked_for_without_its_packages_is_one_line(workdir, monkeypatch):
     """A minimal Ray (``ray`` without the ``dashboard`` extra) runs sweeps; asking it for a
     dashboard is one line naming the extra, before Ray starts or anything is written."""
-    import grb_dist.sweep.ray_edge as edge
+    import grb_dist.cluster.ray_edge as edge
 
     monkeypatch.setattr(edge, "dashboard_available", lambda: False)
     r = runner.invoke(app, ["sweep", "--attacks", "rnd", "--defenses", "gcn", "--dashboard", "--out", "run"])
@@ -190,7 +190,7 @@ def test_a_read_only_finished_run_resumes_to_nothing_to_do(ray_local, workdir, m
 
     import grb_dist.core.fileio as fileio
     import grb_dist.sweep.preflight as preflight
-    import grb_dist.sweep.ray_edge as ray_edge
+    import grb_dist.cluster.ray_edge as ray_edge
     from grb_dist.core.errors import ConfigError
     from grb_dist.store.lock import RunLock
 

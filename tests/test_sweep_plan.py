@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from grb_dist.cli import app
 from grb_dist.core.errors import ConfigError
-from grb_dist.sweep.calibrate import Calibration, Rate, Startup, cache_path, code_hash, gpu_machine
-from grb_dist.sweep.forecast import Cluster, expected_epochs, forecast
+from grb_dist.sweep.cost.calibrate import Calibration, Rate, Startup, cache_path, code_hash, gpu_machine
+from grb_dist.sweep.cost.forecast import Cluster, expected_epochs, forecast
 from grb_dist.sweep.job import parse_job
-from grb_dist.sweep.plan import needed_work, plan
+from grb_dist.sweep.cells import needed_work, run_cells
 from helpers import small
 
 runner = CliRunner()
@@ -25,7 +25,7 @@ NO_STARTUP = Startup(0.0, 0.0, 0.0, 0.0, 100)
 
 
 def _plan(**changes):
-    p = plan(parse_job(small(**changes)), FINGERPRINT)
+    p = run_cells(parse_job(small(**changes)), FINGERPRINT)
     return p, needed_work(p, set(), lambda _: False)
 
 
@@ -141,13 +141,13 @@ def test_an_interrupted_plan_says_what_it_kept(tiny_job, tmp_path, monkeypatch):
     import os
     import signal
 
-    import grb_dist.sweep.session as session
+    import grb_dist.sweep.cost.predict as predict
 
     def terminated(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(5)
 
-    monkeypatch.setattr(session, "predict_cost", terminated)
+    monkeypatch.setattr(predict, "predict_cost", terminated)
     r = runner.invoke(app, ["sweep", "--job", str(tiny_job), "--out", str(tmp_path / "run"), "--no-dashboard",
                             "--plan"])
     assert r.exit_code == 143, r.output

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from grb_dist.sweep.progress import PlainProgress, Stage, clock_text, progress_line, stage_detail
 from grb_dist.sweep.job import parse_job
-from grb_dist.sweep.plan import AttackCell
+from grb_dist.sweep.cells import AttackCell
 from grb_dist.sweep.resolve import resolve
 
 #: A plain progress line: time, then the three stages with their counts.
@@ -86,7 +86,7 @@ def test_plain_progress_one_line_per_stage_change_else_every_few_seconds():
 
 def test_task_and_actor_names():
     from grb_dist.sweep.runner import attack_task_name, scorer_name, train_task_name
-    from grb_dist.sweep.plan import ModelTask
+    from grb_dist.sweep.cells import ModelTask
 
     t = ModelTask("target", "gcn_ln", 0, {}, {}, None, "0" * 16)
     assert train_task_name(t) == "train:gcn_ln/s0"
@@ -112,18 +112,17 @@ def test_sweep_reports_consistent_stage_counts_and_names_its_work(ray_local, tmp
     from grb_dist.store import RunLock, RunStore, graph_fingerprint
     from grb_dist.sweep import runner
     from grb_dist.sweep.session import dataset_identity
-    from grb_dist.sweep.plan import plan, run_components
+    from grb_dist.sweep.cells import run_cells, run_components
 
     spec = parse_job(JOB)
     resolve(spec)
     graph = load_dataset(spec.dataset, normalize=spec.normalize, seed=spec.seed)
-    p = plan(spec, graph_fingerprint(graph, spec.normalize))
+    p = run_cells(spec, graph_fingerprint(graph, spec.normalize))
     names: list[str] = []
-    from grb_dist.sweep import ray_edge
-    from grb_dist.sweep.settings import RaySettings
+    from grb_dist.cluster import ray_edge
+    from grb_dist.cluster.settings import RaySettings
 
-    monkeypatch.setattr(ray_edge, "_train_remote", _Recorder(ray_edge._train_remote, names))
-    monkeypatch.setattr(ray_edge, "_attack_remote", _Recorder(ray_edge._attack_remote, names))
+    monkeypatch.setattr(ray_edge, "_task", _Recorder(ray_edge._task, names))  # every task of the sweep
     seen, actors = [], []
 
     def on_progress(pr) -> None:
@@ -213,12 +212,12 @@ def test_rich_rows_show_known_totals_before_the_first_report():
 def test_needed_work_counts_only_what_a_resumed_run_lacks(tmp_path):
     """The totals read before Ray starts are the runner's: a plan's models, perturbations and
     cells for a new run; for a run holding some cells, only what the missing ones need."""
-    from grb_dist.sweep.plan import needed_work, plan
+    from grb_dist.sweep.cells import needed_work, run_cells
     from grb_dist.sweep.job import parse_job
 
     spec = parse_job({"dataset": "csbm", "attacks": {"rnd": {}, "fgsm": {}}, "defenses": ["gcn", "mlp"],
                       "difficulties": ["easy", "full"], "repeats": 1})
-    p = plan(spec, "f" * 16)
+    p = run_cells(spec, "f" * 16)
     new = needed_work(p, set(), lambda _: False)
     assert new.totals() == {"train": len(p.models), "attack": len(p.attacks)}
     # every cell of mlp stored: mlp is not trained again, the attacks still run for gcn

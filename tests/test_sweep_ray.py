@@ -20,7 +20,7 @@ from grb_dist.leaderboard.reduce import reduce_run
 from grb_dist.sweep.session import dataset_identity
 from grb_dist.core.names import CLEAN
 from grb_dist.sweep.job import parse_job
-from grb_dist.sweep.plan import plan, run_components
+from grb_dist.sweep.cells import run_cells, run_components
 from grb_dist.sweep.resolve import resolve
 from grb_dist.defenses import build_defense
 
@@ -53,12 +53,12 @@ def graph(job):
 
 
 def job_plan(job, graph):
-    return plan(job, graph_fingerprint(graph, job.normalize))
+    return run_cells(job, graph_fingerprint(graph, job.normalize))
 
 
 def sweep(job, graph, run_dir, on_progress=None, flush_rows=4096, **settings):
     from grb_dist.sweep.runner import run_sweep
-    from grb_dist.sweep.settings import RaySettings
+    from grb_dist.cluster.settings import RaySettings
 
     p = job_plan(job, graph)
     with RunLock(run_dir) as lock:

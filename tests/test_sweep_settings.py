@@ -6,8 +6,8 @@ import pytest
 
 from grb_dist.core.errors import ConfigError
 from grb_dist.sweep.runner import _partition
-from grb_dist.sweep.settings import RaySettings
-from grb_dist.sweep.settings import check_reachable as _check_reachable
+from grb_dist.cluster.settings import RaySettings
+from grb_dist.cluster.settings import check_reachable as _check_reachable
 
 
 @pytest.mark.parametrize("kwargs", [{"num_cpus": 0}, {"max_in_flight": -1}, {"attack_num_cpus": 0},

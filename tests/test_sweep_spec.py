@@ -10,20 +10,20 @@ from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.core.names import CLEAN
 from grb_dist.sweep.job import JobSpec, content_hash, default_job_path, jobs_dir, load_job, parse_job
 from grb_dist.sweep.overrides import apply_overrides
-from grb_dist.sweep.plan import plan
+from grb_dist.sweep.cells import run_cells
 from grb_dist.sweep.resolve import resolve
 
 from helpers import small
 
 JOBS = sorted(jobs_dir().glob("*.yaml"))
-#: A dataset fingerprint (plan() takes the loaded graph's; see grb_dist.store.graph_fingerprint).
+#: A dataset fingerprint (run_cells() takes the loaded graph's; see grb_dist.store.graph_fingerprint).
 FP = "f" * 64
 
 
 @pytest.mark.parametrize("path", JOBS, ids=[p.name for p in JOBS])
 def test_shipped_jobs_parse_and_plan(path):
     spec = load_job(path)
-    p = plan(spec, FP)
+    p = run_cells(spec, FP)
     assert len(p.scores) == len(set(c.cell_id for c in p.scores))
     assert len(p.attacks) == len(spec.attacks) * len(spec.surrogates) * len(spec.difficulties) * spec.repeats
 
@@ -77,7 +77,7 @@ def test_overrides():
 
 
 def test_cell_ids_stable_and_distinct():
-    a, b = plan(parse_job(small()), FP), plan(parse_job(small()), FP)
+    a, b = run_cells(parse_job(small()), FP), run_cells(parse_job(small()), FP)
     assert [c.cell_id for c in a.scores] == [c.cell_id for c in b.scores]
     assert a.config_hash == b.config_hash
     ids = [c.cell_id for c in a.scores]
@@ -93,8 +93,8 @@ def test_cell_ids_stable_and_distinct():
 
 
 def test_ids_follow_the_configuration():
-    base = plan(parse_job(small()), FP)
-    more_steps = plan(parse_job(small(attack={"n_inject": 5, "edges_per_node": 3, "steps": 3})), FP)
+    base = run_cells(parse_job(small()), FP)
+    more_steps = run_cells(parse_job(small(attack={"n_inject": 5, "edges_per_node": 3, "steps": 3})), FP)
     assert base.config_hash != more_steps.config_hash
     assert {c.cell_id for c in base.scores if c.attack != CLEAN}.isdisjoint(
         {c.cell_id for c in more_steps.scores if c.attack != CLEAN})
@@ -102,20 +102,20 @@ def test_ids_follow_the_configuration():
     assert {c.cell_id for c in base.scores if c.attack == CLEAN} == {
         c.cell_id for c in more_steps.scores if c.attack == CLEAN}
     # narrowing the defenses keeps the ids of the remaining cells
-    narrow = plan(apply_overrides(parse_job(small()), defenses="gcn"), FP)
+    narrow = run_cells(apply_overrides(parse_job(small()), defenses="gcn"), FP)
     assert {c.cell_id for c in narrow.scores} < {c.cell_id for c in base.scores}
     assert content_hash({"a": 1, "b": [1, 2]}) == content_hash({"b": (1, 2), "a": 1})
 
 
 def test_ids_follow_the_dataset_content_not_its_name():
     spec = parse_job(small())
-    a, b = plan(spec, "a" * 64), plan(spec, "b" * 64)
+    a, b = run_cells(spec, "a" * 64), run_cells(spec, "b" * 64)
     # the same job (same dataset name) on other content: every id differs
     assert {c.cell_id for c in a.scores}.isdisjoint({c.cell_id for c in b.scores})
     assert {t.model_id for t in a.models}.isdisjoint({t.model_id for t in b.models})
     assert {x.perturbation_id for x in a.attacks}.isdisjoint({x.perturbation_id for x in b.attacks})
     with pytest.raises(ConfigError, match="fingerprint"):
-        plan(spec, None)  # type: ignore[arg-type]
+        run_cells(spec, None)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("change, word", [

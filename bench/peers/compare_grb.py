@@ -110,7 +110,7 @@ import sys
 import tempfile
 import time
 from grb_dist.models.tensors import graph_tensors
-from grb_dist.sweep.calibrate import cpu_model
+from grb_dist.sweep.cost.calibrate import cpu_model
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers

@@ -62,9 +62,9 @@ def _plasma_sampler(stop: threading.Event, peak: list[float]) -> None:
 def sweep_case(case: str, num_cpus: int, quick: bool) -> dict:
     import ray
 
-    from grb_dist.sweep.ray_edge import connect, disconnect
+    from grb_dist.cluster.ray_edge import connect, disconnect
     from grb_dist.sweep.runner import run_sweep
-    from grb_dist.sweep.settings import RaySettings
+    from grb_dist.cluster.settings import RaySettings
     from grb_dist.sweep.session import lock_run, open_store, prepare
 
     memory = case == "memory"
@@ -79,7 +79,7 @@ def sweep_case(case: str, num_cpus: int, quick: bool) -> dict:
         lock, prepared = lock_run(prepared)
         try:
             store = open_store(prepared, lock)
-            seconds, summary = timed(run_sweep, prepared.plan, prepared.graph, store, settings)
+            seconds, summary = timed(run_sweep, prepared.cells, prepared.graph, store, settings)
         finally:
             lock.release()
             stop.set()

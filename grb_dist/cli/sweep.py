@@ -62,8 +62,7 @@ def sweep(
     (resume); a job with more attacks, defenses, surrogates, difficulties or repeats grows the
     run (only the new cells are computed). One sweep at a time per run directory.
     """
-    from grb_dist.sweep.preflight import check_sweep
-    from grb_dist.sweep.session import finished, lock_run, prepare, resolve_job
+    from grb_dist.sweep.session import prepare, resolve_job
 
     _check_run_options(address, keep_ray, threads, flush_rows, flush_seconds)
     _check_plan_options(plan_only, cpus, gpus, gpu_kind, plan_budget, calibration)
@@ -80,22 +79,15 @@ def sweep(
             _plan(prepared, _plan_cluster(address, num_cpus, cpus, gpus, threads), gpu_kind, started, dashboard,
                   described=cpus is not None, budget=plan_budget, calibration=calibration)
             return
-        outcome = finished(prepared, on_warning=warn)  # every cell stored: no lock, no Ray, no write
-        if outcome is not None:
-            _show(prepared, outcome, 0.0)
-            return
-        check_sweep(prepared, local=address is None)  # run directory writable, stored models, memory: before Ray
 
-        from grb_dist.sweep.settings import RaySettings
+        def settings():
+            from grb_dist.cluster.settings import RaySettings
 
-        settings = RaySettings(address=address, num_cpus=num_cpus, include_dashboard=dashboard, threads=threads,
+            return RaySettings(address=address, num_cpus=num_cpus, include_dashboard=dashboard, threads=threads,
                                keep=keep_ray)
-        lock, prepared = lock_run(prepared, wait=wait, on_wait=lambda who: base.err_console.print(
-            f"waiting for {who} to finish with {prepared.run_dir}", highlight=False, markup=False))
-        try:
-            _sweep_locked(prepared, settings, lock, flush_rows, flush_seconds)
-        finally:
-            lock.release()
+
+        _run(prepared, settings, local=address is None, wait=wait, flush_rows=flush_rows,
+             flush_seconds=flush_seconds)
 
 
 #: What an interrupted sweep (Ctrl-C, SIGTERM) says.
@@ -104,81 +96,100 @@ INTERRUPTED = "interrupted: finished cells are kept; run the same command again 
 
 def _plan_interrupted() -> str:
     """What an interrupted ``--plan`` says: it computes no cells, and what it measured is kept."""
-    from grb_dist.sweep.calibrate import cache_dir
+    from grb_dist.sweep.cost.calibrate import cache_dir
 
     return (f"interrupted: --plan wrote no run and computed no cells; the calibration figures it measured are kept "
             f"in {cache_dir()} and the next --plan reuses them")
 
 
-def _sweep_locked(prepared, settings, lock, flush_rows: int, flush_seconds: float) -> None:
-    """The part of ``sweep`` that runs while holding the run directory's lock: the session's
-    :func:`~grb_dist.sweep.session.execute` with the CLI's output around it."""
-    import time
-
+def _run(prepared, settings, *, local: bool, wait: bool, flush_rows: int, flush_seconds: float) -> None:
+    """The session's steps (:func:`~grb_dist.sweep.session.run`) with the CLI's output around
+    them: a finished run's boards at once; else, under the run's lock, the notes, the line
+    that says what the sweep computes and where Ray is, the progress display, and the boards."""
     from grb_dist.sweep.progress import PlainProgress, RichProgress
-    from grb_dist.sweep.session import execute, missing_cells, stage_totals
+    from grb_dist.sweep.session import missing_cells, run, stage_totals
 
-    spec, p = prepared.spec, prepared.plan
-    missing = missing_cells(prepared)
+    spec = prepared.spec
+    held: dict = {}  # the run under the lock, its settings, display and start; the Ray context
 
-    joined = []  # the Ray context, once connected
-    adaptive = sum(c.threat != "transfer" for c in p.scores)
-    for (scenario, defense), reason in p.transfer_only.items():
-        base.console.print(f"note: {defense} is scored by transfer only in {scenario}: {reason}", highlight=False,
-                           markup=False, soft_wrap=True)
+    def on_locked(locked):
+        p = locked.cells
+        held["prepared"] = locked
+        for (scenario, defense), reason in p.transfer_only.items():
+            base.console.print(f"note: {defense} is scored by transfer only in {scenario}: {reason}",
+                               highlight=False, markup=False, soft_wrap=True)
+        # three live rows on a terminal; timestamped lines otherwise (CI, nohup, tee); none when
+        # another sweep finished the run meanwhile (no Ray, no writes)
+        if not missing_cells(locked):
+            display = None
+        elif base.console.is_terminal:
+            display = RichProgress(base.console, stage_totals(locked))
+        else:
+            display = PlainProgress(lambda line: base.console.print(line, highlight=False, markup=False,
+                                                                    soft_wrap=True))
+        held["display"], held["start"] = display, time.perf_counter()
+        return display
+
+    def ray_settings():
+        held["settings"] = settings()
+        return held["settings"]
 
     def on_connect(ctx, store) -> None:
-        joined.append(ctx)
-        if settings.resolved_address():  # a joined cluster: its memory is known only now
-            _check_cluster_memory(prepared)
-        base.console.print(
-            Text.assemble(("sweep", "bold"), " ")
-            + f"{spec.dataset} ({plural(prepared.graph.num_nodes, 'node')}, {' + '.join(spec.scenarios)}): "
-            f"{plural(sum(len(spec.scenario_attacks(s)) for s in spec.scenarios), 'attack')} x "
-            f"{plural(len(spec.surrogates), 'surrogate')} x {plural(len(p.targets), 'defense')} x "
-            f"{plural(len(spec.difficulties), 'difficulty')} x {plural(spec.repeats, 'repeat')}"
-            + (f" + {adaptive:,} adaptive" if adaptive else "") + " = "
-            f"{plural(len(p.scores), 'cell')}, {len(missing):,} to compute -> {prepared.run_dir}"
-            + (" (resuming or growing the run)" if prepared.resume else ""),
-            highlight=False, soft_wrap=True,
-        )
-        from grb_dist.sweep.ray_edge import DASHBOARD_HINT, dashboard_available
+        held["ctx"] = ctx
+        _announce(held["prepared"], held["settings"], ctx)
 
-        dashboard = ctx.dashboard_url or ("not running" if dashboard_available() else f"not running ({DASHBOARD_HINT})")
-        if ctx.dashboard_url and ctx.dashboard_token:
-            dashboard += (f" (asks for Ray's token once per browser: paste the output of `ray get-auth-token`, "
-                          f"or the contents of {ctx.dashboard_token})")
-        base.console.print(f"Ray: {ctx.cpus:g} CPUs, {ctx.gpus:g} GPUs; dashboard: {dashboard}", highlight=False,
-                      soft_wrap=True)
-
-    # three live rows on a terminal; timestamped lines otherwise (CI, nohup, tee)
-    if not missing:
-        display = None
-    elif base.console.is_terminal:
-        display = RichProgress(base.console, stage_totals(prepared))
-    else:
-        display = PlainProgress(lambda line: base.console.print(line, highlight=False, markup=False, soft_wrap=True))
-    start = time.perf_counter()
     try:
-        if display is None:  # finished by another sweep meanwhile: no Ray, no writes
-            outcome = execute(prepared, settings, lock, on_warning=warn)
-        else:
-            with display:
-                outcome = execute(prepared, settings, lock, on_connect=on_connect, on_progress=display,
-                                  flush_rows=flush_rows, flush_seconds=flush_seconds, on_warning=warn,
-                                  job_name=f"grb-dist sweep {spec.dataset} -> {prepared.run_dir}")
+        outcome = run(prepared, ray_settings, local=local, on_locked=on_locked, wait=wait,
+                      on_wait=lambda who: base.err_console.print(
+                          f"waiting for {who} to finish with {prepared.run_dir}", highlight=False, markup=False),
+                      on_warning=warn, on_connect=on_connect, flush_rows=flush_rows, flush_seconds=flush_seconds,
+                      job_name=f"grb-dist sweep {spec.dataset} -> {prepared.run_dir}")
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (interruptible): the rows are written, Ray is stopped
-        if display is not None:
-            display.stop()
+        if held.get("display") is not None:
+            held["display"].stop()
         raise
-    _show(prepared, outcome, time.perf_counter() - start, joined[0] if joined else None)
+    if "start" not in held:  # every cell stored: no lock, no Ray, no write
+        _show(prepared, outcome, 0.0)
+    else:
+        _show(held["prepared"], outcome, time.perf_counter() - held["start"], held.get("ctx"))
+
+
+def _announce(prepared, settings, ctx) -> None:
+    """What the sweep computes, once Ray is up and the run directory open, and where Ray's
+    dashboard is."""
+    spec, p = prepared.spec, prepared.cells
+    from grb_dist.sweep.session import missing_cells
+
+    missing = missing_cells(prepared)
+    adaptive = sum(c.threat != "transfer" for c in p.scores)
+    if settings.resolved_address():  # a joined cluster: its memory is known only now
+        _check_cluster_memory(prepared)
+    base.console.print(
+        Text.assemble(("sweep", "bold"), " ")
+        + f"{spec.dataset} ({plural(prepared.graph.num_nodes, 'node')}, {' + '.join(spec.scenarios)}): "
+        f"{plural(sum(len(spec.scenario_attacks(s)) for s in spec.scenarios), 'attack')} x "
+        f"{plural(len(spec.surrogates), 'surrogate')} x {plural(len(p.targets), 'defense')} x "
+        f"{plural(len(spec.difficulties), 'difficulty')} x {plural(spec.repeats, 'repeat')}"
+        + (f" + {adaptive:,} adaptive" if adaptive else "") + " = "
+        f"{plural(len(p.scores), 'cell')}, {len(missing):,} to compute -> {prepared.run_dir}"
+        + (" (resuming or growing the run)" if prepared.resume else ""),
+        highlight=False, soft_wrap=True,
+    )
+    from grb_dist.cluster.ray_edge import DASHBOARD_HINT, dashboard_available
+
+    dashboard = ctx.dashboard_url or ("not running" if dashboard_available() else f"not running ({DASHBOARD_HINT})")
+    if ctx.dashboard_url and ctx.dashboard_token:
+        dashboard += (f" (asks for Ray's token once per browser: paste the output of `ray get-auth-token`, "
+                      f"or the contents of {ctx.dashboard_token})")
+    base.console.print(f"Ray: {ctx.cpus:g} CPUs, {ctx.gpus:g} GPUs; dashboard: {dashboard}", highlight=False,
+                       soft_wrap=True)
 
 
 def _show(prepared, outcome, elapsed: float, ctx=None) -> None:
     """The end of a sweep: the leaderboards of the full difficulty (else the last), and
     what was done (or that there was nothing to do), and where a kept Ray is (``ctx``, the
     Ray context); exit code 1 when cells failed."""
-    spec, p = prepared.spec, prepared.plan
+    spec, p = prepared.spec, prepared.cells
     show = [d for d in ("full",) if d in spec.difficulties] or list(spec.difficulties[-1:])
     boards = {k: v for k, v in outcome.boards.items() if k.split("-", 1)[1] in show}
     base.print_boards(boards)
@@ -211,7 +222,7 @@ def _check_cluster_memory(prepared) -> None:
     memory plus object store); before anything is written."""
     from grb_dist.core.checks import check_memory
     from grb_dist.sweep.preflight import sweep_memory
-    from grb_dist.sweep.ray_edge import largest_node_memory
+    from grb_dist.cluster.ray_edge import largest_node_memory
 
     size = largest_node_memory()
     if size > 0:
@@ -234,7 +245,7 @@ def _check_run_options(address: Optional[str], keep_ray: bool, threads: Optional
 def _check_plan_options(plan_only: bool, cpus: Optional[float], gpus: Optional[float],
                         gpu_kind: Optional[str], budget: Optional[float] = None, calibration: str = "auto") -> None:
     from grb_dist.core.errors import ConfigError
-    from grb_dist.sweep.calibrate import SAMPLING
+    from grb_dist.sweep.cost.calibrate import SAMPLING
 
     given = [flag for flag, v in (("--cpus", cpus), ("--gpus", gpus), ("--gpu-kind", gpu_kind),
                                   ("--plan-budget", budget), ("--calibration", None if calibration == "auto" else 1))
@@ -261,11 +272,11 @@ def _plan_cluster(address: Optional[str], num_cpus: Optional[int], cpus: Optiona
     cluster's size (``--address``), else the local Ray's (this machine, ``--num-cpus``)."""
     import os
 
-    from grb_dist.sweep.forecast import Cluster
+    from grb_dist.sweep.cost.forecast import Cluster
 
     if cpus is None and address:
-        from grb_dist.sweep.ray_edge import cluster_size, connect, disconnect
-        from grb_dist.sweep.settings import RaySettings
+        from grb_dist.cluster.ray_edge import cluster_size, connect, disconnect
+        from grb_dist.cluster.settings import RaySettings
 
         ctx = connect(RaySettings(address=address, include_dashboard=False))
         try:
@@ -296,9 +307,9 @@ def _process_age(fallback: float) -> float:
 def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashboard: Optional[bool], *,
           described: bool, budget: Optional[float] = None, calibration: str = "auto") -> None:
     """``--plan``: calibrate, forecast and print the plan (stdout: Markdown; stderr: progress)."""
-    from grb_dist.sweep.session import predict_cost
+    from grb_dist.sweep.cost.predict import predict_cost
 
-    from grb_dist.sweep.calibrate import sample_sizes
+    from grb_dist.sweep.cost.calibrate import sample_sizes
 
     spec = prepared.spec
     sizes = sample_sizes(prepared.graph.num_nodes, calibration)
@@ -329,7 +340,7 @@ def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashb
         "this machine" if cluster.local else "the cluster at --address")
     print_ = lambda text: base.console.print(text, highlight=False, markup=False, soft_wrap=True)  # noqa: E731
     print_(f"plan: {spec.dataset} ({plural(prepared.graph.num_nodes, 'node')}, {' + '.join(spec.scenarios)}): "
-           f"{plural(len(prepared.plan.scores), 'cell')}, {len(work.todo):,} to compute -> {prepared.run_dir} "
+           f"{plural(len(prepared.cells.scores), 'cell')}, {len(work.todo):,} to compute -> {prepared.run_dir} "
            "(nothing computed or written)")
     print_(f"cluster: {cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs, {plural(cluster.threads, 'thread')} per task "
            f"({where}); calibration on {cal.machine['device']} "

@@ -5,7 +5,7 @@ directory, the Ray address, stored models) is checked here before Ray starts and
 run directory is made, so that bad input ends with one line naming the problem and nothing
 half-made on disk. Every function raises a :class:`~grb_dist.core.errors.GrbDistError` subclass.
 
-Upper bounds exist where memory (or the size of the plan) grows with a value:
+Upper bounds exist where memory (or the number of cells) grows with a value:
 
 ==========================  ===================  =============================================
 value                       bound                why
@@ -14,8 +14,8 @@ seeds                       ``[0, 2**63)``       numpy and torch seeds; derived 
 ``n_inject``                10,000,000 and N     injected features and edges are held in memory
 ``edges_per_node``          100,000              injected edges
 ``steps``                   10,000,000           (time, and a typo guard)
-``repeats``                 10,000               cells of the plan
-cells of a plan             1,000,000            the plan itself lives in the driver's memory
+``repeats``                 10,000               cells of the run
+cells of a run              1,000,000            the cells themselves live in the driver's memory
 hidden width / heads        16,384 / 64          weights are allocated when models are built
 propagation ``k``           10,000               TAGCN weights, GNN-SVD rank
 job file                    1 MiB, 1 MiB JSON    YAML aliases can expand a small file
@@ -152,7 +152,7 @@ def check_budgets(sections: Mapping[str, Mapping[str, Any]]) -> None:
                 check_int(value, f"{label}.{key}", 0, bound, hint="memory and time grow with it")
 
 
-def check_plan_size(n_cells: int, hint: str = "narrow --attacks, --defenses, --difficulties or --repeats",
+def check_work_size(n_cells: int, hint: str = "narrow --attacks, --defenses, --difficulties or --repeats",
                     what: str = "cells") -> None:
     """At most :data:`MAX_CELLS` units of work (cells of a sweep, units of a study)."""
     if n_cells > MAX_CELLS:
@@ -469,7 +469,7 @@ def check_memory(tasks: list[TaskMemory], available: int, where: str) -> None:
 __all__ = [
     "BUDGET_BOUNDS", "MAX_CELLS", "MAX_JOB_BYTES", "MAX_JOB_SIZE", "SEED_LIMIT", "TaskMemory", "check_budgets",
     "MAX_BUDGETS", "check_dataset_ref", "check_int", "check_memory", "check_model_bounds", "check_name", "check_output_file",
-    "check_plan_size", "check_positive_number", "output_target", "check_ray_address", "check_seed", "check_writable_dir",
+    "check_work_size", "check_positive_number", "output_target", "check_ray_address", "check_seed", "check_writable_dir",
     "document_size", "format_bytes", "load_job_document", "named_specs", "refuse_specs", "looks_like_path", "machine_memory", "read_job_text", "run_is_writable",
     "special_file_kind",
 ]

@@ -92,8 +92,8 @@ def run_study(
             _write_rows(run_unit(spec, unit, cache), path)
             done(i, unit)
     elif todo:
-        from grb_dist.sweep.settings import RaySettings
-        from grb_dist.sweep.ray_edge import run_units
+        from grb_dist.cluster.settings import RaySettings
+        from grb_dist.cluster.ray_edge import run_units
 
         spec_dict = asdict(spec)
         finished = [0]

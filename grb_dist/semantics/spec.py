@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from grb_dist.core.checks import (
-    MAX_BUDGETS, MAX_STEPS, TaskMemory, check_int, check_memory, check_plan_size,
+    MAX_BUDGETS, MAX_STEPS, TaskMemory, check_int, check_memory, check_work_size,
     check_positive_number, check_seed, machine_memory,
 )
 from grb_dist.core.errors import ConfigError
@@ -329,7 +329,7 @@ def check_spec(spec: StudySpec) -> None:
 
     TrainSection(**dict(spec.train))  # epochs, patience, lr and weight decay in range
     n_units = len(spec.K if spec.synthetic else (0,)) * spec.graphs * len(spec.models) * len(spec.attacks)
-    check_plan_size(n_units, hint="narrow --k, --graphs, --models or --attacks", what="units")
+    check_work_size(n_units, hint="narrow --k, --graphs, --models or --attacks", what="units")
     check_study_memory(study_memory(spec, graph))
 
 

@@ -42,13 +42,13 @@ def check_tune(spec: StudySpec, search: Mapping[str, Any], graphs: int) -> None:
     """Errors before any work: the ``search`` grids (:func:`check_search`), ``graphs`` in
     the study's range, the number of trainings bounded like a sweep's cells, and the largest
     setting's training within this machine's memory."""
-    from grb_dist.core.checks import check_int, check_plan_size
+    from grb_dist.core.checks import check_int, check_work_size
     from grb_dist.semantics.spec import MAX_GRAPHS, check_study_memory, study_memory
 
     check_search(spec, search)
     check_int(graphs, "graphs", 1, MAX_GRAPHS, hint="each setting is trained once per graph")
     settings = sum(math.prod(len(v) for v in options.values()) for options in search.values())
-    check_plan_size(len(spec.K) * settings * graphs, hint="search fewer values, fewer K or fewer graphs",
+    check_work_size(len(spec.K) * settings * graphs, hint="search fewer values, fewer K or fewer graphs",
                     what="trainings")
     models = [(str(m), model_entry(spec.models_at(k).get(str(m), {}), s)) for k, m, s in candidates(spec, search)]
     check_study_memory([t for t in study_memory(spec, models=models) if t.task.startswith(("the graph", "training"))])
@@ -88,8 +88,8 @@ def tune(spec: StudySpec, search: Mapping[str, Any], *, graphs: int, address: st
     results: list[float] = [math.nan] * len(todo)
     spec_dict = asdict(spec)
     if use_ray:
-        from grb_dist.sweep.settings import RaySettings
-        from grb_dist.sweep.ray_edge import run_units
+        from grb_dist.cluster.settings import RaySettings
+        from grb_dist.cluster.ray_edge import run_units
 
         done = [0]
 

@@ -5,7 +5,7 @@ A job file (``grb_dist/jobs/<dataset>.yaml``) is read as safe YAML (no key twice
 Each scenario's attack settings are the same three sections (:class:`ScenarioSection`): the
 top-level ``attack``, ``budgets`` and ``attacks`` for injection, the same keys inside
 ``modification:`` for modification and inside ``poisoning:`` for poisoning. Names are checked against the tables by
-:func:`grb_dist.sweep.resolve.resolve`; :mod:`grb_dist.sweep.plan` turns a job into cells.
+:func:`grb_dist.sweep.resolve.resolve`; :mod:`grb_dist.sweep.cells` turns a job into cells.
 """
 
 from __future__ import annotations

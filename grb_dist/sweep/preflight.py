@@ -86,7 +86,7 @@ def check_at_budget(at: Mapping[str, Any], graph: Any) -> None:
 def check_stored_models(run_dir: str | Path, tasks: Iterable[Any], graph: Any) -> None:
     """Every state_dict a resumed sweep will reuse loads (``weights_only``) into its model.
 
-    ``tasks``: the plan's :class:`~grb_dist.sweep.plan.ModelTask` objects. A damaged,
+    ``tasks``: the run's :class:`~grb_dist.sweep.cells.ModelTask` objects. A damaged,
     tampered or foreign ``models/<name>-<seed>.pt`` is a one-line error naming the file,
     before Ray starts (instead of an unpickling traceback in the middle of the sweep).
     """
@@ -161,7 +161,7 @@ def check_sweep(prepared: Any, *, local: bool) -> None:
     check_writable_dir(prepared.run_dir, "run directory", "--out")
     check_user_forwards(prepared.resolved, prepared.graph)
     check_injection_sizes(prepared.resolved, prepared.graph)
-    check_stored_models(prepared.run_dir, prepared.plan.models, prepared.graph)
+    check_stored_models(prepared.run_dir, prepared.cells.models, prepared.graph)
     if local:
         check_memory(sweep_memory(prepared.resolved, prepared.graph), machine_memory(), "this machine")
 

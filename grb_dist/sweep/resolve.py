@@ -2,9 +2,9 @@
 
 :func:`resolve` checks every name and parameter of a job (also the parts a run does not use:
 a ``models:`` entry of a model that is not swept, a budget of a difficulty not run, the
-other scenario's attacks), the upper bounds of the sizes memory grows with, and the size of
-the plan; it builds every model spec and every attack once, per (scenario, attack,
-difficulty). Planning (:func:`grb_dist.sweep.plan.plan`), the preflight checks and the
+other scenario's attacks), the upper bounds of the sizes memory grows with, and the number
+of cells; it builds every model spec and every attack once, per (scenario, attack,
+difficulty). Listing the cells (:func:`grb_dist.sweep.cells.run_cells`), the preflight checks and the
 memory estimate (:mod:`grb_dist.sweep.preflight`) reuse what it built. No training, no Ray.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from grb_dist.attacks.registry import attack_class, build_attack
-from grb_dist.core.checks import check_budgets, check_model_bounds, check_plan_size
+from grb_dist.core.checks import check_budgets, check_model_bounds, check_work_size
 from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.core.names import POISONING, POISONING_DIFFICULTY, SCENARIOS
 from grb_dist.datasets import NORMALIZATIONS
@@ -91,7 +91,7 @@ def resolve(job: JobSpec) -> ResolvedJob:
             check_weighted_surrogate(attack, s, models[s].params)
     d, t, s = len(job.difficulties), len(job.defenses), len(job.surrogates)
     n_attacks = sum(len(job.scenario_attacks(sc)) for sc in job.scenarios)  # poisoning: also a cell per difficulty
-    check_plan_size(len(job.scenarios) * d * t + n_attacks * s * d * job.repeats * t)
+    check_work_size(len(job.scenarios) * d * t + n_attacks * s * d * job.repeats * t)
     return ResolvedJob(job, models, attacks)
 
 

@@ -1,4 +1,4 @@
-"""Running a sweep on Ray, through the Ray edge (:mod:`grb_dist.sweep.ray_edge`).
+"""Running a sweep on Ray, through its tasks (:mod:`grb_dist.sweep.tasks`, on the Ray edge).
 
 Shape of a run (see ``docs/sweep.md``)::
 
@@ -48,12 +48,12 @@ from grb_dist.core.names import POISONING, TRANSFER
 from grb_dist.core.graph import Graph
 from grb_dist.models.io import state_dict_from_bytes, state_dict_to_bytes
 from grb_dist.store import RunStore, ScoreWriter, schema
-from grb_dist.sweep import ray_edge as edge
+from grb_dist.sweep import tasks as edge
 from grb_dist.sweep import worker
-from grb_dist.sweep.plan import ATTACK_BATCH, AttackCell, Plan, PoisonTask, ScoreCell, needed_work
+from grb_dist.sweep.cells import ATTACK_BATCH, AttackCell, Cells, PoisonTask, ScoreCell, needed_work
 from grb_dist.sweep.progress import Stage, SweepProgress, SweepSummary
-from grb_dist.sweep.ray_edge import ActorLost, TaskFailed
-from grb_dist.sweep.settings import RaySettings
+from grb_dist.cluster.ray_edge import ActorLost, TaskFailed
+from grb_dist.cluster.settings import RaySettings
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ HEARTBEAT = 2.0
 
 
 def run_sweep(
-    plan: Plan,
+    cells: Cells,
     graph: Graph,
     store: RunStore,
     settings: RaySettings = RaySettings(),
@@ -108,7 +108,7 @@ def run_sweep(
     flush_rows: int = 4096,
     flush_seconds: float = 10.0,
 ) -> SweepSummary:
-    """Compute every score cell of ``plan`` that ``store`` does not hold yet.
+    """Compute every score cell of ``cells`` that ``store`` does not hold yet.
 
     Ray must be connected (:func:`connect`) and ``store`` opened for writing (under the
     run's lock). ``on_progress`` is called at the start, after each trained model,
@@ -118,7 +118,7 @@ def run_sweep(
     cells behind. Score rows are written every ``flush_rows`` rows or ``flush_seconds``
     seconds, whichever comes first.
     """
-    sweep = _Sweep(plan, graph, store, settings, on_progress, flush_rows, flush_seconds)
+    sweep = _Sweep(cells, graph, store, settings, on_progress, flush_rows, flush_seconds)
     return sweep.run()
 
 
@@ -141,22 +141,22 @@ class _Sweep:
     """The state of one :func:`run_sweep` call, one method per stage: planning, submitting
     training, attack and scoring work, collecting each kind of result, and the cleanup."""
 
-    def __init__(self, plan: Plan, graph: Graph, store: RunStore, settings: RaySettings,
+    def __init__(self, cells: Cells, graph: Graph, store: RunStore, settings: RaySettings,
                  on_progress: Callable[[SweepProgress], None] | None, flush_rows: int,
                  flush_seconds: float) -> None:
         self.start = time.perf_counter()
-        self.plan, self.graph, self.store, self.settings = plan, graph, store, settings
+        self.cells, self.graph, self.store, self.settings = cells, graph, store, settings
         self.on_progress = on_progress
-        self.spec = plan.spec
+        self.spec = cells.spec
         self.writer = store.score_writer(flush_rows, flush_seconds)
         # the timeline of this invocation: one row per finished task, written at the end
         self.invocation = f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{os.getpid()}"
         self.timeline: list[dict[str, Any]] = []
         identity = store.manifest()["dataset"]
         self.label, self.fingerprint = identity["label"], identity["fingerprint"]
-        work = needed_work(plan, store.done_cells(), store.has_perturbation)
+        work = needed_work(cells, store.done_cells(), store.has_perturbation)
         self.todo = list(work.todo)
-        self.total = len(plan.scores)
+        self.total = len(cells.scores)
         self.skipped = self.total - len(self.todo)
         # progress of the three stages; scored cells are the summary's counts
         totals = work.totals()
@@ -181,10 +181,10 @@ class _Sweep:
         self.attacks_needed, self.attacks_to_run = list(work.attacks_needed), list(work.attacks_to_run)
         self.target_names = sorted({c.defense for c in self.todo if c.scenario != POISONING})
         self.tasks = list(work.models)
-        self.params_of = {t.file_stem: dict(t.params) for t in plan.models}
-        self.name_of = {t.file_stem: t.name for t in plan.models}
-        self.seed_of = {t.name: t.seed for t in plan.targets}
-        self.target_stem = {t.name: t.file_stem for t in plan.targets}
+        self.params_of = {t.file_stem: dict(t.params) for t in cells.models}
+        self.name_of = {t.file_stem: t.name for t in cells.models}
+        self.seed_of = {t.name: t.seed for t in cells.targets}
+        self.target_stem = {t.name: t.file_stem for t in cells.targets}
         self.defenses_of: dict[str, list[str]] = {}  # file stem -> the defenses it is
         for n in self.target_names:
             self.defenses_of.setdefault(self.target_stem[n], []).append(n)
@@ -295,7 +295,7 @@ class _Sweep:
             self.attack_queue.append(a)
             for stem in filter(None, (a.surrogate_model, a.labels_from)):
                 if stem not in self.state_refs and all(t.file_stem != stem for t in self.train_queue):
-                    added = [s for s in self.plan.models if s.file_stem == stem][:1]
+                    added = [s for s in self.cells.models if s.file_stem == stem][:1]
                     self.train_queue[:0] = added
                     self.trained.total += len(added)
             return
@@ -488,7 +488,7 @@ class _Sweep:
             return
         lo, hi = result.perturbation.feat_min, result.perturbation.feat_max
         self.store.write_perturbation(a.perturbation_id, result.perturbation, schema.perturbation_meta(
-            a, config_hash=self.plan.config_hash, dataset=self.label, dataset_fingerprint=self.fingerprint,
+            a, config_hash=self.cells.config_hash, dataset=self.label, dataset_fingerprint=self.fingerprint,
             feat_lim_min=lo, feat_lim_max=hi, attack_seconds=result.seconds))
         self.pert_info[a.perturbation_id] = (result.seconds, worker.perturbation_sizes(result.perturbation))
         self.record("attack", f"{a.attack} on {_attacker(a)}, {a.difficulty}, repeat {a.repeat}", result.seconds)
@@ -515,7 +515,7 @@ class _Sweep:
                         result.trained.meta.get("train_seconds", 0.0))
         train_seconds = float(self.store.read_model_meta(stem)["train_seconds"])
         attack_seconds, sizes = self.pert_info[pt.perturbation_id]
-        rows = [schema.score_row(c, config_hash=self.plan.config_hash, dataset=self.label,
+        rows = [schema.score_row(c, config_hash=self.cells.config_hash, dataset=self.label,
                                  dataset_fingerprint=self.fingerprint, defense_seed=pt.model.seed,
                                  result={**result.results[c.difficulty], "defense_train_seconds": train_seconds},
                                  sizes=sizes, attack_seconds=attack_seconds) for c in pt.cells]
@@ -548,7 +548,7 @@ class _Sweep:
         rows = []
         for c in group:
             attack_seconds, sizes = self.pert_info[c.perturbation_id]
-            rows.append(schema.score_row(c, config_hash=self.plan.config_hash, dataset=self.label,
+            rows.append(schema.score_row(c, config_hash=self.cells.config_hash, dataset=self.label,
                                          dataset_fingerprint=self.fingerprint, defense_seed=self.seed_of[c.defense],
                                          result=by_def[c.defense], sizes=sizes, attack_seconds=attack_seconds))
         self.writer.add(rows)

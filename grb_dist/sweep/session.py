@@ -12,7 +12,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
@@ -24,8 +24,8 @@ from grb_dist.store import RunLock, RunStore, fingerprint_parts
 from grb_dist.store.fingerprint import combine
 from grb_dist.sweep.job import JobSpec, dataset_label, default_job_path, load_job
 from grb_dist.sweep.overrides import apply_overrides
-from grb_dist.sweep.plan import Plan, ScoreCell, plan, run_components
-from grb_dist.sweep.preflight import check_attack_inputs
+from grb_dist.sweep.cells import Cells, ScoreCell, run_cells, run_components
+from grb_dist.sweep.preflight import check_attack_inputs, check_sweep
 from grb_dist.sweep.resolve import ResolvedJob, resolve, transfer_only
 
 log = logging.getLogger(__name__)
@@ -40,12 +40,12 @@ class Prepared:
 
     spec: JobSpec
     resolved: ResolvedJob
-    plan: Plan
+    cells: Cells
     graph: Graph
     run_dir: Path
     resume: bool  # the run directory already holds a run (it resumes or grows)
     dataset: dict[str, Any]  # identity of the loaded dataset (fingerprint and its parts)
-    components: dict[str, Any]  # what each name of the job means (see plan.run_components)
+    components: dict[str, Any]  # what each name of the job means (see cells.run_components)
     missing: tuple[ScoreCell, ...] | None = None  # the cells to compute, read under the run's lock
 
     @property
@@ -81,7 +81,7 @@ def dataset_identity(spec: JobSpec, graph: Graph) -> dict[str, Any]:
 def prepare(spec: JobSpec, *, out: str | Path | None = None, data_dir: str | Path | None = None,
             download: bool = True, verify: bool = True, graph: Graph | None = None) -> Prepared:
     """Resolve the job (once: every later step reuses it), load the dataset, check the
-    budgets and the models against it, plan the cells and check the run directory.
+    budgets and the models against it, list the cells and check the run directory.
     ``graph``: a graph already in memory (a PyG ``Data`` read by
     :func:`grb_dist.datasets.pyg.from_pyg`) used instead of loading ``spec.dataset``, which
     then only names it; the run records its content fingerprint as for any dataset."""
@@ -95,7 +95,7 @@ def prepare(spec: JobSpec, *, out: str | Path | None = None, data_dir: str | Pat
         graph.targets(d)
     check_attack_inputs(resolved, graph)
     identity = dataset_identity(spec, graph)
-    p = plan(resolved, identity["fingerprint"], transfer_only(resolved, graph))
+    p = run_cells(resolved, identity["fingerprint"], transfer_only(resolved, graph))
     for task in p.models:  # parameters that depend on the graph (e.g. GCN-SVD rank)
         check_fit(task.name, graph, dict(task.params))
     run_dir = Path(out) if out is not None else default_run_dir(spec)
@@ -126,75 +126,33 @@ def missing_cells(prepared: Prepared) -> list[ScoreCell]:
     if prepared.missing is not None:
         return list(prepared.missing)
     if not prepared.resume:
-        return list(prepared.plan.scores)
+        return list(prepared.cells.scores)
     done = RunStore.existing(prepared.run_dir).done_cells()
-    return [c for c in prepared.plan.scores if c.cell_id not in done]
+    return [c for c in prepared.cells.scores if c.cell_id not in done]
 
 
 def stage_totals(prepared: Prepared) -> dict[str, int]:
     """The totals of the progress stages (``train`` models, ``attack`` perturbations,
     ``score`` cells) of a locked run, read before Ray starts so that a display shows them
     from its first frame (the runner computes the same with :func:`needed_work`)."""
-    return {**_work(prepared).totals(), "score": len(prepared.plan.scores)}
+    return {**pending_work(prepared).totals(), "score": len(prepared.cells.scores)}
 
 
-def _work(prepared: Prepared) -> Any:
-    """The :class:`~grb_dist.sweep.plan.Work` of a prepared run: its missing cells and the
+def pending_work(prepared: Prepared) -> Any:
+    """The :class:`~grb_dist.sweep.cells.Work` of a prepared run: its missing cells and the
     perturbations and models they need (reads the run directory only)."""
-    from grb_dist.sweep.plan import needed_work
+    from grb_dist.sweep.cells import needed_work
 
     missing = {c.cell_id for c in missing_cells(prepared)}
-    done = {c.cell_id for c in prepared.plan.scores if c.cell_id not in missing}
+    done = {c.cell_id for c in prepared.cells.scores if c.cell_id not in missing}
     stored = RunStore.existing(prepared.run_dir).has_perturbation if prepared.resume else (lambda _: False)
-    return needed_work(prepared.plan, done, stored)
+    return needed_work(prepared.cells, done, stored)
 
 
 def open_store(prepared: Prepared, lock: RunLock) -> RunStore:
     """Create or grow the run directory (under ``lock``): manifest, recovery, quarantine."""
     return RunStore.open(prepared.run_dir, dataset=prepared.dataset, components=prepared.components,
                          config=prepared.spec.to_dict(), config_hash=prepared.spec.config_hash, lock=lock)
-
-
-def predict_cost(prepared: Prepared, cluster: Any, *, load_seconds: float = 0.0, gpu_kind: str | None = None,
-                 dashboard: bool | None = None, on_step=None, sample: str = "auto", budget: float | None = None) -> Any:
-    """``sweep --plan``: the :class:`~grb_dist.sweep.forecast.Forecast` of the missing cells
-    of a prepared run on ``cluster`` (a :class:`~grb_dist.sweep.forecast.Cluster`), from a
-    calibration on this machine (its CUDA device when the cluster has GPUs and this machine
-    has one), or, with ``gpu_kind``, from the cached calibration of a GPU of that kind.
-    Reads the run directory; writes nothing there (the calibration cache lives in the
-    user's cache directory). ``dashboard``: whether the sweep's local Ray would start its
-    dashboard (``None``: Ray's choice), which its start-up time depends on."""
-    import torch
-
-    from grb_dist.sweep.calibrate import calibrate, gpu_machine
-    from grb_dist.sweep.forecast import forecast
-    p = prepared.plan
-    work = _work(prepared)
-    store = RunStore.existing(prepared.run_dir) if prepared.resume else None
-    stored = frozenset(t.file_stem for t in work.models if store is not None and store.has_model(t.file_stem, t.model_id))
-    here_gpu = torch.cuda.is_available()
-    machine = gpu_machine(gpu_kind, cluster.threads) if gpu_kind and not (
-        here_gpu and gpu_kind.lower() in torch.cuda.get_device_name(0).lower()) else None
-    device = "cuda" if cluster.gpus and here_gpu and machine is None else "cpu"
-    if cluster.gpus and device == "cpu" and machine is None:
-        from grb_dist.core.errors import ConfigError
-
-        raise ConfigError("this machine has no GPU to calibrate a GPU cluster on: name the cluster's GPU with "
-                          "--gpu-kind (its calibration cached from a GPU node), or plan for CPUs (--gpus 0)")
-    calibration = calibrate(p, work, prepared.graph, prepared.fingerprint, device=device, threads=cluster.threads,
-                            cpus=int(cluster.cpus), dashboard=dashboard, on_step=on_step, machine=machine,
-                            sample=sample, budget=budget)
-    g = prepared.graph
-    graph_bytes = int(g.features.nbytes + g.edge_index.nbytes + g.labels.nbytes)
-
-    def priced(cal: Any) -> Any:
-        return forecast(p, work, cal, cluster, load_seconds=load_seconds, graph_bytes=graph_bytes, stored=stored)
-
-    fc = priced(calibration)
-    if calibration.bounds:
-        low, high = (priced(side) for side in calibration.bounds)
-        fc.bounds = (min(low.total, fc.total), max(high.upper, fc.upper))
-    return work, calibration, fc
 
 
 @dataclass
@@ -254,12 +212,12 @@ def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None
             job_name: str | None = None) -> Outcome:
     """Compute the missing cells of a locked run and reduce it (the sweep after
     :func:`lock_run`, without output): joins the cluster of ``settings``
-    (:class:`grb_dist.sweep.settings.RaySettings`) or starts an embedded local Ray, stopped
+    (:class:`grb_dist.cluster.settings.RaySettings`) or starts an embedded local Ray, stopped
     afterwards when this call started it; no Ray when nothing is missing.
     ``on_connect(context, store)`` is called once Ray is up and the run directory is open;
     ``on_progress`` as in :func:`grb_dist.sweep.runner.run_sweep`; ``job_name`` names the Ray
     job of a local Ray started here (default: after the run directory)."""
-    from grb_dist.sweep.ray_edge import connect, disconnect
+    from grb_dist.cluster.ray_edge import connect, disconnect
     from grb_dist.sweep.runner import run_sweep
 
     summary = None
@@ -269,7 +227,7 @@ def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None
             store = open_store(prepared, lock)
             if on_connect is not None:
                 on_connect(ctx, store)
-            summary = run_sweep(prepared.plan, prepared.graph, store, settings, on_progress=on_progress,
+            summary = run_sweep(prepared.cells, prepared.graph, store, settings, on_progress=on_progress,
                                 flush_rows=flush_rows, flush_seconds=flush_seconds)
         finally:
             disconnect(ctx)
@@ -280,6 +238,40 @@ def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None
     return Outcome(store, summary, boards)
 
 
+def run(prepared: Prepared, settings: Callable[[], Any], *, local: bool, on_locked: Callable[[Prepared], Any],
+        wait: bool = False, on_wait=None, on_warning=None, on_connect=None, flush_rows: int = 4096,
+        flush_seconds: float = 10.0, job_name: str | None = None) -> Outcome:
+    """The steps of a prepared sweep, for ``grb-dist sweep`` and :func:`grb_dist.benchmark`
+    alike: a run that holds every cell is answered from the store (:func:`finished`: no
+    lock, no write, no Ray); else the run is checked before Ray starts
+    (:func:`~grb_dist.sweep.preflight.check_sweep`; ``local``: no cluster is joined),
+    ``settings()`` gives its Ray settings, its lock is taken (:func:`lock_run`, ``wait`` and
+    ``on_wait`` as there), the missing cells are computed (:func:`execute`) and the lock is
+    released.
+
+    ``on_locked(locked)`` is called under the lock with the run as read there, before
+    :func:`execute`; it returns the progress display handed to :func:`execute` as
+    ``on_progress`` (entered around it when it is a context manager), or ``None``.
+    ``on_connect``, ``flush_rows``, ``flush_seconds``, ``on_warning`` and ``job_name`` are
+    :func:`execute`'s (``on_warning`` also :func:`finished`'s)."""
+    import contextlib
+
+    outcome = finished(prepared, on_warning=on_warning)  # every cell stored: no lock, no Ray, no write
+    if outcome is not None:
+        return outcome
+    check_sweep(prepared, local=local)  # run directory writable, stored models, memory: before Ray
+    ray_settings = settings()
+    lock, prepared = lock_run(prepared, wait=wait, on_wait=on_wait)
+    try:
+        display = on_locked(prepared)
+        with display if hasattr(display, "__enter__") else contextlib.nullcontext():
+            return execute(prepared, ray_settings, lock, on_connect=on_connect, on_progress=display,
+                           flush_rows=flush_rows, flush_seconds=flush_seconds, on_warning=on_warning,
+                           job_name=job_name)
+    finally:
+        lock.release()
+
+
 __all__ = ["Outcome", "Prepared", "RESULTS_DIR", "dataset_identity", "default_run_dir", "execute", "finished",
-           "lock_run", "missing_cells", "open_store", "predict_cost", "stage_totals",
-           "prepare", "resolve_job"]
+           "lock_run", "missing_cells", "open_store", "pending_work", "stage_totals",
+           "prepare", "resolve_job", "run"]

@@ -1,7 +1,7 @@
 """The work of a sweep as plain Python (no Ray): train, attack, score, and poison (train a
 defense on a perturbed graph and score it).
 
-:mod:`grb_dist.sweep.ray_edge` wraps these functions and :class:`Scorer` in Ray tasks and
+:mod:`grb_dist.sweep.tasks` hands these functions and :class:`Scorer` to the Ray edge as tasks and
 actors; tests and debugging can call them directly. Nothing here writes files: results go
 back to the caller (the driver is the single writer of the run directory, which also makes
 the sweep work on clusters without a shared file system).
@@ -26,7 +26,7 @@ from grb_dist.core.graph import Graph, Injection, Modification, modified_graph
 from grb_dist.models.tensors import perturb_tensors
 from grb_dist.models.train import TrainConfig
 from grb_dist.store.schema import model_meta
-from grb_dist.sweep.plan import AttackCell, ModelTask, PoisonTask
+from grb_dist.sweep.cells import AttackCell, ModelTask, PoisonTask
 from grb_dist.models.tensors import graph_tensors
 
 log = logging.getLogger(__name__)

@@ -76,7 +76,7 @@ class AttackContext:
     model: torch.nn.Module
     device: torch.device
     incremental: IncrementalSurrogate | None = None
-    #: the last (inj_edges, its version, perturbed edge_index or incremental plan): while an
+    #: the last (inj_edges, its version, perturbed edge_index or incremental program): while an
     #: attack optimises features on fixed edges, the surrogate's structure for them is
     #: built once.
     _perturbed: tuple | None = field(default=None, repr=False)
@@ -95,8 +95,8 @@ class AttackContext:
         fresh = cached is None or cached[0] is not inj_edges or cached[1] != inj_edges._version
         if self.incremental is not None:
             if fresh or cached[3] != inj_x.shape[0]:
-                plan = self.incremental.plan(inj_edges, inj_x.shape[0])
-                self._perturbed = cached = (inj_edges, inj_edges._version, plan, inj_x.shape[0])
+                program = self.incremental.for_edges(inj_edges, inj_x.shape[0])
+                self._perturbed = cached = (inj_edges, inj_edges._version, program, inj_x.shape[0])
             return cached[2](inj_x)
         if fresh:
             x, ei = apply_injection(self.x, self.edge_index, inj_x, inj_edges)

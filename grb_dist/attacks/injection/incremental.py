@@ -11,7 +11,7 @@ and only those that can still reach a target, change from step to step.
 1. **Clean pass**, once per (surrogate, local graph): the model's declared program
    (:meth:`grb_dist.models.base.GraphModel.incremental`) runs on the clean graph; the
    intermediate tensors later steps need (the inputs of every propagation) are kept.
-2. **Plan**, once per injected edge set (:meth:`IncrementalSurrogate.plan`): for every
+2. **Compile**, once per injected edge set (:meth:`IncrementalSurrogate.for_edges`): for every
    operation of the program the *dirty* rows are derived, i.e. rows whose value may differ
    from the clean pass (reachable from the injected nodes, or touched by the changed
    normalisation), intersected with the rows that can still reach a target in the
@@ -19,7 +19,7 @@ and only those that can still reach a target, change from step to step.
    dirty input rows (kept as a small CSR matrix and its transpose, so forward and backward
    are both plain sparse products, with no conversion per step) and the rest, whose
    product with the constant clean input is computed once.
-3. **Step** (:meth:`Plan.__call__`): the program runs again on the dirty rows only;
+3. **Step** (:meth:`EdgeSetProgram.__call__`): the program runs again on the dirty rows only;
    autograd sees tensors of those rows and nothing else. No full-graph tensor is copied or
    touched per step.
 
@@ -319,7 +319,7 @@ class _P:
     ``mask`` / ``rows``: the *variable* rows (they depend on the injected features);
     ``cmask`` / ``crows`` / ``cvals``: rows that differ from the clean pass but not with the
     injected features (the changed normalisation around attacked targets), with their
-    values, computed once per plan. Every other row has its clean value. All sets are
+    values, computed once per edge set. Every other row has its clean value. All sets are
     restricted to the rows that can still reach a target.
     """
 
@@ -336,10 +336,10 @@ def _rows_of(mask: torch.Tensor) -> torch.Tensor:
     return torch.nonzero(mask).squeeze(1)
 
 
-class _Planner(Ops):
+class _Compiler(Ops):
     """Derives the variable and changed-constant rows of every operation for one injected
     edge set and computes each operation's constant parts; the records are replayed by
-    :class:`Plan`."""
+    :class:`EdgeSetProgram`."""
 
     def __init__(self, inc: "IncrementalSurrogate", need: list[torch.Tensor]):
         self.inc = inc
@@ -361,16 +361,16 @@ class _Planner(Ops):
         return pos
 
     def _const(self, h: _P, rows: torch.Tensor) -> torch.Tensor:
-        """``h``'s constant values on ``rows`` (none of them variable): the plan's value
+        """``h``'s constant values on ``rows`` (none of them variable): the compiled value
         where the row changed, the clean pass's elsewhere."""
         cpos = self._positions(h.crows)[rows]
         changed = cpos >= 0
         if rows.numel() and bool(changed.all()):
             return h.cvals[cpos]
         if h.id not in self.inc.kept:
-            raise RuntimeError("incremental plan: a clean value was not kept")
+            raise RuntimeError("incremental program: a clean value was not kept")
         if bool((rows[~changed] >= self.s.n).any()):  # an injected node has no clean value
-            raise RuntimeError("incremental plan: an injected row is missing from a variable set")
+            raise RuntimeError("incremental program: an injected row is missing from a variable set")
         out = self.inc.kept[h.id][rows.clamp(max=self.s.n - 1)].clone()
         if bool(changed.any()):
             out[changed] = h.cvals[cpos[changed]]
@@ -415,7 +415,7 @@ class _Planner(Ops):
         """The operator's entries on constant columns times ``h``'s constant values."""
         clean = (vpos < 0) & (cpos < 0)
         if bool((col[clean] >= self.s.n).any()):
-            raise RuntimeError("incremental plan: an injected column is missing from a variable set")
+            raise RuntimeError("incremental program: an injected column is missing from a variable set")
         out = _spmm(_csr(rp[clean], col[clean], w[clean], (n_rows, self.s.n)), self.inc.kept[h.id])
         changed = cpos >= 0
         if bool(changed.any()):
@@ -459,11 +459,11 @@ class _Planner(Ops):
         return out
 
 
-class Plan(Ops):
-    """The surrogate on one injected edge set: ``plan(inj_x)`` gives the targets' logits.
+class EdgeSetProgram(Ops):
+    """The surrogate on one injected edge set: ``program(inj_x)`` gives the targets' logits.
 
     Replays the planned records on the dirty rows; the operations' constant parts were
-    computed when the plan was made.
+    computed when the program was compiled.
     """
 
     def __init__(self, inc: "IncrementalSurrogate", records: list[tuple], out_gather, n_variable: int,
@@ -479,7 +479,7 @@ class Plan(Ops):
     def _next(self, kind: str) -> tuple:
         rec = self._records[self._i]
         self._i += 1
-        assert rec[0] == kind, f"program diverged from its plan ({rec[0]} vs {kind})"
+        assert rec[0] == kind, f"program diverged from its compilation ({rec[0]} vs {kind})"
         return rec
 
     @staticmethod
@@ -545,7 +545,7 @@ class IncrementalSurrogate:
         self.kept = clean.kept
         self.clean_logits = logits[targets]
 
-    def plan(self, inj_edges: torch.Tensor, n_inject: int) -> Plan:
+    def for_edges(self, inj_edges: torch.Tensor, n_inject: int) -> EdgeSetProgram:
         """Prepare the evaluation for injected edges ``inj_edges`` (local ids, 2 x M)."""
         s = self.structure
         s.set_injection(inj_edges, n_inject)
@@ -556,30 +556,30 @@ class IncrementalSurrogate:
             need.insert(0, s.neighbourhood(need[0]))
         x_mask = torch.zeros(s.n_all, dtype=torch.bool, device=dev)
         x_mask[s.n:] = True
-        planner = _Planner(self, need)
+        compiler = _Compiler(self, need)
         empty = torch.zeros_like(x_mask)
         with torch.no_grad():
             x_handle = _P(0, 0, x_mask & need[0], _rows_of(x_mask & need[0]), empty, _rows_of(empty))
-            out = self.model.incremental(planner, x_handle)
+            out = self.model.incremental(compiler, x_handle)
             if out.depth != self.depth:
                 raise RuntimeError("the model's program changed depth between passes")
-            # the targets' logits: the clean ones, changed where the plan says so, and the
+            # the targets' logits: the clean ones, changed where the program says so, and the
             # variable rows in front (index = position in out.rows, or |rows| + target no.)
             t = self.targets.numel()
             const_logits = self.clean_logits.clone()
-            cpos = planner._positions(out.crows)[self.targets]
+            cpos = compiler._positions(out.crows)[self.targets]
             changed = cpos >= 0
             if bool(changed.any()):
                 const_logits[changed] = out.cvals[cpos[changed]]
-            idx = planner._positions(out.rows)[self.targets]
+            idx = compiler._positions(out.rows)[self.targets]
             fixed = idx < 0
             idx[fixed] = out.rows.numel() + torch.arange(t, device=dev)[fixed]
             gather = (idx, const_logits)
         log.debug(
-            "incremental plan: %d injected; variable rows per propagation %s",
-            n_inject, [int(r[1].shape[0]) for r in planner.records if r[0] == "propagate"],
+            "incremental program: %d injected; variable rows per propagation %s",
+            n_inject, [int(r[1].shape[0]) for r in compiler.records if r[0] == "propagate"],
         )
-        return Plan(self, planner.records, gather, out.rows.numel(), const_logits)
+        return EdgeSetProgram(self, compiler.records, gather, out.rows.numel(), const_logits)
 
 
-__all__ = ["IncrementalSurrogate", "KINDS", "Ops", "Plan", "supports_incremental"]
+__all__ = ["EdgeSetProgram", "IncrementalSurrogate", "KINDS", "Ops", "supports_incremental"]

@@ -111,7 +111,7 @@ class PoisoningAttack(ModificationAttack):
 
     Class flags (beyond the modification ones; ``global_pairs`` is on by default):
         trains: True when the attack trains models itself (meta-gradients through training):
-            the planner prices it as a training per step.
+            the forecast (``sweep --plan``) prices it as a training per step.
     """
 
     scenario: ClassVar[str] = "poisoning"

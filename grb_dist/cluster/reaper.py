@@ -9,7 +9,7 @@ half second; when the pipe closes (the driver ended, however it ended) it sends 
 the recorded processes that still run, and SIGKILL two seconds later to those that did not
 stop. Processes are identified by PID and start time, so a reused PID is never signalled.
 
-Run as ``python -m grb_dist.sweep.reaper DRIVER_PID`` with the pipe on stdin; only psutil is
+Run as ``python -m grb_dist.cluster.reaper DRIVER_PID`` with the pipe on stdin; only psutil is
 imported (no torch, no Ray).
 """
 
@@ -113,7 +113,7 @@ def start() -> Reaper | None:
         import psutil  # noqa: F401
     except ImportError:
         return None
-    proc = subprocess.Popen([sys.executable, "-m", "grb_dist.sweep.reaper", str(os.getpid())], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "grb_dist.cluster.reaper", str(os.getpid())], stdin=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     return Reaper(proc)
 

@@ -1,4 +1,4 @@
-"""The plan of a sweep: every model task, attack cell and score cell of a job.
+"""The cells of a sweep: every model task, attack cell and score cell of a job.
 
 * :class:`ModelTask` -- one training task per (model or defense, seed). Targets (the
   defenses) are trained with ``seed``; surrogates with ``seed + SURROGATE_SEED_OFFSET`` so
@@ -19,7 +19,7 @@ in its transfer attacks (the attacker has no test labels). A defense whose progr
 that scenario (``transfer_only``, with the reason). Adaptive ids hash the threat too, and
 transfer ids are what they were, so switching adaptive on grows a run by its adaptive cells.
 
-The poisoning scenario (``docs/poisoning.md``) plans otherwise: a perturbation is global,
+The poisoning scenario (``docs/poisoning.md``) is laid out otherwise: a perturbation is global,
 one per (attack, surrogate, repeat), keyed under difficulty
 :data:`~grb_dist.core.names.POISONING_DIFFICULTY`; every defense is then trained on it
 (transductively, with its own seed) and scored on every difficulty: a :class:`PoisonTask`
@@ -118,7 +118,7 @@ class ScoreCell:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Cells:
     """Everything a sweep computes, with content-hashed ids."""
 
     spec: JobSpec
@@ -149,8 +149,8 @@ def _model_task(resolved: ResolvedJob, fingerprint: str, role: str, name: str, s
     return ModelTask(role, name, seed, params, train, at, content_hash(ident))  # type: ignore[arg-type]
 
 
-def plan(job: JobSpec | ResolvedJob, fingerprint: str,
-         transfer_only: Mapping[tuple[str, str], str] | None = None) -> Plan:
+def run_cells(job: JobSpec | ResolvedJob, fingerprint: str,
+              transfer_only: Mapping[tuple[str, str], str] | None = None) -> Cells:
     """All model tasks, attack cells and score cells of a job (resolved with
     :func:`~grb_dist.sweep.resolve.resolve` when given a :class:`JobSpec`) on the dataset
     whose content fingerprint is ``fingerprint`` (:func:`grb_dist.store.graph_fingerprint` of
@@ -162,7 +162,7 @@ def plan(job: JobSpec | ResolvedJob, fingerprint: str,
     :func:`grb_dist.sweep.resolve.transfer_only`); only read when the job is adaptive.
     """
     if not isinstance(fingerprint, str) or len(fingerprint) < 16:
-        raise ConfigError("plan needs the dataset's content fingerprint (grb_dist.store.graph_fingerprint)")
+        raise ConfigError("run_cells needs the dataset's content fingerprint (grb_dist.store.graph_fingerprint)")
     resolved = job if isinstance(job, ResolvedJob) else resolve(job)
     spec = resolved.job
     targets = tuple(_model_task(resolved, fingerprint, "target", d, spec.seed) for d in spec.defenses)
@@ -195,7 +195,7 @@ def plan(job: JobSpec | ResolvedJob, fingerprint: str,
                     if (scenario, t.name) not in excluded:
                         _cells(spec, base, scenario, attack, t, (t,), ADAPTIVE, attacks, scores, surrogates[0],
                                built.adaptive_defaults)
-    return Plan(spec, spec.config_hash, targets, surrogates + extra_surrogates, tuple(attacks), tuple(scores),
+    return Cells(spec, spec.config_hash, targets, surrogates + extra_surrogates, tuple(attacks), tuple(scores),
                 {k: v for k, v in excluded.items() if k[0] in spec.scenarios}, tuple(poisoned))
 
 
@@ -292,7 +292,7 @@ def _cells(spec: JobSpec, base: Mapping[str, Any], scenario: str, attack: str, a
 
 @dataclass(frozen=True)
 class Work:
-    """What one sweep invocation computes of a plan, given what the run already holds.
+    """What one sweep invocation computes of a run's cells, given what the run already holds.
 
     Attributes:
         todo: the score cells not stored.
@@ -312,12 +312,12 @@ class Work:
 
     def totals(self) -> dict[str, int]:
         """The progress stages' totals: ``train`` models, ``attack`` perturbations,
-        ``score`` cells (of the whole plan; stored cells count as done)."""
+        ``score`` cells (of all the cells; stored cells count as done)."""
         return {"train": len(self.models), "attack": len(self.attacks_needed)}
 
 
-def needed_work(p: Plan, done_cells: set[str], has_perturbation: Callable[[str], bool]) -> Work:
-    """The :class:`Work` of plan ``p`` for a run holding the score cells ``done_cells`` and
+def needed_work(p: Cells, done_cells: set[str], has_perturbation: Callable[[str], bool]) -> Work:
+    """The :class:`Work` of the cells ``p`` for a run holding the score cells ``done_cells`` and
     the perturbations for which ``has_perturbation`` is true (reads nothing itself)."""
     todo = tuple(c for c in p.scores if c.cell_id not in done_cells)
     wanted = {c.perturbation_id for c in todo}
@@ -332,8 +332,8 @@ def needed_work(p: Plan, done_cells: set[str], has_perturbation: Callable[[str],
     return Work(todo, needed, to_run, models, poisoned)
 
 
-def run_components(p: Plan) -> dict[str, dict[str, Any]]:
-    """What each name of a plan means, for the run manifest: a run directory grows with new
+def run_components(p: Cells) -> dict[str, dict[str, Any]]:
+    """What each name of a job's cells means, for the run manifest: a run directory grows with new
     names (attacks, defenses, surrogates, difficulties, repeats) but a name it already knows
     must keep its meaning, so that (scenario, dataset, difficulty, attack, surrogate,
     defense, repeat) names one cell of the run.
@@ -357,5 +357,5 @@ def run_components(p: Plan) -> dict[str, dict[str, Any]]:
     return json.loads(canonical_json({"job": {"seed": {"seed": spec.seed}}, "models": models, "attacks": attacks}))
 
 
-__all__ = ["ATTACK_BATCH", "AttackCell", "ModelTask", "Plan", "PoisonTask", "ScoreCell", "Work", "needed_work", "plan",
+__all__ = ["ATTACK_BATCH", "AttackCell", "ModelTask", "Cells", "PoisonTask", "ScoreCell", "Work", "needed_work", "run_cells",
            "run_components"]

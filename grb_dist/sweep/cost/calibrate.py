@@ -21,11 +21,11 @@ Alongside the time, the peak resident memory of each measurement above the proce
 (sampled every 2 ms) bounds the task's memory from below. Adaptive attacks are measured on
 the last difficulty and scaled to the others by their transfer counterpart.
 
-A graph above :data:`~grb_dist.sweep.scaling.SAMPLE_ABOVE` nodes is measured on two samples
+A graph above :data:`~grb_dist.sweep.cost.scaling.SAMPLE_ABOVE` nodes is measured on two samples
 and each figure extrapolated to the whole graph, checked against one epoch there
-(:mod:`grb_dist.sweep.scaling`); a budget bounds the measuring (:func:`calibrate`).
+(:mod:`grb_dist.sweep.cost.scaling`); a budget bounds the measuring (:func:`calibrate`).
 
-Results are cached per machine (:mod:`grb_dist.sweep.machine`), keyed by what each figure
+Results are cached per machine (:mod:`grb_dist.sweep.cost.machine`), keyed by what each figure
 depends on (the graph's or the sample's content, the model or attack parameters without
 epochs, steps and seeds): a second ``--plan`` of the same job measures nothing.
 """
@@ -45,10 +45,10 @@ from grb_dist.core.errors import ConfigError
 from grb_dist.core.fileio import write_bytes
 from grb_dist.core.names import TRANSFER
 from grb_dist.sweep.job import content_hash
-from grb_dist.sweep.machine import (CALIBRATION_VERSION, Startup, StartupProbe, cache_dir, cache_path, code_hash,
+from grb_dist.sweep.cost.machine import (CALIBRATION_VERSION, Startup, StartupProbe, cache_dir, cache_path, code_hash,
                                     cpu_model, entries, gpu_machine, machine_identity, measure_startup)
-from grb_dist.sweep.plan import AttackCell, ModelTask, Plan, Work
-from grb_dist.sweep.scaling import (CHECK_SCALE, SAMPLE_ABOVE, SAMPLE_NODES, SAMPLING, Progress, Rate, check_scale,
+from grb_dist.sweep.cells import AttackCell, ModelTask, Cells, Work
+from grb_dist.sweep.cost.scaling import (CHECK_SCALE, SAMPLE_ABOVE, SAMPLE_NODES, SAMPLING, Progress, Rate, check_scale,
                                     extrapolate, fill, sample_sizes)
 
 #: The longer of the two timed runs of a measurement lasts about this long (seconds), in
@@ -77,7 +77,7 @@ def _counts(one: float) -> tuple[int, int]:
 
 @dataclass
 class Calibration:
-    """The rates of every model, attack shape and defense of a plan's work, on one machine,
+    """The rates of every model, attack shape and defense of a run's work, on one machine,
     and what Ray costs around them (``startup``); ``measured`` / ``reused``: how many
     figures were measured now / read from the cache; ``seconds``: how long measuring took."""
 
@@ -173,18 +173,18 @@ def _fit(n: tuple[int, int], seconds: tuple[float, float], peak: int, clean: flo
 
 
 class _Calibrator:
-    """Measures the rates a plan's work needs, reusing the cache and the models it trained."""
+    """Measures the rates a run's work needs, reusing the cache and the models it trained."""
 
-    def __init__(self, plan: Plan, graph: Any, device: str, threads: int, fingerprint: str,
+    def __init__(self, cells: Cells, graph: Any, device: str, threads: int, fingerprint: str,
                  on_step: Callable[[str], None] | None, machine: Mapping[str, Any] | None = None) -> None:
-        self.plan, self.graph, self.device, self.threads = plan, graph, device, threads
+        self.cells, self.graph, self.device, self.threads = cells, graph, device, threads
         self.fingerprint = fingerprint
         self.on_step = on_step or (lambda _: None)
         self.elsewhere = machine is not None  # another machine's figures: read, never measured here
         self.machine = dict(machine) if machine is not None else machine_identity(device, threads)
         self.path = cache_path(self.machine)
         self.cache = entries(self.path)
-        self.tasks = {t.file_stem: t for t in plan.models}
+        self.tasks = {t.file_stem: t for t in cells.models}
         self.models: dict[str, Any] = {}  # file stem -> a briefly trained model
         self.perturbation: Any = None  # the last one an attack made (what scoring is timed on)
         self.perturbation_scenario = ""
@@ -209,7 +209,7 @@ class _Calibrator:
 
     def startup(self, cpus: int, dashboard: bool | None) -> Callable[[], Startup]:
         """Ray's start-up with ``cpus`` workers: from the cache, else measured beside the
-        caller (:class:`~grb_dist.sweep.machine.StartupProbe`); the function returned waits for it and caches it.
+        caller (:class:`~grb_dist.sweep.cost.machine.StartupProbe`); the function returned waits for it and caches it.
         Its ``cancel`` stops a measurement still running."""
         key = f"startup:{cpus}:{dashboard}"
         try:
@@ -314,7 +314,7 @@ class _Calibrator:
     def score_rate(self, defense: str) -> Rate:
         """One forward pass of ``defense`` on a perturbed graph it has not seen (a sweep's
         every call; models that pre-process the graph do it again), the best of two."""
-        task = next(t for t in self.plan.targets if t.name == defense)
+        task = next(t for t in self.cells.targets if t.name == defense)
 
         def measure() -> Rate:
             from grb_dist.evaluation.evaluate import predict_tensors
@@ -358,7 +358,7 @@ class _Calibrator:
             if self.perturbation is None or self.perturbation_scenario != scenario:
                 from grb_dist.sweep.worker import attack_task
 
-                cell = next(a for a in self.plan.attacks if a.scenario == scenario and a.threat == TRANSFER)
+                cell = next(a for a in self.cells.attacks if a.scenario == scenario and a.threat == TRANSFER)
                 cell = dataclasses.replace(cell, params={**cell.params, "steps": 1})  # one step of one attack
                 self.perturbation = attack_task(self.graph, cell, self.model(cell.surrogate_model),
                                                 device=self.device).perturbation
@@ -373,7 +373,7 @@ class _Calibrator:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            merged = {**entries(self.path), **self.cache}  # another plan's figures too
+            merged = {**entries(self.path), **self.cache}  # another job's figures too
             write_bytes(canonical_json({"machine": self.machine, "entries": merged}).encode(), self.path)
         except OSError:  # a cache that cannot be written costs a calibration next time, nothing else
             pass
@@ -400,11 +400,11 @@ class _Figure:
     measure: Callable[["_Calibrator"], Rate]
 
 
-def calibrate(plan: Plan, work: Work, graph: Any, fingerprint: str, *, device: str = "cpu", threads: int = 1,
+def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device: str = "cpu", threads: int = 1,
               cpus: int = 1, dashboard: bool | None = None, on_step: Callable[[str], None] | None = None,
               machine: Mapping[str, Any] | None = None, sample: str = "auto",
               budget: float | None = None) -> Calibration:
-    """The rates of every kind of task in ``work`` (of ``plan``, on ``graph`` whose content
+    """The rates of every kind of task in ``work`` (of ``cells``, on ``graph`` whose content
     fingerprint is ``fingerprint``), measured with ``threads`` torch threads on ``device``
     or read from this machine's cache; Ray's start-up with ``cpus`` workers (at most this
     machine's cores) and ``dashboard`` as the sweep would start it. ``on_step(what)`` is
@@ -431,16 +431,16 @@ def calibrate(plan: Plan, work: Work, graph: Any, fingerprint: str, *, device: s
             from grb_dist.datasets.sample import sample_graph
 
             samples = [(sample_graph(graph, k, seed=0), k / graph.num_nodes) for k in sizes]
-            calibrators = [_Calibrator(plan, g, device, threads, f"{fingerprint}:sample:{g.num_nodes}", report,
+            calibrators = [_Calibrator(cells, g, device, threads, f"{fingerprint}:sample:{g.num_nodes}", report,
                                        machine) for g, _ in samples]
             shares = [share for _, share in samples]
         else:
-            calibrators, shares = [_Calibrator(plan, graph, device, threads, fingerprint, report, machine)], [1.0]
+            calibrators, shares = [_Calibrator(cells, graph, device, threads, fingerprint, report, machine)], [1.0]
         # the whole graph: the full-size check and the best epoch are measured there
-        whole = _Calibrator(plan, graph, device, threads, fingerprint, report, machine) if sizes else calibrators[0]
+        whole = _Calibrator(cells, graph, device, threads, fingerprint, report, machine) if sizes else calibrators[0]
         lead = calibrators[0]
         startup_of = lead.startup(max(1, min(int(cpus), os.cpu_count() or 1)), dashboard)  # runs meanwhile
-        figures, priced = _figures(plan, work)
+        figures, priced = _figures(cells, work)
         progress = Progress(len(figures), budget, report)
         rates: dict[str, dict[str, Rate]] = {"train": {}, "attack": {}, "score": {}, "perturb": {}}
         first: dict[str, _Figure] = {}  # the first figure of each kind: measured whatever the budget
@@ -456,15 +456,15 @@ def calibrate(plan: Plan, work: Work, graph: Any, fingerprint: str, *, device: s
                     what + (f" on {c.graph.num_nodes:,} nodes" if sizes else ""))
             points[f.kind, f.name] = [(share, f.measure(c)) for c, share in zip(calibrators, shares)]
             progress.done += 1
-        check = _full_size_check(plan, whole, points) if sizes else None
+        check = _full_size_check(cells, whole, points) if sizes else None
         for (kind, name), measured in points.items():
             rates[kind][name] = extrapolate(measured, check[3] if check else 1.0)
         estimated = fill(rates, [(f.kind, f.name) for f in figures])
         attack = _attacks(rates["attack"], priced)
         train = {t.file_stem: rates["train"][t.file_stem] for t in (*work.models, *(pt.model for pt in work.poisoned))}
         whole.on_step = report
-        surrogate = rates["train"].get(plan.surrogates[0].file_stem)
-        best = whole.best_epoch(plan.surrogates[0], surrogate) if surrogate and not progress.over() else None
+        surrogate = rates["train"].get(cells.surrogates[0].file_stem)
+        best = whole.best_epoch(cells.surrogates[0], surrogate) if surrogate and not progress.over() else None
         report("timing a local Ray's start")
         startup = startup_of()
     finally:
@@ -481,7 +481,7 @@ def calibrate(plan: Plan, work: Work, graph: Any, fingerprint: str, *, device: s
     return cal
 
 
-def _figures(plan: Plan, work: Work) -> tuple[list[_Figure], dict[str, tuple[str, ...]]]:
+def _figures(cells: Cells, work: Work) -> tuple[list[_Figure], dict[str, tuple[str, ...]]]:
     """The figures ``work`` needs, in the order they are measured, and how each perturbation
     to compute is priced: by the figure of its shape (the cells of a shape differ by seed
     and steps only), or, for an adaptive shape off the last difficulty, by the figure of the
@@ -494,10 +494,10 @@ def _figures(plan: Plan, work: Work) -> tuple[list[_Figure], dict[str, tuple[str
 
     trained = (*work.models, *(pt.model for pt in work.poisoned))
     # the first surrogate's rate tells whether its full training (the best epoch) is affordable
-    for t in (*trained, *(plan.surrogates[:1] if any(t in plan.models for t in trained) else ())):
+    for t in (*trained, *(cells.surrogates[:1] if any(t in cells.models for t in trained) else ())):
         add("train", t.file_stem, lambda c, t=t: c.train_rate(t))
-    last = plan.spec.difficulties[-1]
-    transfer = {(a.scenario, a.attack, a.difficulty): a for a in plan.attacks if a.threat == TRANSFER}
+    last = cells.spec.difficulties[-1]
+    transfer = {(a.scenario, a.attack, a.difficulty): a for a in cells.attacks if a.threat == TRANSFER}
     shapes: dict[str, str] = {}  # a shape -> the perturbation id its figure is named by
 
     def add_attack(a: AttackCell) -> str:
@@ -514,7 +514,7 @@ def _figures(plan: Plan, work: Work) -> tuple[list[_Figure], dict[str, tuple[str
         if a.threat == TRANSFER or a.difficulty == last or ref is None or here is None:
             priced[a.perturbation_id] = (add_attack(a),)
             continue
-        at_last = next(b for b in plan.attacks if (b.scenario, b.attack, b.surrogate_model, b.threat, b.difficulty)
+        at_last = next(b for b in cells.attacks if (b.scenario, b.attack, b.surrogate_model, b.threat, b.difficulty)
                        == (a.scenario, a.attack, a.surrogate_model, a.threat, last))
         priced[a.perturbation_id] = tuple(add_attack(b) for b in (at_last, ref, here))
     for d in sorted({cell.defense for cell in work.todo}):
@@ -548,12 +548,12 @@ def _with(cal: Calibration, rates: dict[str, dict[str, Rate]], replace: dict[str
                                perturb=merged("perturb"), bounds=())
 
 
-def _full_size_check(plan: Plan, whole: _Calibrator, points: Mapping[tuple[str, str], list[tuple[float, Rate]]]
+def _full_size_check(cells: Cells, whole: _Calibrator, points: Mapping[tuple[str, str], list[tuple[float, Rate]]]
                      ) -> tuple[str, float, float, float] | None:
     """One epoch of the first surrogate on the whole graph against the epoch extrapolated
     from the samples, when that is at most :data:`CHECK_S` (model, measured s, extrapolated
     s, the :func:`check_scale` it gives); cached like any figure."""
-    task = plan.surrogates[0]
+    task = cells.surrogates[0]
     measured = points.get(("train", task.file_stem))
     predicted = extrapolate(measured).seconds(1) if measured is not None else None
     if predicted is None or predicted > CHECK_S:
@@ -567,8 +567,8 @@ def _full_size_check(plan: Plan, whole: _Calibrator, points: Mapping[tuple[str, 
     return task.name, seconds, predicted, check_scale(measured, seconds)
 
 
-# the machine's identity and cache (sweep.machine) and the scaling of sampled figures
-# (sweep.scaling) are re-exported: a calibration's callers need one module
+# the machine's identity and cache (cost.machine) and the scaling of sampled figures
+# (cost.scaling) are re-exported: a calibration's callers need one module
 __all__ = ["CALIBRATION_VERSION", "CHECK_SCALE", "Calibration", "Rate", "SAMPLE_ABOVE", "SAMPLE_NODES", "SAMPLING",
            "Startup", "cache_dir", "cache_path", "calibrate", "check_scale", "code_hash", "cpu_model", "extrapolate",
            "gpu_machine", "machine_identity", "measure_startup", "sample_sizes"]

@@ -1,4 +1,4 @@
-"""Every Ray option of a sweep (:class:`RaySettings`), checked without starting Ray."""
+"""Every Ray option of a sweep or a study (:class:`RaySettings`), checked without starting Ray."""
 
 from __future__ import annotations
 

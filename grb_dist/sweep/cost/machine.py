@@ -46,7 +46,7 @@ def code_hash() -> str:
     measured by other code (a faster model, a changed attack) is not reused."""
     import hashlib
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # grb_dist/
     h = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         h.update(str(path.relative_to(root)).encode())
@@ -125,14 +125,14 @@ class Startup:
 class StartupProbe:
     """:class:`Startup` on this machine, measured in a process of its own that imports torch
     and the Ray edge, starts a local Ray of ``cpus`` CPUs as a sweep does, runs a first task
-    on each worker and stops it (:func:`grb_dist.sweep.ray_edge.startup_report`). It starts
+    on each worker and stops it (:func:`grb_dist.cluster.ray_edge.startup_report`). It starts
     at once and runs beside the caller (a calibration measures its figures meanwhile, on
     its one thread); :meth:`result` waits for it, :meth:`cancel` stops it."""
 
     def __init__(self, cpus: int, dashboard: bool | None) -> None:
-        code = ("import json, time; t = time.perf_counter(); import torch; from grb_dist.sweep import ray_edge; "
+        code = ("import json, time; t = time.perf_counter(); import torch; from grb_dist.cluster import ray_edge; "
                 f"print(json.dumps({{'driver_import': time.perf_counter() - t}})); "
-                f"ray_edge.startup_report({int(cpus)}, {dashboard!r})")
+                f"ray_edge.startup_report({int(cpus)}, {dashboard!r}, 'grb_dist.sweep.worker')")
         self.proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
 

@@ -1,5 +1,5 @@
-"""What a sweep will cost: its work (:class:`~grb_dist.sweep.plan.Work`) priced by a
-:class:`~grb_dist.sweep.calibrate.Calibration` and scheduled on a described cluster, the way
+"""What a sweep will cost: its work (:class:`~grb_dist.sweep.cells.Work`) priced by a
+:class:`~grb_dist.sweep.cost.calibrate.Calibration` and scheduled on a described cluster, the way
 the runner schedules it (plain Python: no Ray, no torch).
 
 The cost model, in epochs, steps and calls:
@@ -9,7 +9,7 @@ The cost model, in epochs, steps and calls:
   takes the best epoch of the first surrogate's full training where the calibration could
   afford it, else assumes it halfway through the epochs patience leaves open, and also
   gives the bound with every epoch run;
-* an attack task (up to :data:`~grb_dist.sweep.plan.ATTACK_BATCH` cells on one surrogate
+* an attack task (up to :data:`~grb_dist.sweep.cells.ATTACK_BATCH` cells on one surrogate
   and difficulty) runs its surrogate's clean pass once plus ``fixed + steps * unit`` per cell;
 * a scoring call assembles the perturbed graph once and runs one forward pass per defense
   it scores, plus :data:`CALL_S`;
@@ -24,7 +24,7 @@ side by side also share memory bandwidth and caches; that is not modelled (on th
 twin two training tasks at once ran 5-50% slower each than alone).
 Around the schedule: the command's start and loading the graph (timed by the plan itself),
 the driver's imports, starting a local Ray and its workers and stopping it (calibrated:
-:class:`~grb_dist.sweep.calibrate.Startup`), and the reduction at the end (:data:`REDUCE_S`).
+:class:`~grb_dist.sweep.cost.calibrate.Startup`), and the reduction at the end (:data:`REDUCE_S`).
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grb_dist.core.errors import ConfigError
-from grb_dist.sweep.calibrate import Calibration
+from grb_dist.sweep.cost.calibrate import Calibration
 from grb_dist.core.names import POISONING
-from grb_dist.sweep.plan import ATTACK_BATCH, AttackCell, Plan, PoisonTask, ScoreCell, Work
+from grb_dist.sweep.cells import ATTACK_BATCH, AttackCell, Cells, PoisonTask, ScoreCell, Work
 
 #: Seconds of a scoring call beyond its forward passes (the actor call, assembling the
 #: perturbed graph).
@@ -114,7 +114,7 @@ def _steps(cell: AttackCell) -> int:
     return int(cell.params.get("steps", 0) or 0)
 
 
-def forecast(plan: Plan, work: Work, calibration: Calibration, cluster: Cluster, *, load_seconds: float = 0.0,
+def forecast(cells: Cells, work: Work, calibration: Calibration, cluster: Cluster, *, load_seconds: float = 0.0,
              graph_bytes: int = 0, stored: frozenset[str] = frozenset(), n_scorers: int = 0) -> Forecast:
     """The predicted cost of ``work`` on ``cluster``: ``stored`` are the file stems of the
     models the run already holds (loaded, not trained); ``load_seconds`` how long loading
@@ -137,7 +137,7 @@ def forecast(plan: Plan, work: Work, calibration: Calibration, cluster: Cluster,
                                peak=max((cal.score[c.defense].peak for c in work.todo if c.scenario != POISONING),
                                         default=0)),
     }
-    schedule = _Schedule(plan, work, cal, cluster, train_s, stored, n_scorers, stages).run()
+    schedule = _Schedule(cells, work, cal, cluster, train_s, stored, n_scorers, stages).run()
     up = cal.startup
     setup = load_seconds + up.driver_import + (up.ray_start if cluster.local else 0.0) + up.workers
     total = setup + schedule + REDUCE_S + (up.shutdown if cluster.local else 0.0)
@@ -156,7 +156,7 @@ def forecast(plan: Plan, work: Work, calibration: Calibration, cluster: Cluster,
 class _Schedule:
     """An event simulation of the runner (see the module docstring)."""
 
-    def __init__(self, plan: Plan, work: Work, cal: Calibration, cluster: Cluster, train_s: dict[str, float],
+    def __init__(self, cells: Cells, work: Work, cal: Calibration, cluster: Cluster, train_s: dict[str, float],
                  stored: frozenset[str], n_scorers: int, stages: dict[str, StageForecast]) -> None:
         self.cal, self.cluster, self.stages = cal, cluster, stages
         self.slots = int(cluster.cpus) if not cluster.gpus else max(1, min(int(cluster.cpus), int(cluster.gpus * 4)))
@@ -165,7 +165,7 @@ class _Schedule:
         self.train_queue = [t for t in work.models if t.file_stem not in stored]
         self.train_s = train_s
         self.attack_queue = list(work.attacks_to_run)
-        self.stem_of = {t.name: t.file_stem for t in plan.targets}
+        self.stem_of = {t.name: t.file_stem for t in cells.targets}
         # poisoning tasks wait for their perturbation (None: the clean graph, at once)
         self.poison_of: dict[str | None, list[PoisonTask]] = {}
         for pt in work.poisoned:

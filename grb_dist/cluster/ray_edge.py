@@ -1,17 +1,19 @@
 """The Ray edge: the only module of grb_dist that imports Ray.
 
 Everything the sweep and the study ask of Ray goes through here, as plain functions the
-rest of the package calls without knowing Ray:
+rest of the package calls without knowing Ray. It knows neither the sweep nor the study:
+they hand it plain functions and classes (their work, the Scorer), which it runs as Ray
+tasks and actors:
 
 - joining a cluster or starting a local Ray (:func:`connect`, :func:`disconnect`), with
   the dashboard's URL and token hint, and a watchdog that ends a local Ray with this process;
-- the graph and the registry snapshot in the object store once per run (:func:`put`,
-  :func:`put_registrations`); every worker restores the snapshot once (:func:`_restore`);
-- training and attack tasks and the Scorer actors of a sweep (:func:`submit_train`,
-  :func:`submit_attack`, :func:`start_scorer`, :func:`submit_score`), collected with
-  :func:`wait` and :func:`get`, whose failures come back as :class:`TaskFailed` or
-  :class:`ActorLost` (no Ray exception leaves this module);
-- the study's independent work units, with a bound on work in flight (:func:`run_units`).
+- values and the registry snapshot in the object store once per run (:func:`put`,
+  :func:`put_registrations`); every worker restores the snapshot once (:func:`in_worker`);
+- tasks and actors with the resources of :func:`options` (:func:`submit`,
+  :func:`start_actor`, :func:`call`), collected with :func:`wait` and :func:`get`, whose
+  failures come back as :class:`TaskFailed` or :class:`ActorLost` (no Ray exception leaves
+  this module);
+- independent work units with a bound on work in flight (:func:`run_units`).
 
 Ray's private API is used in two places only, each guarded with a fallback for other Ray
 versions: turning token authentication on explicitly for a local Ray, and asking for the
@@ -36,9 +38,8 @@ from ray.job_config import JobConfig
 from grb_dist.core import allocator, registry
 from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.core.graph import Graph
-from grb_dist.sweep import reaper as reaper_mod
-from grb_dist.sweep import worker
-from grb_dist.sweep.settings import RaySettings, check_reachable
+from grb_dist.cluster import reaper as reaper_mod
+from grb_dist.cluster.settings import RaySettings, check_reachable
 
 
 class TaskFailed(GrbDistError):
@@ -66,7 +67,7 @@ class RayContext:
     dashboard_url: str | None
     cpus: float
     gpus: float
-    reaper: Any = None  # grb_dist.sweep.reaper.Reaper of a local Ray started here
+    reaper: Any = None  # grb_dist.cluster.reaper.Reaper of a local Ray started here
     dashboard_token: str | None = None
     kept: str | None = None  # the address of a local Ray left running after the sweep (keep)
 
@@ -251,22 +252,23 @@ def disconnect(context: RayContext) -> None:
 
 
 @ray.remote
-def _worker_size() -> int:
-    """A fresh worker's resident bytes once it holds what every task imports (the worker
-    module: torch and the models)."""
+def _worker_size(preload: str) -> int:
+    """A fresh worker's resident bytes once it holds the module ``preload`` (what every
+    task of the caller imports)."""
     import importlib
     import resource
 
-    importlib.import_module(worker.__name__)  # what a task's first call imports
+    importlib.import_module(preload)  # what a task's first call imports
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def startup_report(num_cpus: int, include_dashboard: bool | None) -> None:
-    """Print (JSON) what a sweep's Ray costs before and after its work on this machine: the
+def startup_report(num_cpus: int, include_dashboard: bool | None, preload: str) -> None:
+    """Print (JSON) what a local Ray costs before and after its work on this machine: the
     seconds of ``ray.init`` for a local Ray of ``num_cpus`` CPUs (as :func:`connect` starts
-    it), of its first task on every one of those fresh workers (process start and imports, all
-    at once), of ``ray.shutdown``, and a worker's resident bytes. Run by ``sweep --plan``'s
-    calibration in a process of its own (its imports are timed by the caller)."""
+    it), of its first task on every one of those fresh workers (process start and the import
+    of the module ``preload``, all at once), of ``ray.shutdown``, and a worker's resident
+    bytes. Run by ``sweep --plan``'s calibration in a process of its own (its imports are
+    timed by the caller)."""
     import json
     import time
 
@@ -274,7 +276,7 @@ def startup_report(num_cpus: int, include_dashboard: bool | None) -> None:
     ctx = connect(RaySettings(num_cpus=num_cpus, include_dashboard=include_dashboard))
     up = time.perf_counter()
     try:
-        sizes = ray.get([_worker_size.options(num_cpus=1).remote() for _ in range(num_cpus)])
+        sizes = ray.get([_worker_size.options(num_cpus=1).remote(preload) for _ in range(num_cpus)])
         ready = time.perf_counter()
     finally:
         disconnect(ctx)
@@ -362,11 +364,18 @@ def _cause(exc: BaseException) -> str:
     return text[-1] if text else type(exc).__name__
 
 
-# ---------------------------------------------------------------- tasks and actors of a sweep
+# ---------------------------------------------------------------- tasks and actors
 
 
-def _device() -> str:
+def device() -> str:
+    """In a worker: ``cuda`` when Ray gave this task or actor a GPU, else ``cpu``."""
     return "cuda" if ray.get_gpu_ids() else "cpu"
+
+
+def resolve(ref: Any) -> Any:
+    """In a worker: the value of a ref that came nested in an argument (Ray resolves only
+    top-level arguments)."""
+    return ray.get(ref)
 
 
 #: The environment variable that carries ``RaySettings.threads`` to tasks and actors.
@@ -387,7 +396,7 @@ def options(settings: RaySettings, kind: str, use_gpu: bool) -> dict[str, Any]:
 
 
 @contextmanager
-def _in_worker(registrations: list) -> Iterator[None]:
+def in_worker(registrations: list) -> Iterator[None]:
     """Around every task and actor call: the driver's registrations (restored once per
     worker) and torch's threads before it; the heap's free memory given back after it
     (:mod:`grb_dist.core.allocator`), so that an idle worker holds only what it keeps."""
@@ -408,135 +417,46 @@ def _set_threads() -> None:
         torch.set_num_threads(int(threads))
 
 
-@ray.remote
-def _train_remote(graph: Graph, task, registrations: list) -> worker.TrainedModel:
-    with _in_worker(registrations):
-        return worker.train_task(graph, task, device=_device())
-
-
-@ray.remote
-def _attack_remote(graph: Graph, cells: list, models: list, registrations: list):
-    """A batch of attack cells on one surrogate and difficulty: the surrogate is loaded and
-    its clean pass computed once (:func:`worker.attack_batch`); ``models``: ``(name,
-    params, [state_ref])`` of the surrogate, then of the model whose predictions the cells
-    fight when they have one (adaptive cells); one return value per cell (submitted with
-    ``num_returns=len(cells)``), so each perturbation goes to the Scorers as soon as the
-    batch ends, without passing through the driver."""
-    with _in_worker(registrations):
-        device = _device()
-        surrogate, *labeler = [worker.load_model(graph, name, params, ray.get(ref[0]), device)
-                               for name, params, ref in models]
-        results = worker.attack_batch(graph, cells, surrogate, device=device, labeler=labeler[0] if labeler else None)
-        return results[0] if len(results) == 1 else tuple(results)
-
-
-@ray.remote
-def _poison_remote(graph: Graph, task, attack: worker.AttackResult | None, state: list, registrations: list):
-    """Train a defense on a poisoned graph and score it (:func:`worker.poison_task`);
-    ``state``: ``[ref]`` of the stored state_dict when the run holds the model, else ``[]``."""
-    with _in_worker(registrations):
-        perturbation, scored = (attack.perturbation, attack.scored) if attack is not None else (None, None)
-        return worker.poison_task(graph, task, perturbation, device=_device(),
-                                  state_dict=ray.get(state[0]) if state else None, scored=scored)
-
-
-def submit_poison(graph_ref: Any, task: Any, pert_ref: Any, state_ref: Any, registrations: list, opts: dict,
-                  name: str) -> Any:
-    """A poisoning task (train on the perturbation of ``pert_ref``, ``None`` for the clean
-    graph, then score); its ref. ``state_ref``: the stored model's, or ``None``."""
-    return _poison_remote.options(**opts, name=name).remote(graph_ref, task, pert_ref,
-                                                            [state_ref] if state_ref is not None else [],
-                                                            registrations)
-
-
-def submit_train(graph_ref: Any, task: Any, registrations: list, opts: dict, name: str) -> Any:
-    """A training task (:func:`worker.train_task`); its ref."""
-    return _train_remote.options(**opts, name=name).remote(graph_ref, task, registrations)
-
-
-def submit_attack(graph_ref: Any, cells: list, models: list, registrations: list, opts: dict, name: str) -> list:
-    """An attack task over a batch of cells on one stored surrogate (``models``: ``(name,
-    params, state_ref)`` of the surrogate, and of the labels' model when the cells have
-    one); one ref per cell."""
-    refs = _attack_remote.options(**opts, num_returns=len(cells), name=name).remote(
-        graph_ref, cells, [(m, p, [ref]) for m, p, ref in models], registrations)
-    return list(refs) if len(cells) > 1 else [refs]
-
-
-#: What a scoring call carries so that any Scorer, fresh or restarted, can load what it
-#: needs: ``[graph_ref, [(defense, params, state_dict_ref, train_seconds), ...],
-#: registrations]``; refs nested in a list, which Ray passes unresolved.
-ScorerSetup = list
-
-
-class _ScorerActor:
-    """Ray wrapper of :class:`worker.Scorer`.
-
-    The constructor takes no object refs: Ray warns (and cannot promise to restore them on
-    a restart, ray-project/ray#53727) when an actor with ``max_restarts > 0`` has
-    constructor arguments in the object store. Instead every :meth:`score` call carries a
-    :data:`ScorerSetup`; the actor loads the graph and each defense on the first call that
-    needs it and keeps them, so a restarted actor loads them again from the refs of the
-    call Ray retries (the driver holds those refs for the whole sweep).
-    """
-
-    def __init__(self, name: str):
-        self.name = name
-        self.scorer: worker.Scorer | None = None
-
-    def __repr__(self) -> str:  # the actor's name in Ray's logs and dashboard
-        return self.name
-
-    def _hold(self, setup: ScorerSetup) -> worker.Scorer:
-        graph_ref, models, _registrations = setup  # restored by score's _in_worker
-        if self.scorer is None:
-            self.scorer = worker.Scorer(ray.get(graph_ref), {}, _device())
-        scorer = self.scorer
-        for name, params, ref, secs in models:
-            if name not in scorer.models:
-                scorer.models[name] = worker.load_model(scorer.graph, name, params, ray.get(ref), scorer.device)
-                scorer.train_seconds[name] = float(secs)
-        return scorer
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def names(self) -> list[str]:
-        """The defenses loaded so far."""
-        return self.scorer.names() if self.scorer is not None else []
-
-    def score(self, setup: ScorerSetup, attack: worker.AttackResult | None, difficulty: str,
-              defenses: list[str]) -> list[dict]:
-        with _in_worker(setup[2]):
-            scorer = self._hold(setup)
-            if attack is None:
-                return scorer.score(None, difficulty, defenses)
-            return scorer.score(attack.perturbation, difficulty, defenses, attack.scored)
-
-
-ScorerActor = ray.remote(_ScorerActor)
-
-
-def start_scorer(name: str, opts: dict[str, Any]) -> Any:
-    """A Scorer actor named ``name``; when that name is still taken (a Scorer of an earlier
-    sweep of this driver that Ray has not finished killing), with a suffix."""
-    try:
-        return ScorerActor.options(name=name, **opts).remote(name)
-    except ValueError:
-        return ScorerActor.options(name=f"{name}-{uuid.uuid4().hex[:6]}", **opts).remote(name)
-
-
-def submit_score(scorer: Any, setup: ScorerSetup, pert_ref: Any, difficulty: str, defenses: list[str]) -> Any:
-    """A scoring call: ``defenses`` on the perturbation of ``pert_ref`` (``None``: clean)."""
-    return scorer.score.remote(setup, pert_ref, difficulty, defenses)
-
-
-# ---------------------------------------------------------------- the study's work units
-
-
-def _unit(fn: Callable[..., Any], registrations: list, *args: Any) -> Any:
-    with _in_worker(registrations):
+def _call(fn: Callable[..., Any], registrations: list, *args: Any) -> Any:
+    with in_worker(registrations):
         return fn(*args)
+
+
+#: Every task runs :func:`_call`: the plain function it is handed, inside :func:`in_worker`.
+_task = ray.remote(_call)
+
+
+def submit(fn: Callable[..., Any], args: tuple, registrations: list, opts: dict, name: str,
+           num_returns: int = 1) -> Any:
+    """``fn(*args)`` as a Ray task named ``name`` with the options ``opts``, inside
+    :func:`in_worker`; top-level refs of ``args`` arrive resolved. Its ref, or a list of
+    ``num_returns`` refs when ``num_returns`` > 1 (``fn`` then returns a tuple)."""
+    refs = _task.options(**opts, num_returns=num_returns, name=name).remote(fn, registrations, *args)
+    return list(refs) if num_returns > 1 else refs
+
+
+_actor_classes: dict[type, Any] = {}
+
+
+def start_actor(cls: type, name: str, opts: dict[str, Any], *args: Any) -> Any:
+    """An actor of the plain class ``cls`` named ``name`` (``cls(*args)``); when that name is
+    still taken (an actor of an earlier run of this driver that Ray has not finished
+    killing), with a suffix. Its methods are called with :func:`call`."""
+    remote = _actor_classes.get(cls)
+    if remote is None:
+        remote = _actor_classes[cls] = ray.remote(cls)
+    try:
+        return remote.options(name=name, **opts).remote(*args)
+    except ValueError:
+        return remote.options(name=f"{name}-{uuid.uuid4().hex[:6]}", **opts).remote(*args)
+
+
+def call(actor: Any, method: str, *args: Any) -> Any:
+    """A call of ``actor``'s ``method``; its ref."""
+    return getattr(actor, method).remote(*args)
+
+
+# ---------------------------------------------------------------- independent work units
 
 
 def run_units(fn: Callable[..., Any], work: Iterable[tuple[str, tuple]], on_result: Callable[[int, Any], None],
@@ -549,7 +469,6 @@ def run_units(fn: Callable[..., Any], work: Iterable[tuple[str, tuple]], on_resu
     context = connect(settings, job_name=job_name)
     try:
         registrations = put_registrations()
-        task = ray.remote(num_cpus=1, max_retries=2)(_unit)
         bound = max_in_flight or max(2, int(2 * cluster_size()[0]))
         pending = iter(enumerate(work))
         refs: dict[Any, int] = {}
@@ -559,7 +478,7 @@ def run_units(fn: Callable[..., Any], work: Iterable[tuple[str, tuple]], on_resu
                 if item is None:
                     break
                 i, (name, args) = item
-                refs[task.options(name=name).remote(fn, registrations, *args)] = i
+                refs[_task.options(num_cpus=1, max_retries=2, name=name).remote(fn, registrations, *args)] = i
             if not refs:
                 break
             ready = wait(list(refs), None)
@@ -568,6 +487,6 @@ def run_units(fn: Callable[..., Any], work: Iterable[tuple[str, tuple]], on_resu
         disconnect(context)
 
 
-__all__ = ["ActorLost", "RayContext", "ScorerSetup", "TaskFailed", "cancel", "cluster_size", "connect", "disconnect",
-           "get", "kill", "largest_node_memory", "options", "put", "put_registrations", "run_units", "start_scorer",
-           "submit_attack", "submit_score", "submit_train", "wait"]
+__all__ = ["ActorLost", "RayContext", "TaskFailed", "call", "cancel", "cluster_size", "connect", "device",
+           "disconnect", "get", "in_worker", "kill", "largest_node_memory", "options", "put", "put_registrations",
+           "resolve", "run_units", "start_actor", "startup_report", "submit", "wait"]

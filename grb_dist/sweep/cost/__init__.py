@@ -1,0 +1,14 @@
+"""What a sweep will cost, before it runs (``grb-dist sweep --plan``).
+
+- :mod:`~grb_dist.sweep.cost.predict`: the forecast of a prepared run's missing cells on a
+  cluster (:func:`~grb_dist.sweep.cost.predict.predict_cost`);
+- :mod:`~grb_dist.sweep.cost.calibrate`: measuring each kind of task on this machine (or on
+  samples of a large graph), cached per machine;
+- :mod:`~grb_dist.sweep.cost.scaling`: how the figures measured on samples grow to the whole graph;
+- :mod:`~grb_dist.sweep.cost.machine`: the machine's identity that names the calibration
+  cache, and the measured start-up of a local Ray;
+- :mod:`~grb_dist.sweep.cost.forecast`: the cost model: tasks on the cluster's slots, wall
+  time per stage and in total, peak memory per task.
+
+This package imports none of them: import the module you need.
+"""

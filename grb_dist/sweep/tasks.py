@@ -1,0 +1,139 @@
+"""The sweep's work as the Ray edge runs it: its tasks and the Scorer actor.
+
+:mod:`grb_dist.cluster.ray_edge` knows neither the sweep nor its worker; it runs the plain
+functions and the class of this module as Ray tasks and actors. The runner
+(:mod:`grb_dist.sweep.runner`) reaches Ray only through this module, which offers the
+edge's functions it needs (:func:`put`, :func:`wait`, :func:`get`, ...) beside the sweep's
+own submissions (:func:`submit_train`, :func:`submit_attack`, :func:`submit_poison`,
+:func:`start_scorer`, :func:`submit_score`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from grb_dist.cluster.ray_edge import (ActorLost, TaskFailed, cancel, cluster_size, device, get, in_worker, kill,
+                                       options, put, put_registrations, resolve, wait)
+from grb_dist.cluster import ray_edge as edge
+from grb_dist.core.graph import Graph
+from grb_dist.sweep import worker
+
+# ---------------------------------------------------------------- in the worker
+
+
+def train(graph: Graph, task) -> worker.TrainedModel:
+    """A training task (:func:`worker.train_task`) on this worker's device."""
+    return worker.train_task(graph, task, device=device())
+
+
+def attack(graph: Graph, cells: list, models: list):
+    """A batch of attack cells on one surrogate and difficulty: the surrogate is loaded and
+    its clean pass computed once (:func:`worker.attack_batch`); ``models``: ``(name,
+    params, [state_ref])`` of the surrogate, then of the model whose predictions the cells
+    fight when they have one (adaptive cells); one return value per cell (submitted with
+    ``num_returns=len(cells)``), so each perturbation goes to the Scorers as soon as the
+    batch ends, without passing through the driver."""
+    dev = device()
+    surrogate, *labeler = [worker.load_model(graph, name, params, resolve(ref[0]), dev) for name, params, ref in models]
+    results = worker.attack_batch(graph, cells, surrogate, device=dev, labeler=labeler[0] if labeler else None)
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+def poison(graph: Graph, task, attack: worker.AttackResult | None, state: list):
+    """Train a defense on a poisoned graph and score it (:func:`worker.poison_task`);
+    ``state``: ``[ref]`` of the stored state_dict when the run holds the model, else ``[]``."""
+    perturbation, scored = (attack.perturbation, attack.scored) if attack is not None else (None, None)
+    return worker.poison_task(graph, task, perturbation, device=device(),
+                              state_dict=resolve(state[0]) if state else None, scored=scored)
+
+
+#: What a scoring call carries so that any Scorer, fresh or restarted, can load what it
+#: needs: ``[graph_ref, [(defense, params, state_dict_ref, train_seconds), ...],
+#: registrations]``; refs nested in a list, which Ray passes unresolved.
+ScorerSetup = list
+
+
+class ScorerActor:
+    """The actor around :class:`worker.Scorer`.
+
+    The constructor takes no object refs: Ray warns (and cannot promise to restore them on
+    a restart, ray-project/ray#53727) when an actor with ``max_restarts > 0`` has
+    constructor arguments in the object store. Instead every :meth:`score` call carries a
+    :data:`ScorerSetup`; the actor loads the graph and each defense on the first call that
+    needs it and keeps them, so a restarted actor loads them again from the refs of the
+    call Ray retries (the driver holds those refs for the whole sweep).
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+        self.scorer: worker.Scorer | None = None
+
+    def __repr__(self) -> str:  # the actor's name in Ray's logs and dashboard
+        return self.name
+
+    def _hold(self, setup: ScorerSetup) -> worker.Scorer:
+        graph_ref, models, _registrations = setup  # restored by score's in_worker
+        if self.scorer is None:
+            self.scorer = worker.Scorer(resolve(graph_ref), {}, device())
+        scorer = self.scorer
+        for name, params, ref, secs in models:
+            if name not in scorer.models:
+                scorer.models[name] = worker.load_model(scorer.graph, name, params, resolve(ref), scorer.device)
+                scorer.train_seconds[name] = float(secs)
+        return scorer
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def names(self) -> list[str]:
+        """The defenses loaded so far."""
+        return self.scorer.names() if self.scorer is not None else []
+
+    def score(self, setup: ScorerSetup, attack: worker.AttackResult | None, difficulty: str,
+              defenses: list[str]) -> list[dict]:
+        with in_worker(setup[2]):
+            scorer = self._hold(setup)
+            if attack is None:
+                return scorer.score(None, difficulty, defenses)
+            return scorer.score(attack.perturbation, difficulty, defenses, attack.scored)
+
+
+# ---------------------------------------------------------------- in the driver
+
+
+def submit_train(graph_ref: Any, task: Any, registrations: list, opts: dict, name: str) -> Any:
+    """A training task (:func:`train`); its ref."""
+    return edge.submit(train, (graph_ref, task), registrations, opts, name)
+
+
+def submit_attack(graph_ref: Any, cells: list, models: list, registrations: list, opts: dict, name: str) -> list:
+    """An attack task over a batch of cells on one stored surrogate (``models``: ``(name,
+    params, state_ref)`` of the surrogate, and of the labels' model when the cells have
+    one); one ref per cell."""
+    refs = edge.submit(attack, (graph_ref, cells, [(m, p, [ref]) for m, p, ref in models]), registrations, opts,
+                       name, num_returns=len(cells))
+    return refs if len(cells) > 1 else [refs]
+
+
+def submit_poison(graph_ref: Any, task: Any, pert_ref: Any, state_ref: Any, registrations: list, opts: dict,
+                  name: str) -> Any:
+    """A poisoning task (train on the perturbation of ``pert_ref``, ``None`` for the clean
+    graph, then score); its ref. ``state_ref``: the stored model's, or ``None``."""
+    state = [state_ref] if state_ref is not None else []
+    return edge.submit(poison, (graph_ref, task, pert_ref, state), registrations, opts, name)
+
+
+def start_scorer(name: str, opts: dict[str, Any]) -> Any:
+    """A Scorer actor named ``name`` (with a suffix while an earlier sweep's still holds it)."""
+    return edge.start_actor(ScorerActor, name, opts, name)
+
+
+def submit_score(scorer: Any, setup: ScorerSetup, pert_ref: Any, difficulty: str, defenses: list[str]) -> Any:
+    """A scoring call: ``defenses`` on the perturbation of ``pert_ref`` (``None``: clean)."""
+    return edge.call(scorer, "score", setup, pert_ref, difficulty, defenses)
+
+
+__all__ = ["ActorLost", "ScorerActor", "ScorerSetup", "TaskFailed", "attack", "cancel", "cluster_size", "get", "kill",
+           "options", "poison", "put", "put_registrations", "start_scorer", "submit_attack", "submit_poison",
+           "submit_score", "submit_train", "train", "wait"]
