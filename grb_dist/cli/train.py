@@ -37,7 +37,8 @@ def train(
 ) -> None:
     """Train a model or defense inductively and print its accuracy on each difficulty.
 
-    Hyper-parameters come from the dataset's job file (seed 001 Tables 5-10), flags override them.
+    Hyper-parameters come from the dataset's job file (GRB, Zheng et al. 2021, Tables 5-10),
+    flags override them.
     --seed changes the model only; --split-seed changes the generated graph and the split.
     """
     from grb_dist.core.config import to_dict

@@ -33,7 +33,8 @@ class DatasetInfo:
         urls: official download address of each file (empty when none is known); a
             ``prognn`` entry's keys are paths of Pro-GNN's layout (its base graph and split).
         csbm: generator parameters for ``csbm`` sources.
-        feature_range: feature range after arctan normalisation (seed 001, Table 5/12).
+        feature_range: feature range after arctan normalisation (GRB, Zheng et al. 2021,
+            Table 5/12).
         checksums: file name -> ``(size in bytes, sha256)`` of the official files. Downloads
             and cached copies are compared with them (``--no-verify`` skips the comparison);
             a file without an entry is verified by parsing only (the ``.npz`` keys, shapes,
@@ -80,12 +81,14 @@ GRB_DATASETS = (
 
 #: CSBM parameters of the twins, calibrated so that a GCN (the job file's hyper-parameters,
 #: GRB's inductive protocol) reaches about the real dataset's clean accuracy per difficulty
-#: (seed 001 leaderboards, "W/O Attack"), with the real node, edge, feature and class counts.
+#: (GRB leaderboards, Zheng et al. 2021, "W/O Attack"), with the real node, edge, feature and
+#: class counts.
 #: ``homophily`` h splits the real mean degree 2E/N into expected same-class (``h * 2E/N``)
 #: and different-class (``(1 - h) * 2E/N``) neighbours; ``degree_spread`` is the log-normal
-#: spread of the degree-corrected CSBM, chosen so the test bands' mean degrees follow seed 001
-#: Table 4 (the real graphs' Easy/Medium/Hard bands differ several-fold in degree); h sets how
-#: much accuracy grows with degree and ``K`` (class means K sigma apart, sigma = 1) the level.
+#: spread of the degree-corrected CSBM, chosen so the test bands' mean degrees follow GRB
+#: (Zheng et al. 2021), Table 4 (the real graphs' Easy/Medium/Hard bands differ several-fold in
+#: degree); h sets how much accuracy grows with degree and ``K`` (class means K sigma apart,
+#: sigma = 1) the level.
 #: A GCN's accuracy here tracks, within a few points, the nearest-class-mean accuracy of
 #: mean-aggregated features (1-hop on cora/citeseer/flickr, nearer 2-hop on aminer), which
 #: is how K and h were found before measuring; a GCN on a CSBM gains far more from structure

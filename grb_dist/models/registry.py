@@ -184,7 +184,7 @@ ARCHITECTURES: dict[str, type[GraphModel]] = {
     "mlp": MLP,
 }
 
-#: Robust architectures (seed 001 section 3.4).
+#: Robust architectures (GRB, Zheng et al. 2021, section 3.4).
 ROBUST_MODELS: dict[str, type[GraphModel]] = {
     "rgcn": RGCN,
     "gnnguard": GNNGuard,

@@ -1,6 +1,7 @@
 """A publishable report of a run: one self-contained HTML page and its figures (PNG, PDF);
-of a seed 002 study directory likewise (:mod:`grb_dist.report.study`, built on this module's
-:class:`Report` and :func:`write_report`; this module does not import it).
+of a semantics-aware robustness study directory (Gosch et al. 2023) likewise
+(:mod:`grb_dist.report.study`, built on this module's :class:`Report` and :func:`write_report`;
+this module does not import it).
 
 :func:`build_report` is pure (a scores table and the run's manifest in, the page and the
 figures' bytes out); :func:`write_report` writes them, each file atomically, the page last,

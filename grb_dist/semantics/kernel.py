@@ -1,4 +1,4 @@
-"""One unit of a study (seed 002): :func:`run_unit`, a plain function (no Ray).
+"""One unit of a study (Gosch et al. 2023): :func:`run_unit`, a plain function (no Ray).
 
 A unit is a (K, graph seed, model, attack) (:class:`~grb_dist.semantics.spec.Unit`): the
 model is trained inductively on 80% of the known nodes of the unit's graph

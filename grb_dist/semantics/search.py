@@ -1,4 +1,4 @@
-"""The ``search:`` section of a study job: per-model grids of hyper-parameters (seed 002,
+"""The ``search:`` section of a study job: per-model grids of hyper-parameters (Gosch et al. 2023,
 appendix H), searched per K by ``grb-dist study-tune`` (:mod:`grb_dist.semantics.tune`)::
 
     search:

@@ -1,4 +1,5 @@
-"""A study's settings (seed 002): the job file, its checks, its graph section and its units.
+"""A study's settings (Gosch et al. 2023): the job file, its checks, its graph section and its
+units.
 
 :class:`StudySpec` is a study job file (``grb_dist/jobs/studies/*.yaml``) read by
 :func:`load_spec` and checked by :func:`check_spec` (every error that can be found before

@@ -1,4 +1,4 @@
-"""Per-K hyper-parameter search of a study's models (seed 002, appendix H).
+"""Per-K hyper-parameter search of a study's models (Gosch et al. 2023, appendix H).
 
 The paper tunes every model for every K on 10 sampled graphs and keeps, per K, the
 setting with the best average validation accuracy; Model+LP variants take the best
