@@ -46,7 +46,8 @@ def study(
     One unit per (K, graph seed, model, attack); each unit's per-node rows are written
     atomically to OUT/<study>/nodes/<unit id>.parquet and a re-run only does missing units.
     """
-    from grb_dist.core.checks import check_ray_address, check_writable_dir
+    from grb_dist.core.paths import check_writable_dir
+    from grb_dist.core.resources import check_ray_address
     from grb_dist.semantics.run import run_study
 
     job = _study_job(job)
@@ -153,7 +154,9 @@ def study_tune(
     each K; the best per (K, model), and for <model>_lp the best of the model and of lp, go
     into per_K of a copy of the job written to OUTPUT (run it with grb-dist study --job OUTPUT).
     """
-    from grb_dist.core.checks import check_output_file, check_ray_address, load_job_document
+    from grb_dist.core.jobfile import load_job_document
+    from grb_dist.core.paths import check_output_file
+    from grb_dist.core.resources import check_ray_address
     from grb_dist.core.errors import ConfigError
     from grb_dist.semantics.tune import check_tune, tune, tuned_job
     from grb_dist.core.fileio import write_output

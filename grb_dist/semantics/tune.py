@@ -42,7 +42,7 @@ def check_tune(spec: StudySpec, search: Mapping[str, Any], graphs: int) -> None:
     """Errors before any work: the ``search`` grids (:func:`check_search`), ``graphs`` in
     the study's range, the number of trainings bounded like a sweep's cells, and the largest
     setting's training within this machine's memory."""
-    from grb_dist.core.checks import check_int, check_plan_size
+    from grb_dist.core.bounds import check_int, check_plan_size
     from grb_dist.semantics.spec import MAX_GRAPHS, check_study_memory, study_memory
 
     check_search(spec, search)
