@@ -35,7 +35,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
-GRB_V100 = {"fgsm": 954.5, "tdgia": 4079.4}  # seconds, grb-aminer full, 5000 steps (seed 001 Table 11)
+#: Seconds on one V100, grb-aminer full, 5000 steps (GRB, Zheng et al. 2021, Table 11).
+GRB_V100 = {"fgsm": 954.5, "tdgia": 4079.4}
 PAPER_STEPS = 5000
 
 

@@ -223,7 +223,7 @@ class Display:
 
 def _benchmark_inputs(model: Any, name: str | None, dataset: Any, what: JobChoice):
     """``(key, given, spec, graph)`` of :func:`benchmark`: the model registered under ``key``
-    (a module instance wrapped as ``given``, a :class:`~grb_dist.models.registry.GivenModule`,
+    (a module instance wrapped as ``given``, a :class:`~grb_dist.defenses.given.GivenModule`,
     else ``None``), the job, and the graph of a PyG ``dataset`` (its features as given:
     ``normalize`` defaults to ``none``), else ``None`` (the dataset is loaded by name)."""
     pyg = not isinstance(dataset, (str, Path))
@@ -232,7 +232,7 @@ def _benchmark_inputs(model: Any, name: str | None, dataset: Any, what: JobChoic
         job_keys.setdefault("normalize", "none")
     given = None
     if _module_instance(model):
-        from grb_dist.models.registry import GivenModule
+        from grb_dist.defenses.given import GivenModule
 
         given = GivenModule(model)  # the copy every run of this call uses
     key = _benchmark_name(given or model, name)
@@ -282,7 +282,7 @@ def _pyg_label(data: Any) -> str:
 
 
 def _check_given(module: Any, graph: Any) -> None:
-    """A given module (:class:`~grb_dist.models.registry.GivenModule`'s copy, on the CPU in
+    """A given module (:class:`~grb_dist.defenses.given.GivenModule`'s copy, on the CPU in
     eval mode) maps the graph's ``(x, edge_index)`` to ``N x C`` finite logits (its own
     widths must fit the graph): checked once on the clean graph, before Ray starts."""
     import torch
@@ -392,7 +392,8 @@ def _listed(value: str | Iterable[str] | None) -> str | tuple[str, ...] | None:
 
 def _benchmark_name(model: Any, name: str | None) -> str:
     """Register ``model`` for :func:`benchmark` (or check the name it names); its name."""
-    from grb_dist.models.registry import MODELS, check_name
+    from grb_dist.models.grammar import check_name
+    from grb_dist.models.registry import MODELS
 
     if isinstance(model, str):
         if name is not None:

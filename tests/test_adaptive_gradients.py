@@ -22,7 +22,7 @@ from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph, Modification, canonical_edges
 from grb_dist.datasets.split import grb_split
 from grb_dist.defenses import build_defense
-from grb_dist.models import svd as svd_module
+from grb_dist.models.robust import svd as svd_module
 from helpers import tiny_csbm
 
 #: The defenses of grb_dist/jobs/grb-cora.yaml, plus label propagation alone and GATv2.
@@ -194,7 +194,7 @@ def test_edge_weight_gradient_matches_finite_differences(graph, name, monkeypatc
 
 def test_gnnguard_pruning_is_away_from_the_checked_points(graph):
     """The finite differences above are valid: no cosine similarity is near the threshold."""
-    from grb_dist.models.gnnguard import edge_cosine
+    from grb_dist.models.robust.gnnguard import edge_cosine
 
     model = build("gnnguard", graph)
     x, ei = tensors(graph)

@@ -137,7 +137,7 @@ def test_rows_written_before_the_threat_column_read_as_transfer(tmp_path, graph,
     ("modification", "pgd", {"ratio_edge_mod": 0.02, "steps": 3}),
 ])
 def test_given_labels_replace_the_surrogates_predictions(graph, scenario, name, params):
-    from grb_dist.models.registry import build_model
+    from grb_dist.models.grammar import build_model
 
     torch.manual_seed(0)
     model = build_model("gcn", graph.num_features, graph.num_classes, {"hidden_sizes": [8]}).eval()
@@ -155,7 +155,7 @@ def test_given_labels_replace_the_surrogates_predictions(graph, scenario, name, 
 def test_gradient_modification_attacks_run_on_a_model_that_reads_no_graph(graph, name):
     """An MLP's output does not depend on the edges: the edge gradient is 0 (the attacks
     still run and stay within budget), and PGD's feature part still attacks its features."""
-    from grb_dist.models.registry import build_model
+    from grb_dist.models.grammar import build_model
 
     torch.manual_seed(0)
     mlp = build_model("mlp", graph.num_features, graph.num_classes, {"hidden_sizes": [8]}).eval()

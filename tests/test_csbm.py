@@ -75,7 +75,7 @@ def test_bayes_classifier_beats_feature_only_and_uses_structure():
     nodes = np.arange(2000)
     acc = (bayes_predict(g, cfg, means, nodes) == g.labels).mean()
     feat_only = (np.argmin(((g.features[:, None] - means[None]) ** 2).sum(-1), 1) == g.labels).mean()
-    # seed 002 Table 1: K = 1.0 gives about 68% from features and far more with structure
+    # Gosch et al. 2023, Table 1: K = 1.0 gives about 68% from features and far more with structure
     assert 0.6 < feat_only < 0.76
     assert acc > feat_only + 0.1
 

@@ -19,10 +19,10 @@ from grb_dist.evaluation.evaluate import evaluate
 from grb_dist.core.graph import Graph, canonical_edges
 from grb_dist.models.tensors import apply_injection
 from grb_dist.models import MODELS, build_model, check_name
-from grb_dist.models.registry import is_model_name
-from grb_dist.models.gnnguard import GNNGuard, GNNGuardConfig, guard_weights
+from grb_dist.models.grammar import is_model_name
+from grb_dist.models.robust.gnnguard import GNNGuard, GNNGuardConfig, guard_weights
 from grb_dist.models.lp import LPConfig, label_spreading
-from grb_dist.models.svd import GCNSVD, GCNSVDConfig, svd_edge_weights
+from grb_dist.models.robust.svd import GCNSVD, GCNSVDConfig, svd_edge_weights
 from grb_dist.models.train import TrainConfig
 from grb_dist.models.views import induced
 from grb_dist.models.tensors import graph_tensors

@@ -25,9 +25,10 @@ from grb_dist.attacks.modification.rnd import RND as ModRND
 from grb_dist.defenses import build_defense, train_defense
 from grb_dist.core.errors import ConfigError, UnknownNameError
 from grb_dist.core.errors import ExtensionTypeError
-from grb_dist.models.registry import MODELS, is_model_name, model_names
+from grb_dist.models.grammar import is_model_name
+from grb_dist.models.registry import MODELS, model_names
 from grb_dist.models.gcn import GCN
-from grb_dist.models.registry import check_name
+from grb_dist.models.grammar import check_name
 from grb_dist.models.train import TrainConfig
 from grb_dist.sweep.job import parse_job
 from grb_dist.sweep.resolve import resolve

@@ -16,7 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from grb_dist.cli import app
-from grb_dist.core.checks import load_job_document, named_specs
+from grb_dist.core.jobfile import load_job_document, named_specs
 from grb_dist.core.errors import ConfigError
 from grb_dist.models.tensors import check_device, check_logits
 from grb_dist.sweep.job import jobs_dir
@@ -340,12 +340,12 @@ def test_fifos_devices_and_directories_are_not_dataset_files(good, tmp_path):
 def test_sizes_are_checked_against_memory_before_allocation(tmp_path, monkeypatch):
     import scipy.sparse as sp
 
-    import grb_dist.core.checks as checks
+    import grb_dist.core.resources as resources
     from grb_dist.core.errors import DatasetError
     from grb_dist.datasets.npz import load_npz_graph
 
     # a compressed member that unpacks to more than the machine has: refused from its header
-    monkeypatch.setattr(checks, "machine_memory", lambda: 64 * 1024)
+    monkeypatch.setattr(resources, "machine_memory", lambda: 64 * 1024)
     np.savez_compressed(tmp_path / "bomb.npz", data=np.zeros((300, 300), np.float32))
     from grb_dist.datasets.npz import open_npz, read_array
 

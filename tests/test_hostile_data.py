@@ -20,7 +20,8 @@ import pytest
 import scipy.sparse as sp
 from typer.testing import CliRunner
 
-import grb_dist.core.checks as checks
+import grb_dist.core.jobfile as jobfile
+import grb_dist.core.resources as resources
 from grb_dist.cli import app
 from grb_dist.core.errors import ConfigError, DatasetError
 from grb_dist.core.graph import MAX_NODES, canonical_edges
@@ -99,7 +100,7 @@ def test_a_graph_larger_than_memory_is_refused_from_its_headers_before_unpacking
     np.savez_compressed(d / "features.npz", data=features)
     np.savez(d / "labels.npz", data=np.arange(n) % 3)
     np.savez(d / "index.npz", **split_arrays(n))
-    monkeypatch.setattr(checks, "machine_memory", lambda: 2 << 20)
+    monkeypatch.setattr(resources, "machine_memory", lambda: 2 << 20)
     size = declared_graph(d)
     assert (size.nodes, size.features, size.entries) == (n, 700, adj.nnz)
     assert features.nbytes < (1 << 20) < size.nbytes
@@ -129,10 +130,10 @@ def deflated_features(d: Path, rows: int, cols: int, value: float = 0.0) -> int:
 
 PEAK = """
 import resource, sys
-import grb_dist.core.checks as checks
+import grb_dist.core.resources as resources
 from grb_dist.core.errors import DatasetError
 from grb_dist.datasets import load_dataset
-checks.machine_memory = lambda: int(sys.argv[2])
+resources.machine_memory = lambda: int(sys.argv[2])
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 try:
     load_dataset(sys.argv[1])
@@ -260,7 +261,7 @@ def test_paths_that_are_not_regular_files_are_refused_before_they_are_opened(tmp
             load_dataset(tmp_path / name)
     os.mkfifo(tmp_path / "job.yaml")
     with pytest.raises(ConfigError, match="job file .* is a FIFO, not a regular file; give a YAML file"):
-        checks.read_job_text(tmp_path / "job.yaml")
+        jobfile.read_job_text(tmp_path / "job.yaml")
 
 
 @pytest.mark.parametrize("content, words", [

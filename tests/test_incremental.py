@@ -23,7 +23,7 @@ from grb_dist.datasets.csbm import CSBMConfig, sample_csbm
 from grb_dist.datasets.split import grb_split
 from grb_dist.models.tensors import apply_injection
 from grb_dist.models.gcn import GCN
-from grb_dist.models.registry import build_model
+from grb_dist.models.grammar import build_model
 from grb_dist.models.tensors import graph_tensors
 
 ARCHS = ["gcn", "gat", "gin", "appnp", "tagcn", "sage", "sgc", "mlp"]

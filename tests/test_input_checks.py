@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from grb_dist.core.checks import MAX_JOB_BYTES, check_memory, check_output_file, check_ray_address, format_bytes
+from grb_dist.core.jobfile import MAX_JOB_BYTES
+from grb_dist.core.paths import check_output_file
+from grb_dist.core.resources import check_memory, check_ray_address, format_bytes
 from grb_dist.models.memory import GraphShape, estimate_memory
 from grb_dist.datasets import CATALOG, load_dataset, load_grb_dir, load_npz_graph
 from grb_dist.core.fileio import file_sha256
@@ -477,7 +479,7 @@ def test_job_documents_refuse_fifos_duplicate_keys_and_alias_bombs(tmp_path):
     silently), and the alias-expansion bound holds for study jobs too."""
     import os
 
-    from grb_dist.core.checks import load_job_document
+    from grb_dist.core.jobfile import load_job_document
     from grb_dist.semantics.spec import load_spec
     from grb_dist.sweep.job import load_job
 

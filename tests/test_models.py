@@ -183,7 +183,7 @@ def test_sparse_propagation_equals_gathering_messages_and_its_gradients_check(sh
 
 def test_gnnguard_layers_equal_gcnconv_on_the_guard_weighted_edges():
     from grb_dist.defenses import build_defense
-    from grb_dist.models.gnnguard import _weighted_gcn, guard_weights
+    from grb_dist.models.robust.gnnguard import _weighted_gcn, guard_weights
 
     g = tiny_csbm()
     model = build_defense("gnnguard", g, {"hidden_sizes": [16]}).eval()
@@ -201,8 +201,8 @@ def test_rgcn_messages_equal_the_plain_operators_and_their_gradients_check(activ
     """R-GCN's layer keeps only its inputs for the backward pass and recomputes the rest
     (in blocks of rows: 4, 4 and 1 of the 9 here, or all at once); values and gradients are
     those of the plain operators."""
-    from grb_dist.models import rgcn
-    from grb_dist.models.rgcn import GaussianConv, _GaussianMessages
+    from grb_dist.models.robust import rgcn
+    from grb_dist.models.robust.rgcn import GaussianConv, _GaussianMessages
 
     monkeypatch.setattr(rgcn, "BLOCK_ROWS", rows)
 
@@ -227,7 +227,7 @@ def test_rgcn_messages_equal_the_plain_operators_and_their_gradients_check(activ
 def test_edge_cosine_keeps_only_its_input_and_its_gradients_check():
     """GNNGuard's edge cosine normalises again in the backward pass: values and gradients
     are those of ``F.normalize`` and a gather, a zero row included."""
-    from grb_dist.models.gnnguard import EdgePattern, edge_cosine, guard_weights
+    from grb_dist.models.robust.gnnguard import EdgePattern, edge_cosine, guard_weights
 
     torch.manual_seed(0)
     n = 8

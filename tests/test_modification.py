@@ -16,7 +16,7 @@ from grb_dist.attacks.modification.weighted import WeightedSurrogate
 from grb_dist.core.errors import AuditError, ConfigError, GrbDistError
 from grb_dist.core.graph import Modification, canonical_pairs
 from grb_dist.models.tensors import apply_modification
-from grb_dist.models.registry import build_model
+from grb_dist.models.grammar import build_model
 from grb_dist.sweep.job import parse_job
 from grb_dist.sweep.overrides import apply_overrides
 from grb_dist.sweep.cells import run_cells

@@ -129,7 +129,7 @@ def test_the_registrations_travel_as_one_snapshot(package):
         from grb_dist.core import registry
         registry.restore(pickle.loads(sys.stdin.buffer.read()))
         from grb_dist.attacks.registry import build_attack
-        from grb_dist.models.registry import check_name
+        from grb_dist.models.grammar import check_name
         print(type(build_attack("corner", {{"n_inject": 2}})).__name__, check_name("meanmlp_at").adversarial)
     """)
     import pickle

@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from grb_dist.cli import app
 from grb_dist.core import fileio
-from grb_dist.core.checks import check_output_file, output_target
+from grb_dist.core.paths import check_output_file, output_target
 from grb_dist.core.errors import ConfigError
 from test_leaderboard import make_run, synthetic_scores
 

@@ -17,9 +17,9 @@ from grb_dist.datasets.split import grb_split
 from grb_dist.defenses import build_defense, train_defense
 from grb_dist.evaluation.evaluate import evaluate
 from grb_dist.models import build_model, check_name
-from grb_dist.models import prognn as prognn_module
-from grb_dist.models.prognn import Smoothness, Structure, dense_adjacency, project, prox_l1, prox_nuclear
-from grb_dist.models.softmedian import SoftMedianConfig, soft_median, topk_ppr
+from grb_dist.models.robust import prognn as prognn_module
+from grb_dist.models.robust.prognn import Smoothness, Structure, dense_adjacency, project, prox_l1, prox_nuclear
+from grb_dist.models.robust.softmedian import SoftMedianConfig, soft_median, topk_ppr
 from grb_dist.models.tensors import graph_tensors
 from grb_dist.models.train import TrainConfig
 

@@ -9,7 +9,7 @@ from torch_geometric.utils import to_torch_csr_tensor
 from grb_dist.models import propagation
 from grb_dist.models.dropout import dropout, keep_mask
 from grb_dist.models.gcn import normalized_adjacency_t
-from grb_dist.models.registry import build_model
+from grb_dist.models.grammar import build_model
 from grb_dist.models.tensors import graph_tensors
 
 from helpers import tiny_csbm
@@ -139,7 +139,7 @@ def test_models_on_the_kept_transpose_path_equal_the_plain_products(tiny, name, 
         return out, torch.autograd.grad(out.square().sum(), [x, *model.parameters()])
 
     ours = run()
-    import grb_dist.models.rgcn as rgcn
+    import grb_dist.models.robust.rgcn as rgcn
 
     # gcn_conv and appnp look propagate up in their module; R-GCN imported it
     monkeypatch.setattr(propagation, "propagate", lambda adj, h: torch.sparse.mm(adj, h))

@@ -279,7 +279,7 @@ def test_report_in_headless_chromium(tmp_path, monkeypatch):
     assert len(np.unique((pixels.reshape(-1, 3) * 255).astype(np.uint8), axis=0)) > 200
 
 
-# ----------------------------------------------------------------------------- a seed 002 study
+# --------------------------------------------------- a study (Gosch et al. 2023)
 
 
 #: A tiny CSBM study (two models, the attacks of its three figures), run without Ray in seconds.

@@ -1,4 +1,4 @@
-"""Semantics-aware robustness (seed 002): metrics, local-budget attacks, the study's units,
+"""Semantics-aware robustness (Gosch et al. 2023): metrics, local-budget attacks, the study's units,
 store and CLI."""
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ def test_degree_corrected_config_refuses_plain_model_tools():
 from grb_dist.datasets import CATALOG, load_dataset  # noqa: E402
 from grb_dist.datasets.catalog import GRB_DATASETS, TWIN_PARAMS  # noqa: E402
 
-#: Mean test-node degree of the real graphs, Easy / Hard (seed 001 Table 4).
+#: Mean test-node degree of the real graphs, Easy / Hard (GRB, Zheng et al. 2021, Table 4).
 _TABLE4_EASY_HARD = {"grb-cora": (1.53, 5.23), "grb-citeseer": (1.01, 3.82), "grb-flickr": (5.00, 11.03),
                      "grb-reddit": (29.23, 150.99), "grb-aminer": (1.99, 13.25)}
 

@@ -4,14 +4,15 @@ For each ``csbm-grb-*`` twin this prints
 
 1. the generator parameters from the catalogue (K, sigma, expected same-/different-class
    degree, homophily, degree spread, p and q) and the generated graph's measured edge count,
-   homophily and test-band mean degrees next to the real dataset's (seed 001 Table 4);
+   homophily and test-band mean degrees next to the real dataset's (GRB, Zheng et al. 2021,
+   Table 4);
 2. two closed-form-free "theory" proxies computed on the generated graph with the known
    class means: the nearest-class-mean accuracy of the raw features (what features alone
    give) and of the 1-hop mean-aggregated features (features plus one round of structure);
 3. the clean test accuracy of a GCN per difficulty (easy / medium / hard / full), trained
    with the twin's job file hyper-parameters (``grb_dist/jobs/<twin>.yaml``: hidden sizes, lr,
    weight decay, epochs, patience) under GRB's inductive protocol, next to the paper's figure
-   (seed 001 leaderboard tables, row "W/O Attack": see ``PAPER``);
+   (GRB leaderboard tables, Zheng et al. 2021, row "W/O Attack": see ``PAPER``);
 4. unless ``--no-attacks``: the accuracy of that GCN after FGSM and TDGIA injections at the
    job file's budgets (n_inject per difficulty x edges_per_node, feature limits, step size),
    generated black-box on a second GCN (same hyper-parameters, another seed) that the
@@ -71,7 +72,8 @@ from grb_dist.models.train import TrainConfig, train  # noqa: E402
 
 DIFFS = ("easy", "medium", "hard", "full")
 
-#: Clean ("W/O Attack") accuracy in % on the real dataset, E / M / H / F, seed 001 leaderboards.
+#: Clean ("W/O Attack") accuracy in % on the real dataset, E / M / H / F, GRB leaderboards
+#: (Zheng et al. 2021).
 #: Plain GCN is not among the listed top-10 defenses; the GCN variant listed is used, and for
 #: grb-citeseer (no GCN variant listed) the mean of the ten listed defenses.
 PAPER = {
@@ -81,7 +83,8 @@ PAPER = {
     "reddit": ("GCN+LN, Table 16", (90.17, 97.74, 99.12, 95.68)),
     "aminer": ("GCN+LN, Table 17", (58.14, 67.00, 73.46, 66.20)),
 }
-#: Mean degree of the test nodes of the real dataset, E / M / H / F (seed 001 Table 4).
+#: Mean degree of the test nodes of the real dataset, E / M / H / F (GRB, Zheng et al. 2021,
+#: Table 4).
 TABLE4_DEGREES = {
     "cora": (1.53, 2.96, 5.23, 3.24),
     "citeseer": (1.01, 1.74, 3.82, 2.19),

@@ -14,7 +14,7 @@ Usage::
     python bench/attacks/injection.py --datasets cora --steps 20
     python bench/attacks/injection.py --datasets aminer --steps 5 --threads 2
 
-GRB reference (seed 001 Table 11, one V100, grb-aminer full, 1500 x 100, 5000 steps):
+GRB reference (Zheng et al. 2021, Table 11, one V100, grb-aminer full, 1500 x 100, 5000 steps):
 FGSM 954.5 s (0.19 s/step), TDGIA 4079.4 s.
 
 Each case runs twice, with the incremental surrogate evaluation and with the ordinary

@@ -30,7 +30,7 @@ def child(dataset: str, attack: str, steps: int, threads: int, device: str = "cp
     from grb_dist.core import allocator
     from grb_dist.datasets import load_dataset
     from grb_dist.defenses import resolve_params
-    from grb_dist.models.registry import build_model
+    from grb_dist.models.grammar import build_model
     from grb_dist.sweep.job import default_job_path, load_job
 
     torch.set_num_threads(threads)

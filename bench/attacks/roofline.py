@@ -89,7 +89,7 @@ def stage(name: str, dataset: str) -> dict:
     from grb_dist.attacks import build_attack
     from grb_dist.datasets import load_dataset
     from grb_dist.defenses import resolve_params
-    from grb_dist.models.registry import build_model
+    from grb_dist.models.grammar import build_model
     from grb_dist.sweep.job import default_job_path, load_job
 
     spec = load_job(default_job_path(dataset))

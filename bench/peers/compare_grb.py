@@ -236,7 +236,7 @@ def grb_dist_worker(data_dir: str, threads: int) -> None:
 
     from grb_dist.attacks import build_attack
     from grb_dist.core.graph import Graph
-    from grb_dist.models.registry import build_model
+    from grb_dist.models.grammar import build_model
 
     proto = os.fdopen(os.dup(1), "w")
     sys.stdout = sys.stderr
@@ -298,7 +298,7 @@ def trained_model(name: str, g, seed: int, epochs: int, fingerprint: str, cache:
     import numpy as np
     import torch
 
-    from grb_dist.models.registry import build_model
+    from grb_dist.models.grammar import build_model
     from grb_dist.models.train import TrainConfig, train
 
     params = {"hidden_sizes": HIDDEN}

@@ -1,4 +1,5 @@
-"""Reproduce seed 002's CSBM tables and figures at small scale with ``grb_dist.semantics``.
+"""Reproduce the CSBM tables and figures of Gosch et al. 2023 at small scale with
+``grb_dist.semantics``.
 
 Runs three studies through the product's own path (:func:`grb_dist.semantics.run.run_study`,
 Ray tasks, Parquet per unit, resumable) and prints each table next to the paper's numbers:
@@ -38,10 +39,10 @@ from common import ROOT  # noqa: E402
 
 JOBS = ROOT / "grb_dist" / "jobs"
 
-#: Seed 002, Table 1: Bayes accuracy (%) without (X) and with (X, A) structure.
+#: Gosch et al. 2023, Table 1: Bayes accuracy (%) without (X) and with (X, A) structure.
 PAPER_TABLE1 = {0.1: (50.8, 89.7), 0.5: (59.0, 90.3), 1.0: (68.4, 91.7), 1.5: (76.5, 93.1),
                 2.0: (83.4, 94.7), 3.0: (92.6, 97.4), 4.0: (97.5, 99.0), 5.0: (99.3, 99.8)}
-#: Seed 002, Table 2: % of test nodes whose semantics change within B_Delta (l2-weak).
+#: Gosch et al. 2023, Table 2: % of test nodes whose semantics change within B_Delta (l2-weak).
 PAPER_TABLE2 = {
     "1": [14.3, 11.2, 9.1, 6.8, 4.4, 1.9, 0.8, 0.2],
     "2": [35.9, 31.2, 25.7, 19.8, 14.1, 6.2, 2.2, 0.7],
@@ -51,7 +52,7 @@ PAPER_TABLE2 = {
     "deg+2": [100, 100, 99.4, 92.9, 80.5, 51.7, 24.8, 9.1],
 }
 ALL_K = [0.1, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0]
-#: Seed 002, section 5.2 (text; the rest of Figure 3a is a plot): R_over in %.
+#: Gosch et al. 2023, section 5.2 (text; the rest of Figure 3a is a plot): R_over in %.
 PAPER_FIG3A = {("gcn", 0.5): 30.3, ("gcn_lp", 0.5): 20.9, ("mlp", 0.1): 43.0}
 
 

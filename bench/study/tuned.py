@@ -1,6 +1,6 @@
 """The CSBM study's models with one setting for every K (before) and with per-K settings
-from ``grb-dist study-tune`` (after), next to seed 002's Table 6 (test accuracy) and Table 11
-(R_over with l2-weak at budget deg(v)).
+from ``grb-dist study-tune`` (after), next to Table 6 (test accuracy) and Table 11 (R_over with
+l2-weak at budget deg(v)) of Gosch et al. 2023.
 
 Runs two studies through the product's path (:func:`grb_dist.semantics.run.run_study`): the
 shipped job ``over-robustness-csbm`` (one setting per model), and the same with the ``per_K``
@@ -31,7 +31,7 @@ from common import ROOT  # noqa: E402
 JOB = ROOT / "grb_dist" / "jobs" / "studies" / "over-robustness-csbm.yaml"
 KS = (0.1, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0)
 
-#: Seed 002, Table 6: test accuracy (%) on the new nodes per K.
+#: Gosch et al. 2023, Table 6: test accuracy (%) on the new nodes per K.
 PAPER_TABLE6 = {
     "mlp": (50.4, 57.2, 64.6, 74.3, 83.0, 85.3, 96.6, 99.0),
     "gcn": (64.6, 71.5, 81.2, 87.3, 90.8, 94.0, 95.3, 96.0),
@@ -45,7 +45,7 @@ PAPER_TABLE6 = {
     "sgc_lp": (88.1, 87.0, 88.0, 90.4, 92.0, 93.7, 94.4, 95.0),
     "mlp_lp": (86.6, 88.8, 89.3, 91.3, 93.1, 93.2, 98.4, 99.3),
 }
-#: Seed 002, Table 11: R_over (%) with l2-weak at budget deg(v).
+#: Gosch et al. 2023, Table 11: R_over (%) with l2-weak at budget deg(v).
 PAPER_TABLE11 = {
     "mlp": (43.1, 35.6, 30.7, 25.5, 19.3, 9.9, 3.8, 1.3),
     "gcn": (35.3, 30.3, 25.7, 19.8, 14.1, 5.2, 1.6, 0.4),

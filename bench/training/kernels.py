@@ -101,7 +101,7 @@ def main() -> None:
     from grb_dist.models.dropout import dropout
     from grb_dist.models.gcn import normalized_adjacency_t
     from grb_dist.models.propagation import propagate
-    from grb_dist.models.registry import build_model
+    from grb_dist.models.grammar import build_model
     from grb_dist.models.views import induced
     from grb_dist.sweep.job import default_job_path, load_job
 

@@ -31,7 +31,7 @@ def leaderboard(
 
     Also refreshes RUN_DIR/leaderboard/<scenario>/ (unless the run is read-only).
     """
-    from grb_dist.core.checks import check_output_file, run_is_writable
+    from grb_dist.core.paths import check_output_file, run_is_writable
     from grb_dist.core.errors import ConfigError
     from grb_dist.core.names import difficulty_key
     from grb_dist.leaderboard import FORMATS, render

@@ -1,4 +1,5 @@
-"""The seed-002 study commands: ``grb-dist study``, ``study-tune`` and ``study-plot``.
+"""The commands of a semantics-aware robustness study (Gosch et al. 2023): ``grb-dist study``,
+``study-tune`` and ``study-plot``.
 
 Thin: the options become a checked study (:mod:`grb_dist.semantics.spec`), the work is done
 by :mod:`grb_dist.semantics` (imported when a command runs).
@@ -39,12 +40,14 @@ def study(
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write the PNG figures after the run."),
     allow_import: bool = AllowImport,
 ) -> None:
-    """Semantics-aware robustness study (seed 002): R, R_adv, R_over, F1-rob, Tables 1-2, figures.
+    """Semantics-aware robustness study (Gosch et al. 2023): R, R_adv, R_over, F1-rob, Tables 1-2,
+    figures.
 
     One unit per (K, graph seed, model, attack); each unit's per-node rows are written
     atomically to OUT/<study>/nodes/<unit id>.parquet and a re-run only does missing units.
     """
-    from grb_dist.core.checks import check_ray_address, check_writable_dir
+    from grb_dist.core.paths import check_writable_dir
+    from grb_dist.core.resources import check_ray_address
     from grb_dist.semantics.run import run_study
 
     job = _study_job(job)
@@ -144,13 +147,16 @@ def study_tune(
     ray_on: bool = typer.Option(True, "--ray/--no-ray", help="Train as Ray tasks (default) or one after another here."),
     allow_import: bool = AllowImport,
 ) -> None:
-    """Per-K hyper-parameter search (seed 002, appendix H): the best validation accuracy per K.
+    """Per-K hyper-parameter search (Gosch et al. 2023, appendix H): the best validation accuracy
+    per K.
 
     Every setting of the job's search: grid is trained on the study's first GRAPHS graphs of
     each K; the best per (K, model), and for <model>_lp the best of the model and of lp, go
     into per_K of a copy of the job written to OUTPUT (run it with grb-dist study --job OUTPUT).
     """
-    from grb_dist.core.checks import check_output_file, check_ray_address, load_job_document
+    from grb_dist.core.jobfile import load_job_document
+    from grb_dist.core.paths import check_output_file
+    from grb_dist.core.resources import check_ray_address
     from grb_dist.core.errors import ConfigError
     from grb_dist.semantics.tune import check_tune, tune, tuned_job
     from grb_dist.core.fileio import write_output

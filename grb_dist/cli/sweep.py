@@ -220,7 +220,7 @@ def _show(prepared, outcome, elapsed: float, ctx=None) -> None:
 def _check_cluster_memory(prepared) -> None:
     """The sweep's largest task must fit the largest live node of the joined cluster (its Ray
     memory plus object store); before anything is written."""
-    from grb_dist.core.checks import check_memory
+    from grb_dist.core.resources import check_memory
     from grb_dist.sweep.preflight import sweep_memory
     from grb_dist.cluster.ray_edge import largest_node_memory
 
@@ -232,7 +232,7 @@ def _check_cluster_memory(prepared) -> None:
 def _check_run_options(address: Optional[str], keep_ray: bool, threads: Optional[int], flush_rows: int,
                        flush_seconds: float) -> None:
     """The sweep's own options, before anything is loaded."""
-    from grb_dist.core.checks import check_ray_address
+    from grb_dist.core.resources import check_ray_address
     from grb_dist.core.errors import ConfigError
 
     check_ray_address(address)

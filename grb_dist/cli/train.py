@@ -37,7 +37,8 @@ def train(
 ) -> None:
     """Train a model or defense inductively and print its accuracy on each difficulty.
 
-    Hyper-parameters come from the dataset's job file (seed 001 Tables 5-10), flags override them.
+    Hyper-parameters come from the dataset's job file (GRB, Zheng et al. 2021, Tables 5-10),
+    flags override them.
     --seed changes the model only; --split-seed changes the generated graph and the split.
     """
     from grb_dist.core.config import to_dict
@@ -45,10 +46,10 @@ def train(
     from grb_dist.defenses import resolve_params, train_defense
     from grb_dist.core.errors import ConfigError
     from grb_dist.evaluation.evaluate import evaluate
-    from grb_dist.models.registry import check_name
+    from grb_dist.models.grammar import check_name
     from grb_dist.models.tensors import check_device
     from grb_dist.models.train import TrainConfig, report_epochs
-    from grb_dist.core.checks import check_seed
+    from grb_dist.core.bounds import check_seed
     from grb_dist.sweep.job import default_job_path, load_job
     from grb_dist.sweep.preflight import check_train_inputs, check_train_memory
 

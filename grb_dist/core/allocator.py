@@ -16,8 +16,8 @@ calibration), under one of two policies:
 - ``system``: every block of :data:`RETURN_ABOVE` (1 MiB) or more is mapped on its own and
   given back as soon as it is freed (the threshold fixed, so it does not adapt): the
   lowest peak, slower on large graphs. With glibc's adapted threshold the blocks between
-  1 and 32 MiB (row blocks, edge-sized arrays) came from the heap and fragmented it: R-GCN
-  at the aminer twin peaked 0.5 GiB higher over three epochs.
+  1 and 32 MiB (row blocks, edge-sized arrays) came from the heap and fragmented it, and
+  the peak grew from epoch to epoch (figures: docs/performance.md).
 
 On leaving, the thresholds go back to glibc's adapted values and the heap's free memory is
 given back to the system (``malloc_trim``). Attacks keep glibc's behaviour: the shapes of

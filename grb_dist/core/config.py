@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
-from grb_dist.core.checks import check_int, check_positive_number
+from grb_dist.core.bounds import check_int, check_positive_number
 from grb_dist.core.errors import ConfigError
 
 C = TypeVar("C")

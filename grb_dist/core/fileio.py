@@ -114,13 +114,13 @@ def write_bytes(data: bytes, path: Path) -> None:
 
 def write_output(data: bytes, path: Path, what: str = "--output", fix: str = "give a file path") -> Path:
     """Write ``data`` where the user said (``--output``, ``study-tune``'s OUTPUT, a
-    report's files), by the output rule of :func:`grb_dist.core.checks.output_target`: a
+    report's files), by the output rule of :func:`grb_dist.core.paths.output_target`: a
     regular file or new path is written atomically in its own directory, a symlink's
     regular-file target likewise (the link is kept), anything else is refused before it is
     touched. A write that fails (a full disk, a read-only file system, no permission) is a
     :class:`ConfigError` naming it, with the temporary file removed and the old file, if
     any, unchanged. Returns the file written."""
-    from grb_dist.core.checks import output_target
+    from grb_dist.core.paths import output_target
 
     target = output_target(path, what, fix)
     try:

@@ -1,13 +1,15 @@
-"""The graph types shared by every part of grb_dist.
+"""The graph types shared by every part of grb_dist, numpy only (no torch).
 
 A :class:`Graph` holds numpy arrays (so that Ray can share it zero-copy through its object
-store); :mod:`grb_dist.models.tensors` gives torch views for models. An :class:`Injection` is the
-output of an injection attack: new nodes with features and edges to existing nodes; the
-original graph is never modified, the tensors module applies it. A
+store), checked by the ``validate_*`` functions. An :class:`Injection` is the output of an
+injection attack: new nodes with features and edges to existing nodes. A
 :class:`Modification` is the output of a modification attack: edges removed and added among
-the original nodes and new features for some of them; :func:`apply_modification` returns
-the perturbed tensors, again without touching the input. :func:`perturb_tensors` applies
-either kind.
+the original nodes and new features for some of them; :func:`modified_graph` applies one to
+a :class:`Graph` (the poisoning scenario). Neither perturbation modifies the original graph.
+
+The torch side lives in :mod:`grb_dist.models.tensors`: ``graph_tensors`` (torch views of a
+graph), ``apply_injection`` / ``inject_tensors``, ``apply_modification`` and
+``perturb_tensors`` (either kind), all without touching their input.
 """
 
 from __future__ import annotations

@@ -2,9 +2,8 @@
 Pro-GNN's graphs with published perturbations.
 
 Importing this package does not import torch (``grb-dist datasets`` lists the catalogue and
-what is cached in well under a second): the modules here import :mod:`grb_dist.core.graph`
-(which needs torch) only inside the functions that build a graph, and ``Graph`` is
-re-exported lazily.
+what is cached without it): a loaded graph is a numpy-only :class:`grb_dist.core.graph.Graph`;
+the torch views that models train on come from :mod:`grb_dist.models.tensors`.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from grb_dist.datasets.catalog import CATALOG, DatasetInfo
 from grb_dist.datasets.csbm import CBAConfig, CSBMConfig, bayes_predict, sample_cba, sample_csbm, sample_inductive_nodes
@@ -22,9 +20,7 @@ from grb_dist.datasets.npz import DeclaredGraph, check_regular_file, declared_gr
 from grb_dist.datasets.prognn import PROGNN_DATASETS, is_prognn_available, load_prognn, prognn_folder
 from grb_dist.datasets.split import grb_split
 from grb_dist.core.errors import DatasetError
-
-if TYPE_CHECKING:
-    from grb_dist.core.graph import Graph
+from grb_dist.core.graph import Graph
 
 log = logging.getLogger(__name__)
 
@@ -34,15 +30,6 @@ __all__ = [
     "load_dataset", "load_grb_dir", "load_npz_graph", "normalize_features", "sample_cba",
     "sample_csbm", "sample_inductive_nodes", "is_available", "load_prognn", "prognn_name",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    """``Graph`` on first use (it imports torch)."""
-    if name == "Graph":
-        from grb_dist.core.graph import Graph
-
-        return Graph
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_published_sizes(graph: Graph, info: DatasetInfo, where: Path) -> None:
@@ -102,8 +89,6 @@ def load_dataset(
     """
     if normalize not in NORMALIZATIONS:
         normalize_features(None, normalize)  # raises the standard error
-    from grb_dist.core.graph import Graph
-
     if isinstance(name, Graph):
         graph = name
     elif str(name) in CATALOG:

@@ -33,7 +33,8 @@ class DatasetInfo:
         urls: official download address of each file (empty when none is known); a
             ``prognn`` entry's keys are paths of Pro-GNN's layout (its base graph and split).
         csbm: generator parameters for ``csbm`` sources.
-        feature_range: feature range after arctan normalisation (seed 001, Table 5/12).
+        feature_range: feature range after arctan normalisation (GRB, Zheng et al. 2021,
+            Table 5/12).
         checksums: file name -> ``(size in bytes, sha256)`` of the official files. Downloads
             and cached copies are compared with them (``--no-verify`` skips the comparison);
             a file without an entry is verified by parsing only (the ``.npz`` keys, shapes,
@@ -80,32 +81,24 @@ GRB_DATASETS = (
 
 #: CSBM parameters of the twins, calibrated so that a GCN (the job file's hyper-parameters,
 #: GRB's inductive protocol) reaches about the real dataset's clean accuracy per difficulty
-#: (seed 001 leaderboards, "W/O Attack"), with the real node, edge, feature and class counts.
+#: (GRB leaderboards, Zheng et al. 2021, "W/O Attack"), with the real node, edge, feature and
+#: class counts.
 #: ``homophily`` h splits the real mean degree 2E/N into expected same-class (``h * 2E/N``)
 #: and different-class (``(1 - h) * 2E/N``) neighbours; ``degree_spread`` is the log-normal
-#: spread of the degree-corrected CSBM, chosen so the test bands' mean degrees follow seed 001
-#: Table 4 (the real graphs' Easy/Medium/Hard bands differ several-fold in degree); h sets how
-#: much accuracy grows with degree and ``K`` (class means K sigma apart, sigma = 1) the level.
+#: spread of the degree-corrected CSBM, chosen so the test bands' mean degrees follow GRB
+#: (Zheng et al. 2021), Table 4 (the real graphs' Easy/Medium/Hard bands differ several-fold in
+#: degree); h sets how much accuracy grows with degree and ``K`` (class means K sigma apart,
+#: sigma = 1) the level.
 #: A GCN's accuracy here tracks, within a few points, the nearest-class-mean accuracy of
 #: mean-aggregated features (1-hop on cora/citeseer/flickr, nearer 2-hop on aminer), which
 #: is how K and h were found before measuring; a GCN on a CSBM gains far more from structure
 #: than on the real graphs, so h is well below the real graphs' edge homophily and K is high.
 #: Caveat: with these K a classifier on features alone (MLP) beats the GCN on the citeseer and
-#: flickr twins (feature-only nearest-mean about 0.91 and 0.90), unlike on the real graphs.
-#: Measured with ``python tools/calibrate_twins.py`` (2-core CPU, one thread); clean GCN
-#: accuracy %, Easy / Medium / Hard / Full, twin vs paper:
-#:   cora      K 3.5, h 0.65, spread 0.25: 76.3 / 85.0 / 91.7 / 84.3 (4 seeds) vs 79.1 / 81.7 / 89.9 / 83.6 (GCN+LN)
-#:   citeseer  K 4.0, h 0.55, spread 0.25: 66.2 / 70.8 / 77.2 / 71.4 (3 seeds) vs 67.1 / 69.3 / 76.5 / 71.0 (mean of top 10)
-#:   flickr    K 4.0, h 0.25, spread 0.5:  51.2 / 52.5 / 54.8 / 52.8 (full size, seed 0, 100 epochs, best 78)
-#:                                         vs 53.0 / 52.0 / 49.6 / 51.5 (GCN+AT); 49.4 / 50.5 / 53.0 / 51.0 at 1/4 of
-#:                                         the nodes with the job's 400 epochs
-#:   reddit    K 1.0, h 0.60, spread 1.0:  86.9 / 93.7 / 95.6 / 92.0 (seed 0, twin at 1/10 of the nodes, 60 epochs)
-#:                                         vs 90.2 / 97.7 / 99.1 / 95.7 (GCN+LN); with h <= 0.55 the 4-layer GCN
-#:                                         barely trains on this dense twin (near chance after 60 epochs)
-#:   aminer    K 3.5, h 0.30, spread 0.5:  56.3 / 62.6 / 73.1 / 64.0 (seed 0, twin at 1/20 of the nodes, at most
-#:                                         200 epochs) vs 58.1 / 67.0 / 73.5 / 66.2 (GCN+LN); spread 0.5, not the
-#:                                         1.0 that Table 4's bands suggest: with 1.0 the hard band was 15 points too
-#:                                         easy
+#: flickr twins, unlike on the real graphs.
+#: reddit's h stays above 0.55: below it the 4-layer GCN barely trains on this dense twin.
+#: aminer's spread is 0.5, not the 1.0 that Table 4's bands suggest: with 1.0 the hard band
+#: was far too easy.
+#: Measured with ``python tools/calibrate_twins.py`` (figures: docs/performance.md).
 TWIN_PARAMS: dict[str, dict[str, float]] = {
     "grb-cora": {"K": 3.5, "homophily": 0.65, "degree_spread": 0.25},
     "grb-citeseer": {"K": 4.0, "homophily": 0.55, "degree_spread": 0.25},

@@ -1,6 +1,6 @@
 """Contextual stochastic block models (CSBM) and the CBA variant, with the Bayes classifier.
 
-Seed 002, section 2, generalised to C classes: each node draws a label uniformly from C
+Gosch et al. 2023, section 2, generalised to C classes: each node draws a label uniformly from C
 classes and features ``x ~ N(mu_y, sigma^2 I)``; an edge joins two nodes of the same class
 with probability ``p`` and of different classes with probability ``q``. The class means are
 ``K * sigma / sqrt(2)`` times orthonormal directions, so any two means are ``K * sigma``
@@ -15,11 +15,11 @@ Degree correction (``degree_spread > 0``, off by default): each node gets a prop
 ``theta ~ LogNormal(-s^2/2, s)`` (mean 1) and endpoints are drawn proportionally to theta
 instead of uniformly, so a node's expected degree is about ``theta * (deg_same + deg_diff)``
 with the same edge counts and homophily: heavy-tailed degrees as in the real GRB graphs, whose
-Easy/Medium/Hard bands differ several-fold in degree (seed 001 Table 4), where a plain CSBM's
-Poisson degrees barely differ. The Bayes classifier and inductive sampling below are those of
-the plain model and refuse a degree-corrected config.
+Easy/Medium/Hard bands differ several-fold in degree (GRB, Zheng et al. 2021, Table 4), where a
+plain CSBM's Poisson degrees barely differ. The Bayes classifier and inductive sampling below are
+those of the plain model and refuse a degree-corrected config.
 
-CBA (seed 002, appendix C) replaces p, q by preferential attachment with class affinities;
+CBA (Gosch et al. 2023, appendix C) replaces p, q by preferential attachment with class affinities;
 it is sequential by nature (a loop over nodes, vectorised over candidates) and meant for
 graphs of thousands of nodes.
 """
@@ -282,7 +282,7 @@ def sample_inductive_nodes(
 
 @dataclass(frozen=True)
 class CBAConfig:
-    """Contextual Barabasi-Albert model with community structure (seed 002, appendix C).
+    """Contextual Barabasi-Albert model with community structure (Gosch et al. 2023, appendix C).
 
     Attributes:
         num_nodes, num_classes, num_features, K, sigma: as in :class:`CSBMConfig`.
@@ -335,7 +335,7 @@ def sample_cba(config: CBAConfig, seed: int = 0, name: str = "cba") -> tuple[Gra
 
 def cba_attachment(graph: Graph, config: CBAConfig) -> np.ndarray:
     """C x N probabilities that one attachment of a new class-c node picks each known node:
-    ``(1 + k_j) omega(c, y_j)`` normalised over the known nodes (seed 002, appendix C)."""
+    ``(1 + k_j) omega(c, y_j)`` normalised over the known nodes (Gosch et al. 2023, appendix C)."""
     deg = np.bincount(graph.edge_index[0], minlength=graph.num_nodes).astype(np.float64)
     same = graph.labels[None, :] == np.arange(config.num_classes)[:, None]
     w = (1.0 + deg)[None, :] * np.where(same, config.affinity_same, config.affinity_diff)
@@ -370,8 +370,8 @@ def sample_cba_new_nodes(
 def cba_bayes_terms(
     graph: Graph, config: CBAConfig, means: np.ndarray, x_new: np.ndarray, nb_node: np.ndarray, nb_base: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The Bayes classifier of new CBA nodes (seed 002, Theorem 1 with the CBA likelihood of
-    appendix F.4): each known node j is a neighbour of a new class-c node with probability
+    """The Bayes classifier of new CBA nodes (Gosch et al. 2023, Theorem 1 with the CBA likelihood
+    of appendix F.4): each known node j is a neighbour of a new class-c node with probability
     ``pi_j(c) = 1 - (1 - p_j(c))^m``, ``p_j(c)`` from :func:`cba_attachment`, and the
     log-likelihood adds ``log pi_j(c)`` for a neighbour and ``log(1 - pi_j(c))`` otherwise.
 
@@ -394,7 +394,7 @@ def bayes_log_posterior(
 ) -> np.ndarray:
     """Log-posterior ``log P[y_v = c | X, A, y_{-v}]`` (up to a constant) for ``nodes``.
 
-    The Bayes optimal classifier of seed 002 (Theorem 1) for a CSBM, with the labels of all
+    The Bayes optimal classifier of Gosch et al. 2023 (Theorem 1) for a CSBM, with the labels of all
     other nodes known: feature log-likelihood plus, for each class c, the log-likelihood of
     v's edges and non-edges to nodes of each class. Computed on edges only (O(E + n C)).
 

@@ -70,7 +70,7 @@ def open_npz(path: Path) -> "np.lib.npyio.NpzFile":
 def check_regular_file(path: Path) -> None:
     """``path`` exists and is a regular file (a symlink to one is fine): a FIFO would block
     the reader forever, a device (``/dev/urandom``) never end, a directory not be a file."""
-    from grb_dist.core.checks import special_file_kind
+    from grb_dist.core.paths import special_file_kind
 
     try:
         mode = os.stat(path).st_mode
@@ -86,7 +86,7 @@ def check_regular_file(path: Path) -> None:
 def check_allocation(path: Path, what: str, nbytes: int) -> None:
     """An array about to be allocated (``nbytes``) fits this machine's memory (half of it:
     the graph is copied on its way to tensors); otherwise one line saying how much it needs."""
-    from grb_dist.core.checks import format_bytes, machine_memory
+    from grb_dist.core.resources import format_bytes, machine_memory
 
     limit = machine_memory() // 2
     if nbytes > limit:

@@ -216,7 +216,7 @@ class ProGNNFolder:
 
 def check_folder(path: Path, what: str) -> Path:
     """``path`` is an existing directory; otherwise one line naming what it is instead."""
-    from grb_dist.core.checks import special_file_kind
+    from grb_dist.core.paths import special_file_kind
 
     try:
         mode = os.stat(path).st_mode

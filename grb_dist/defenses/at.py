@@ -1,5 +1,5 @@
-"""Adversarial training (GRB "AT", seed 001 appendix A.4.3, Table 5): with injection (the
-default) or with modification (``scenario: modification``, flip-based AT).
+"""Adversarial training (GRB "AT": Zheng et al. 2021, appendix A.4.3, Table 5): with injection
+(the default) or with modification (``scenario: modification``, flip-based AT).
 
 Each training epoch (after ``warmup_epochs`` clean epochs), an FGSM injection attack runs
 for ``steps`` sign steps against the *current* model on the training graph: ``n_inject``
@@ -7,7 +7,8 @@ new nodes, each linked to ``edges_per_node`` distinct training nodes drawn at ra
 features starting at 0 and pushed up the cross-entropy of the training nodes' true labels
 within ``[feat_min, feat_max]``. The model then takes its training step on the injected
 graph, with the loss on the original training nodes only (the injected nodes have no
-labels). Every epoch's attack is independent of the previous ones (seed 001 A.5.1).
+labels). Every epoch's attack is independent of the previous ones (GRB, Zheng et al. 2021,
+appendix A.5.1).
 
 Flip-based AT (:class:`ModificationAT`) instead flips ``ratio_edge_mod`` of the training
 view's edges each epoch, every flip touching a training node: one greedy round of GR-BCD

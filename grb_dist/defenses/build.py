@@ -5,7 +5,7 @@
   state_dict loads into it);
 - :func:`train_defense`: seeded inductive training, adversarial for ``*_at`` names.
 
-Names are resolved by :func:`grb_dist.models.registry.check_name`: the built-ins, user
+Names are resolved by :func:`grb_dist.models.grammar.check_name`: the built-ins, user
 models and defenses registered with :func:`grb_dist.register_defense`, entry points of installed
 packages and ``module:Class`` specs. A user defense is trained by the same inductive trainer
 unless its module declares ``trainable = False`` (nothing to train: it is used as built).
@@ -26,7 +26,8 @@ from grb_dist.defenses.at import at_config, training_attack
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph
 from grb_dist.models.lp import LabelPropagationOn, LPConfig
-from grb_dist.models.registry import ModelSpec, check_name, model_config, split_suffixes
+from grb_dist.models.grammar import ModelSpec, check_name, model_config
+from grb_dist.models.registry import split_suffixes
 from grb_dist.models.train import TrainConfig, seed_everything, train_model
 from grb_dist.models.views import TrainResult, induced, training_views
 from grb_dist.core.names import normalize_name

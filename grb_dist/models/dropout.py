@@ -1,15 +1,15 @@
 """Dropout for training on the CPU: a fast mask, kept as one byte per entry.
 
 ``torch.nn.functional.dropout`` on the CPU draws its noise with ``bernoulli_`` (one
-Mersenne Twister draw per entry: 0.67 s for a 395,744 x 128 activation on this project's
-2-core machine, half of a GCN training step at the aminer twin's shape) and keeps the
-float noise for the backward pass, one more N x F float tensor per dropout. :func:`dropout`
-draws 32 random bits per entry from numpy's SFC64 generator, seeded from torch's default
-generator (so ``torch.manual_seed`` still fixes every mask), keeps an entry where they are
-at least ``p * 2**32`` (probability ``1 - p`` to within 2**-32), and keeps that mask as
-``torch.bool`` (a quarter of the float noise) for the backward pass: 0.08 s for the same
-mask. The masks are not ``F.dropout``'s, so a training's weights differ from one with
-``F.dropout`` at the same seed; the distribution is the same.
+Mersenne Twister draw per entry, a large share of a GCN training step on a large graph) and
+keeps the float noise for the backward pass, one more N x F float tensor per dropout.
+:func:`dropout` draws 32 random bits per entry from numpy's SFC64 generator, seeded from
+torch's default generator (so ``torch.manual_seed`` still fixes every mask), keeps an entry
+where they are at least ``p * 2**32`` (probability ``1 - p`` to within 2**-32), and keeps
+that mask as ``torch.bool`` (a quarter of the float noise) for the backward pass, several
+times faster (figures: docs/performance.md). The masks are not ``F.dropout``'s, so a
+training's weights differ from one with ``F.dropout`` at the same seed; the distribution is
+the same.
 
 On other devices ``F.dropout`` is used as is: CUDA's fused kernel is fast and already keeps
 a bool mask.

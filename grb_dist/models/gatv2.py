@@ -1,6 +1,6 @@
 """GATv2 (Brody et al., 2022) on ``torch_geometric``'s ``GATv2Conv`` (``gatv2``).
 
-Seed 002 studies GATv2 next to GAT with GAT's hyper-parameters (it takes GAT's config). It
+Gosch et al. (2023) study GATv2 next to GAT with GAT's hyper-parameters (it takes GAT's config). It
 declares no program; :meth:`GATv2.weighted_forward` evaluates it with edge weights for
 adaptive modification attacks: GATv2's attention logits ``e_ij = att . leaky(W_l h_j + W_r h_i)``
 in the weighted softmax ``alpha_ij = w_ij exp(e_ij) / sum_k w_ik exp(e_ik)`` (self-loops

@@ -1,7 +1,7 @@
 """Label propagation: label spreading (Zhou et al., 2004), alone or on a model's predictions.
 
 Label spreading iterates ``F_t = alpha * D^-1/2 A D^-1/2 F_{t-1} + (1 - alpha) * Y`` from
-``F_0 = Y`` (seed 002, section 2), where ``Y`` holds one-hot rows for the known labels and
+``F_0 = Y`` (Gosch et al. 2023, section 2), where ``Y`` holds one-hot rows for the known labels and
 zero rows elsewhere. Combined with a GNN (``<model>_lp``), the zero rows of ``Y`` are
 replaced with the GNN's soft predictions (Huang et al., 2021).
 
@@ -43,7 +43,7 @@ class LPConfig(ModelConfig):
     """Label spreading hyper-parameters.
 
     Attributes:
-        alpha: weight of the propagated term, in [0, 1) (seed 002: label spreading).
+        alpha: weight of the propagated term, in [0, 1) (Gosch et al. 2023: label spreading).
         iterations: number of spreading steps.
 
     ``hidden_sizes``, ``dropout`` and ``layer_norm`` are inherited from :class:`ModelConfig`

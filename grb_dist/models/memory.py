@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from grb_dist.core.checks import TaskMemory
+from grb_dist.core.resources import TaskMemory
 
 _F = 4  # bytes of a float32
 _I = 8  # bytes of an int64
@@ -54,8 +54,8 @@ class ModelSize:
 def model_size(name: str, params: Mapping[str, Any], num_classes: int = 2) -> ModelSize:
     """The :class:`ModelSize` of model ``name`` built with ``params``; no layers for label
     propagation."""
-    from grb_dist.models.registry import check_name as model_spec
-    from grb_dist.models.registry import model_config
+    from grb_dist.models.grammar import check_name as model_spec
+    from grb_dist.models.grammar import model_config
 
     if model_spec(name).uses_train_labels:
         return ModelSize(())

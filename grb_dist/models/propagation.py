@@ -1,13 +1,13 @@
 """Products of a fixed sparse propagation matrix with dense features, for training.
 
 Autograd's backward pass of ``torch.sparse.mm(A, h)`` with a CSR ``A`` multiplies by
-``A^T``, a CSC view that is converted back to CSR, a sort of every entry, on every call:
-at the aminer twin a propagation forward and backward took 2.15 s, 1.06 s with the
-transpose kept. :func:`propagate` transposes a matrix once, on its first backward pass,
-and keeps the result with the matrix (the matrix itself when it is symmetric, as the
-normalised adjacency of an undirected graph is); its forward pass writes the product
-straight into its output (``torch.sparse.mm`` allocates a second N x F buffer). The values
-are ``torch.sparse.mm``'s, bit for bit, in both directions.
+``A^T``, a CSC view that is converted back to CSR, a sort of every entry, on every call; on
+large graphs that conversion is a large part of a propagation's forward and backward time
+(figures: docs/performance.md). :func:`propagate` transposes a matrix once, on its first
+backward pass, and keeps the result with the matrix (the matrix itself when it is
+symmetric, as the normalised adjacency of an undirected graph is); its forward pass writes
+the product straight into its output (``torch.sparse.mm`` allocates a second N x F buffer).
+The values are ``torch.sparse.mm``'s, bit for bit, in both directions.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""The model and defense table, and defense names parsed into a :class:`ModelSpec`.
+"""The model and defense table: one entry per architecture, and registering more.
 
 :data:`MODELS` holds one entry per architecture: the GNNs, MLP, the robust models
-(``rgcn``, ``gnnguard``, ``gatguard``, ``gcnsvd``), label propagation alone (``lp``), and
-what users add (:func:`register_model`, :func:`register_defense`, entry points of installed
-packages, ``module:Class`` specs). A defense name is an architecture followed by wrappers,
-parsed by :func:`check_name`, in this order:
+(``rgcn``, ``gnnguard``, ``gatguard``, ``gcnsvd``, ``jaccard``, ``softmedian``, ``prognn``),
+label propagation alone (``lp``), and what users add (:func:`register_model`,
+:func:`register_defense`, entry points of installed packages, ``module:Class`` specs). An
+entry says which wrappers its names may take (:meth:`ModelEntry.suffixes`), in this order:
 
 - ``_ln``: GRB layer normalisation (a config value, ``layer_norm=True``; for architectures
   whose config has a ``layer_norm`` field);
@@ -16,7 +16,8 @@ What a name may take, and how it is built and trained, follows from class flags 
 architecture, not from its identity: ``trainable`` (``False``: nothing to train, no
 ``_ln``/``_at``), ``uses_train_labels`` (built from the graph's training labels, like
 ``lp``; no ``_lp`` on top), and :meth:`GraphModel.check_graph` (a check against the graph,
-such as GCN-SVD's rank).
+such as GCN-SVD's rank). A name is parsed into an architecture and its wrappers by
+:mod:`grb_dist.models.grammar`; a registered name may not end in a wrapper suffix.
 """
 
 from __future__ import annotations
@@ -24,13 +25,12 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable
 
 from torch import nn
 
-from grb_dist.core.config import from_dict
-from grb_dist.core.errors import ConfigError, ExtensionTypeError, UnknownNameError
-from grb_dist.core.names import SCENARIOS, alias_spec, normalize_name, spec_of, unknown_name_message
+from grb_dist.core.errors import ConfigError, ExtensionTypeError
+from grb_dist.core.names import SCENARIOS, normalize_name
 from grb_dist.core.registry import Registry, describe, plain_name
 from grb_dist.models.appnp import APPNP
 from grb_dist.models.base import GraphModel, ModelConfig
@@ -38,16 +38,16 @@ from grb_dist.models.gat import GAT
 from grb_dist.models.gatv2 import GATv2
 from grb_dist.models.gcn import GCN
 from grb_dist.models.gin import GIN
-from grb_dist.models.gnnguard import GATGuard, GNNGuard
-from grb_dist.models.jaccard import GCNJaccard
 from grb_dist.models.lp import LabelPropagation
 from grb_dist.models.mlp import MLP
-from grb_dist.models.prognn import ProGNN
-from grb_dist.models.rgcn import RGCN
+from grb_dist.models.robust.gnnguard import GATGuard, GNNGuard
+from grb_dist.models.robust.jaccard import GCNJaccard
+from grb_dist.models.robust.prognn import ProGNN
+from grb_dist.models.robust.rgcn import RGCN
+from grb_dist.models.robust.softmedian import SoftMedianGDC
+from grb_dist.models.robust.svd import GCNSVD
 from grb_dist.models.sage import GraphSAGE
 from grb_dist.models.sgc import SGC
-from grb_dist.models.softmedian import SoftMedianGDC
-from grb_dist.models.svd import GCNSVD
 from grb_dist.models.tagcn import TAGCN
 
 #: Defense suffixes in the order they appear in a name.
@@ -109,68 +109,6 @@ class ModelEntry:
         return out
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    """A parsed model or defense name: an architecture and its wrappers.
-
-    Attributes:
-        name: the canonical name (``gcn_ln_at``).
-        base: the architecture's name (``gcn``).
-        entry: the architecture's table entry.
-        layer_norm, adversarial, label_propagation: the ``_ln``, ``_at`` and ``_lp``
-            wrappers (``label_propagation`` is also true for ``lp`` alone).
-    """
-
-    name: str
-    base: str
-    entry: ModelEntry
-    layer_norm: bool = False
-    adversarial: bool = False
-    label_propagation: bool = False
-
-    @property
-    def cls(self) -> type[nn.Module]:
-        return self.entry.cls
-
-    @property
-    def factory(self) -> Callable[..., nn.Module] | None:
-        return self.entry.factory
-
-    @property
-    def config_cls(self) -> type | None:
-        return self.entry.config_cls
-
-    @property
-    def config_class(self) -> type:
-        return self.entry.config_class
-
-    @property
-    def implied(self) -> Mapping[str, Any]:
-        """Config values fixed by the name (``layer_norm=True`` for ``*_ln``)."""
-        return {"layer_norm": True} if self.layer_norm else {}
-
-    @property
-    def trainable(self) -> bool:
-        """False for architectures with nothing to train (label propagation alone)."""
-        return self.entry.trainable
-
-    @property
-    def uses_train_labels(self) -> bool:
-        """True when the module itself is built from the graph's training labels (``lp``)."""
-        return self.entry.uses_train_labels
-
-    def build(self, in_features: int, num_classes: int, config: Any) -> nn.Module:
-        """The untrained architecture (without label propagation on top)."""
-        entry = self.entry
-        if entry.factory is None:
-            return entry.cls(in_features, num_classes, config)  # type: ignore[call-arg]
-        module = entry.factory(in_features, num_classes) if entry.config_cls is None else \
-            entry.factory(in_features, num_classes, config)
-        if not isinstance(module, nn.Module):
-            raise ConfigError(f"defense {self.base!r}: its factory returned {type(module).__name__}, not a torch.nn.Module")
-        return module
-
-
 #: The built-in GNN architectures.
 ARCHITECTURES: dict[str, type[GraphModel]] = {
     "gcn": GCN,
@@ -184,7 +122,7 @@ ARCHITECTURES: dict[str, type[GraphModel]] = {
     "mlp": MLP,
 }
 
-#: Robust architectures (seed 001 section 3.4).
+#: Robust architectures (GRB, Zheng et al. 2021, section 3.4).
 ROBUST_MODELS: dict[str, type[GraphModel]] = {
     "rgcn": RGCN,
     "gnnguard": GNNGuard,
@@ -237,7 +175,7 @@ def defense_entry(obj: Any, config_cls: type | None, where: str) -> ModelEntry:
     elif isinstance(obj, nn.Module):
         raise ExtensionTypeError(f"{where}: got a module instance; register its class or a factory "
                                  "(grb-dist builds and trains a fresh module per seed), or wrap a trained module "
-                                 "in GivenModule to score it as given")
+                                 "in grb_dist.defenses.GivenModule to score it as given")
     elif not callable(obj):
         raise ExtensionTypeError(f"{where}: expected a torch.nn.Module subclass or a factory "
                                  f"(in_features, num_classes) -> module, got {type(obj).__name__}")
@@ -246,33 +184,6 @@ def defense_entry(obj: Any, config_cls: type | None, where: str) -> ModelEntry:
     if config_cls is not None and not (inspect.isclass(config_cls) and dataclasses.is_dataclass(config_cls)):
         raise ExtensionTypeError(f"{where}: config_cls must be a dataclass, got {config_cls!r}")
     return ModelEntry(cls, obj, config_cls)
-
-
-class GivenModule:
-    """A factory of copies of one trained module: a defense scored with the weights it was
-    given, never trained (``grb_dist.benchmark(trained_module, ...)``).
-
-    The module is copied once, on the CPU and in eval mode, when this is made (later changes
-    to the caller's module do not reach the run); every call returns a fresh copy marked
-    ``trainable = False``, which the training step takes as "nothing to train" (0 epochs,
-    its validation figures recorded as given). ``in_features`` and ``num_classes`` are not
-    used: the module has its own widths, checked against the graph before a run starts.
-    """
-
-    trainable = False
-
-    def __init__(self, module: nn.Module):
-        import copy
-
-        self.module = copy.deepcopy(module).cpu().eval()
-        self.__name__ = type(module).__name__
-
-    def __call__(self, in_features: int, num_classes: int) -> nn.Module:
-        import copy
-
-        module = copy.deepcopy(self.module)
-        module.trainable = False
-        return module
 
 
 def _variants(bases: Iterable[str]) -> list[str]:
@@ -333,7 +244,7 @@ def register_defense(name: str, factory_or_class: Any, config_cls: type | None =
     return MODELS.add(key, defense_entry(factory_or_class, config_cls, f"defense {key!r}"), replace=replace)
 
 
-# --------------------------------------------------------------------------- parsing names
+# --------------------------------------------------------------------------- wrapper suffixes
 
 
 def split_suffixes(name: str) -> tuple[str, list[str]]:
@@ -351,97 +262,10 @@ def split_suffixes(name: str) -> tuple[str, list[str]]:
     return key, found
 
 
-def _find_base(key: str) -> tuple[str, list[str], ModelEntry | None]:
-    """The architecture of ``key``: the whole name when the table has (or can resolve) it,
-    else the name without its suffixes."""
-    if MODELS.find(key) is not None:
-        return key, [], MODELS.find(key)
-    base, suffixes = split_suffixes(key)
-    spec = spec_of(key)
-    if suffixes and spec is not None and spec_of(base) is None:  # mypkg:MyGCN_ln: MyGCN with _ln
-        alias_spec(base, spec[0], spec[1][: len(spec[1]) - len("".join(suffixes))])
-    if not suffixes:
-        return key, [], MODELS.get(key) if key in MODELS else None
-    return base, suffixes, MODELS.get(base) if base in MODELS else None
-
-
-def check_name(name: str) -> ModelSpec:
-    """The parsed :class:`ModelSpec` of ``name``; unknown or invalid names raise
-    :class:`ConfigError` with the reason (``lp_at``: label propagation has nothing to train)
-    or the valid names."""
-    key = normalize_name(name)
-    base, suffixes, entry = _find_base(key)
-    if entry is None:
-        raise _unknown(name)
-    if entry.uses_train_labels and suffixes:
-        what = {"_ln": "layer normalisation (it has no layers)",
-                "_at": "adversarial training (it has no parameters to train)",
-                "_lp": "label propagation on top of itself"}
-        reasons = "; ".join(what[s] for s in dict.fromkeys(suffixes))
-        raise ConfigError(f"model {name!r} is not a valid combination: label propagation {base!r} cannot take "
-                          f"{reasons}; use {base!r} or '<model>_lp'")
-    if "_ln" in suffixes and not entry.takes_layer_norm:
-        raise ConfigError(f"model {name!r}: layer normalisation (_ln) applies to defenses whose config class has a "
-                          f"layer_norm field; {base!r} has none (use {base}, {base}_at or {base}_lp)")
-    if "".join(suffixes) not in entry.suffixes():
-        raise ConfigError(
-            f"model {name!r}: suffixes must appear at most once each and in the order "
-            f"{''.join(SUFFIXES)} (e.g. {base}_ln_at_lp)"
-        )
-    return ModelSpec(key, base, entry, "_ln" in suffixes, "_at" in suffixes,
-                     "_lp" in suffixes or entry.uses_train_labels)
-
-
-def _unknown(name: str) -> ConfigError:
-    return UnknownNameError(unknown_name_message("model", name, MODELS.choices()))
-
-
-def is_model_name(name: Any) -> bool:
-    """Whether ``name`` parses as a model or defense name."""
-    if not isinstance(name, str):
-        return False
-    try:
-        check_name(name)
-    except ConfigError:
-        return False
-    return True
-
-
 def model_names() -> list[str]:
     """Every valid model and defense name of the table (sorted)."""
     return sorted(_variants(MODELS.names()))
 
 
-def model_config(name: str, params: Mapping[str, Any] | None = None):
-    """The typed config of model ``name`` from ``params`` (unknown keys rejected).
-
-    For ``*_lp`` names this is the underlying model's config (label propagation settings
-    are given to :func:`grb_dist.defenses.build_defense` under the ``lp`` key).
-    """
-    spec = check_name(name)
-    merged = {**(params or {}), **spec.implied}
-    if spec.config_class is NoParams and merged:
-        raise ConfigError(f"model {name}: takes no parameters, got {', '.join(sorted(map(str, merged)))} "
-                          "(register the defense with a config class to give it some)")
-    return from_dict(spec.config_class, merged, where=f"model {name}")
-
-
-def build_model(name: str, in_features: int, num_classes: int, params: Mapping[str, Any] | None = None) -> nn.Module:
-    """Instantiate the architecture of model ``name`` with ``params``.
-
-    ``*_at`` names give the plain architecture (adversarial training is a training
-    procedure). Names with label propagation need the graph's training labels: build them
-    with :func:`grb_dist.defenses.build_defense`.
-    """
-    spec = check_name(name)
-    if spec.label_propagation:
-        raise ConfigError(
-            f"model {name!r} uses label propagation, which needs the graph's training labels; "
-            "build it with grb_dist.defenses.build_defense(name, graph, params)"
-        )
-    return spec.build(in_features, num_classes, model_config(name, params))
-
-
-__all__ = ["ARCHITECTURES", "GROUPS", "GivenModule", "MODELS", "ModelEntry", "ModelSpec", "NoParams", "ROBUST_MODELS", "SUFFIXES",
-           "build_model", "check_name", "defense_entry", "is_model_name", "model_config", "model_entry",
-           "model_names", "register_defense", "register_model", "split_suffixes"]
+__all__ = ["ARCHITECTURES", "GROUPS", "MODELS", "ModelEntry", "NoParams", "ROBUST_MODELS", "SUFFIXES",
+           "defense_entry", "model_entry", "model_names", "register_defense", "register_model", "split_suffixes"]

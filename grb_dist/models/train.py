@@ -28,7 +28,7 @@ from grb_dist.core import allocator
 from grb_dist.core.config import TrainSection
 from grb_dist.core.graph import Graph
 from grb_dist.models.base import GraphModel
-from grb_dist.models.registry import build_model
+from grb_dist.models.grammar import build_model
 from grb_dist.models.tensors import check_logits
 from grb_dist.models.views import InductiveView, TrainResult, training_views
 

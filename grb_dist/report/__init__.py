@@ -1,6 +1,7 @@
 """A publishable report of a run: one self-contained HTML page and its figures (PNG, PDF);
-of a seed 002 study directory likewise (:mod:`grb_dist.report.study`, built on this module's
-:class:`Report` and :func:`write_report`; this module does not import it).
+of a semantics-aware robustness study directory (Gosch et al. 2023) likewise
+(:mod:`grb_dist.report.study`, built on this module's :class:`Report` and :func:`write_report`;
+this module does not import it).
 
 :func:`build_report` is pure (a scores table and the run's manifest in, the page and the
 figures' bytes out); :func:`write_report` writes them, each file atomically, the page last,
@@ -18,7 +19,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from grb_dist.core.checks import output_target
+from grb_dist.core.paths import output_target
 from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.leaderboard.rank import (
     board_name,
@@ -137,7 +138,7 @@ def build_report(scores: pd.DataFrame, manifest: Mapping[str, Any], *, env: Mapp
 def check_output_dir(path: str | Path, flag: str = "--output") -> Path:
     """A directory about to be written: it is a writable directory, or it does not exist and
     its parent is one (it is created then); the page and figures it holds are regular files
-    or symlinks to them (:func:`~grb_dist.core.checks.output_target`). Writes nothing."""
+    or symlinks to them (:func:`~grb_dist.core.paths.output_target`). Writes nothing."""
     path = Path(path)
     if path.exists():
         if not path.is_dir():

@@ -221,7 +221,7 @@ _STUDY_NOTES = {
 
 
 def build_study_html(info: RunInfo, tables: Sequence[StudyTable], figures: Sequence[Figure]) -> str:
-    """The page of a semantics-aware robustness study (seed 002): its metadata, reduced
+    """The page of a semantics-aware robustness study (Gosch et al. 2023): its metadata, reduced
     tables (sortable) and figures, with the run report's style and scripts."""
     sections = [f'<section id="study">\n<h2>Study</h2>\n{_meta_table(info)}\n</section>']
     links = [("study", "Study")]

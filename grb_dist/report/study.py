@@ -1,5 +1,5 @@
-"""The report of a semantics-aware robustness study (seed 002, ``grb-dist study``): the same
-kind of self-contained HTML page as a run's report, with the study's settings, its reduced
+"""The report of a semantics-aware robustness study (Gosch et al. 2023, ``grb-dist study``): the
+same kind of self-contained HTML page as a run's report, with the study's settings, its reduced
 tables (R, R_adv, R_over, F1-rob per model, attack, K and budget; Bayes accuracy; Table 2)
 and its figures embedded as PNG.
 

@@ -1,4 +1,5 @@
-"""Semantics-aware robustness (seed 002, "Revisiting Robustness in Graph Machine Learning").
+"""Semantics-aware robustness (Gosch et al., "Revisiting Robustness in Graph Machine Learning",
+ICLR 2023).
 
 - :mod:`grb_dist.semantics.metrics`: per-node robustness with a reference classifier and the
   reduced metrics R, R(g), R_adv, R_over, F1-rob / F-beta-rob (pure numpy / pandas);

@@ -1,4 +1,5 @@
-"""Local-budget structure attacks on an inductively added node (seed 002, section 5, appendix H).
+"""Local-budget structure attacks on an inductively added node (Gosch et al. 2023, section 5,
+appendix H).
 
 Every attack here only *adds* edges between the attacked node v and nodes of the known
 graph, and returns the *order* in which it adds them: row i of the result lists the base

@@ -1,4 +1,4 @@
-"""The graphs of a study (seed 002) and its new nodes: :func:`prepare`.
+"""The graphs of a study (Gosch et al. 2023) and its new nodes: :func:`prepare`.
 
 On a CSBM or CBA (:mod:`grb_dist.datasets.csbm`) the known graph is sampled per (K, graph
 seed), split into train / validation, and new (test) nodes are sampled conditioned on it

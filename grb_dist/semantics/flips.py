@@ -1,4 +1,4 @@
-"""Where f and g change their decision along an attack's edge order (seed 002).
+"""Where f and g change their decision along an attack's edge order (Gosch et al. 2023).
 
 An attack (:mod:`grb_dist.semantics.attacks`) gives, per new node v, the order in which it
 connects known nodes to v; :func:`f_flips` adds them one at a time and finds the first

@@ -1,4 +1,4 @@
-"""One unit of a study (seed 002): :func:`run_unit`, a plain function (no Ray).
+"""One unit of a study (Gosch et al. 2023): :func:`run_unit`, a plain function (no Ray).
 
 A unit is a (K, graph seed, model, attack) (:class:`~grb_dist.semantics.spec.Unit`): the
 model is trained inductively on 80% of the known nodes of the unit's graph
@@ -48,7 +48,7 @@ def train_study_model(spec: StudySpec, prepared: Prepared, name: str, seed: int,
     from grb_dist.core.config import from_dict
     from grb_dist.defenses.build import build_defense, resolve_params, train_defense
     from grb_dist.models.lp import LabelPropagationOn
-    from grb_dist.models.registry import check_name
+    from grb_dist.models.grammar import check_name
     from grb_dist.models.train import TrainConfig, seed_everything
 
     params, overrides = resolve_params(name, spec.models_at(K))

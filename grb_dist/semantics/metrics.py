@@ -1,4 +1,5 @@
-"""Semantics-aware robustness metrics (seed 002, section 5 and appendix G), as pure functions.
+"""Semantics-aware robustness metrics (Gosch et al. 2023, section 5 and appendix G), as pure
+functions.
 
 An attack on a node v adds edges to v one at a time (its *order*). For a classifier h and a
 node, the *flip count* is the first number of added edges k >= 1 at which h's decision at v

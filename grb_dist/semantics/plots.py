@@ -1,7 +1,7 @@
 """Figures of a study, from its Parquet rows alone (matplotlib, Agg backend).
 
 - :func:`plot_over_robustness`: R_over against K per model, mean and standard error over
-  graphs (seed 002, Figure 3a; l2-weak at the local budget deg(v) by default);
+  graphs (Gosch et al. 2023, Figure 3a; l2-weak at the local budget deg(v) by default);
 - :func:`plot_degree_robustness`: mean robustness by node degree per model, with the Bayes
   classifier's robustness as the semantic boundary (Figure 1);
 - :func:`plot_degree_boxplot`: the distribution of robustness by degree on a real graph,

@@ -1,4 +1,4 @@
-"""Running a study (seed 002): :func:`run_study`.
+"""Running a study (Gosch et al. 2023): :func:`run_study`.
 
 The pending units (:func:`pending_units`: those whose rows are not written yet) run as Ray
 tasks (a local Ray by default, a cluster with ``address``) or one after another in this

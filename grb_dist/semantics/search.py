@@ -1,4 +1,4 @@
-"""The ``search:`` section of a study job: per-model grids of hyper-parameters (seed 002,
+"""The ``search:`` section of a study job: per-model grids of hyper-parameters (Gosch et al. 2023,
 appendix H), searched per K by ``grb-dist study-tune`` (:mod:`grb_dist.semantics.tune`)::
 
     search:
@@ -15,7 +15,7 @@ import itertools
 import math
 from typing import Any, Mapping, Sequence
 
-from grb_dist.core.checks import MAX_HIDDEN, check_int, check_model_bounds
+from grb_dist.core.bounds import MAX_HIDDEN, check_int, check_model_bounds
 from grb_dist.core.errors import ConfigError
 
 #: Search keys that are training settings (put under the model entry's ``train:``).
@@ -49,7 +49,7 @@ def check_model(name: str, models: Mapping[str, Any]) -> dict[str, Any]:
     sweep checks a job's models: every key known (:func:`resolve_params`), hidden widths,
     layers, heads and hops within the sweep's bounds; returns the parameters."""
     from grb_dist.defenses.build import resolve_params
-    from grb_dist.models.registry import check_name, model_config
+    from grb_dist.models.grammar import check_name, model_config
 
     params, _ = resolve_params(name, models)
     hidden = params.get("hidden_sizes", ())

@@ -1,4 +1,5 @@
-"""A study's settings (seed 002): the job file, its checks, its graph section and its units.
+"""A study's settings (Gosch et al. 2023): the job file, its checks, its graph section and its
+units.
 
 :class:`StudySpec` is a study job file (``grb_dist/jobs/studies/*.yaml``) read by
 :func:`load_spec` and checked by :func:`check_spec` (every error that can be found before
@@ -18,10 +19,10 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from grb_dist.core.checks import (
-    MAX_BUDGETS, MAX_STEPS, TaskMemory, check_int, check_memory, check_work_size,
-    check_positive_number, check_seed, machine_memory,
+from grb_dist.core.bounds import (
+    MAX_BUDGETS, MAX_STEPS, check_int, check_work_size, check_positive_number, check_seed,
 )
+from grb_dist.core.resources import TaskMemory, check_memory, machine_memory
 from grb_dist.core.errors import ConfigError
 from grb_dist.semantics.search import check_model, check_search
 
@@ -161,7 +162,7 @@ def load_spec(path: str | Path | None = None, *, check: bool = True, allow_impor
     """The study of a YAML job file (read like the sweep's, ``module:Class`` specs in it only
     with ``allow_import``; default: the CSBM study) with ``overrides`` (values that are
     ``None`` are ignored), checked (:func:`check_spec`) unless ``check`` is false."""
-    from grb_dist.core.checks import load_job_document
+    from grb_dist.core.jobfile import load_job_document
 
     data: dict[str, Any] = {}
     if path is not None:
@@ -245,7 +246,7 @@ def check_budget(b: str) -> None:
         raise ConfigError(f"budget {b!r} is not a positive integer, deg, deg+N or inf") from None
 
 
-#: Bounds of a study: as the sweep's (:mod:`grb_dist.core.checks`) where both have the number.
+#: Bounds of a study: as the sweep's (:mod:`grb_dist.core.bounds`) where both have the number.
 MAX_GRAPHS = 10_000
 MAX_STUDY_NODES = 1_000_000
 MAX_STUDY_GRAPH = 10_000_000
@@ -266,7 +267,7 @@ def check_spec(spec: StudySpec) -> None:
     """Every check that can fail before work starts; raises :class:`ConfigError` (a real
     graph's file: :class:`~grb_dist.core.errors.DatasetError`). The study's output is
     made only after it passed, so nothing is written for a study it refuses."""
-    from grb_dist.models.registry import check_name
+    from grb_dist.models.grammar import check_name
     from grb_dist.semantics.attacks import check_attack
 
     if not isinstance(spec.study, str) or not _name_ok(spec.study):

@@ -1,4 +1,4 @@
-"""A study directory's rows reduced into its tables (seed 002).
+"""A study directory's rows reduced into its tables (Gosch et al. 2023).
 
 A study writes ``<out>/<study>/study.json`` (its settings) and one Parquet file of rows
 per unit under ``nodes/`` (:mod:`grb_dist.semantics.run`). :func:`read_nodes` reads the

@@ -1,4 +1,4 @@
-"""Per-K hyper-parameter search of a study's models (seed 002, appendix H).
+"""Per-K hyper-parameter search of a study's models (Gosch et al. 2023, appendix H).
 
 The paper tunes every model for every K on 10 sampled graphs and keeps, per K, the
 setting with the best average validation accuracy; Model+LP variants take the best
@@ -42,7 +42,7 @@ def check_tune(spec: StudySpec, search: Mapping[str, Any], graphs: int) -> None:
     """Errors before any work: the ``search`` grids (:func:`check_search`), ``graphs`` in
     the study's range, the number of trainings bounded like a sweep's cells, and the largest
     setting's training within this machine's memory."""
-    from grb_dist.core.checks import check_int, check_work_size
+    from grb_dist.core.bounds import check_int, check_work_size
     from grb_dist.semantics.spec import MAX_GRAPHS, check_study_memory, study_memory
 
     check_search(spec, search)

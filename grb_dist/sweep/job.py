@@ -18,14 +18,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from grb_dist.core.checks import (
-    MAX_REPEATS,
-    check_dataset_ref,
-    check_int,
-    check_seed,
-    document_size,
-    load_job_document,
-)
+from grb_dist.core.bounds import MAX_REPEATS, check_dataset_ref, check_int, check_seed
+from grb_dist.core.jobfile import document_size, load_job_document
 from grb_dist.core.config import TrainSection, canonical_json, from_dict, to_dict
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.names import DIFFICULTIES, SCENARIOS, is_name, normalize_name, unknown_name_message
@@ -237,7 +231,7 @@ def parse_job(data: Any, *, where: str = "job") -> JobSpec:
 
 
 def load_job(path: str | Path, *, allow_import: bool = False) -> JobSpec:
-    """Read a job file (:func:`~grb_dist.core.checks.load_job_document`: safe YAML, bounded,
+    """Read a job file (:func:`~grb_dist.core.jobfile.load_job_document`: safe YAML, bounded,
     no duplicate keys, ``module:Class`` specs only with ``allow_import``); raises
     :class:`ConfigError` on any defect."""
     path = Path(path)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from grb_dist.attacks.registry import BUDGET_SEP, attack_class, attack_registry, base_attack_name
-from grb_dist.core.checks import MAX_BUDGETS
+from grb_dist.core.bounds import MAX_BUDGETS
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.names import SCENARIOS, normalize_name
 from grb_dist.sweep.job import JobSpec, parse_job

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from grb_dist.core.checks import (
-    TaskMemory, check_dataset_ref, check_memory, check_model_bounds, check_seed, check_writable_dir, machine_memory,
-)
+from grb_dist.core.bounds import check_dataset_ref, check_model_bounds, check_seed
+from grb_dist.core.paths import check_writable_dir
+from grb_dist.core.resources import TaskMemory, check_memory, machine_memory
 from grb_dist.core.errors import ConfigError, StoreError
 from grb_dist.models.memory import GraphShape, estimate_memory, model_size
 from grb_dist.sweep.resolve import ResolvedJob
@@ -169,8 +169,8 @@ def check_sweep(prepared: Any, *, local: bool) -> None:
 def check_train_inputs(dataset: str, model: str, params: Mapping[str, Any], seed: Any) -> None:
     """``grb-dist train``'s values before the dataset is loaded: the dataset reference, the
     seed and the model's sizes (``--hidden``)."""
-    from grb_dist.models.registry import check_name as model_spec
-    from grb_dist.models.registry import model_config
+    from grb_dist.models.grammar import check_name as model_spec
+    from grb_dist.models.grammar import model_config
 
     check_dataset_ref(dataset)
     check_seed(seed, "--seed")

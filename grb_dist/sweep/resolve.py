@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from grb_dist.attacks.registry import attack_class, build_attack
-from grb_dist.core.checks import check_budgets, check_model_bounds, check_work_size
+from grb_dist.core.bounds import check_budgets, check_model_bounds, check_work_size
 from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.core.names import POISONING, POISONING_DIFFICULTY, SCENARIOS
 from grb_dist.datasets import NORMALIZATIONS
 from grb_dist.defenses import at_config, resolve_params
-from grb_dist.models.registry import ModelSpec, check_name, model_config
+from grb_dist.models.grammar import ModelSpec, check_name, model_config
 from grb_dist.sweep.job import JobSpec
 
 
@@ -101,7 +101,7 @@ def check_weighted_surrogate(attack: str, surrogate: str, params: Mapping[str, A
     (:func:`~grb_dist.attacks.modification.weighted.edge_weight_reason`). Checked on the
     model built for a tiny graph, before any work."""
     from grb_dist.attacks.modification.weighted import EDGE_WEIGHT_MODELS, edge_weight_reason
-    from grb_dist.models.registry import build_model
+    from grb_dist.models.grammar import build_model
 
     try:
         reason = edge_weight_reason(build_model(surrogate, 3, 2, {k: v for k, v in params.items() if k != "lp"}))

@@ -1,6 +1,6 @@
 """Base class, config and shared machinery of graph modification attacks.
 
-GRB's modification scenario (seed 001 sections 3.2 and A.4.2): at test time the attacker
+GRB's modification scenario (Zheng et al. 2021, sections 3.2 and A.4.2): at test time the attacker
 flips (adds or removes) at most ``n_edge_mod`` undirected edges of the full graph, every one
 touching a target node, and attacks that also change features (PGD) replace the features of
 at most ``n_node_mod`` targets with values inside ``[feat_lim_min, feat_lim_max]``. The

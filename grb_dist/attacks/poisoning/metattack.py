@@ -50,7 +50,8 @@ import torch
 
 from grb_dist.attacks.modification.base import ModContext
 from grb_dist.attacks.poisoning.base import MEMORY_FRACTION, PoisoningAttack, ModificationConfig, self_training_labels
-from grb_dist.core.checks import check_int, format_bytes, machine_memory
+from grb_dist.core.bounds import check_int
+from grb_dist.core.resources import format_bytes, machine_memory
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph, Modification
 

@@ -59,7 +59,8 @@ from grb_dist.attacks.modification.prbcd import Block, PRBCDConfig, default_bloc
 from grb_dist.attacks.poisoning.base import PoisoningAttack, all_pairs, sample_global_pairs, self_training_labels
 from grb_dist.attacks.adaptive import meta_gradient_reason
 from grb_dist.attacks.poisoning.base import MEMORY_FRACTION
-from grb_dist.core.checks import check_int, format_bytes, machine_memory
+from grb_dist.core.bounds import check_int
+from grb_dist.core.resources import format_bytes, machine_memory
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Modification
 from grb_dist.models.weighted import (
