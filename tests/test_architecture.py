@@ -9,6 +9,7 @@ over 600 lines, and package ``__init__`` files that stay light.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -141,3 +142,33 @@ def test_light_modules_load_no_torch_or_ray(module):
             "print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "", f"{module} loads {out.stdout.strip()}"
+
+
+def _where_things_are() -> list[str]:
+    """Every path the 'Where things are' table of docs/architecture.md names: a backticked
+    token with a '/' (relative to the package, or to the repository for ``bench/``), or a
+    file name that follows one in the same cell (``datasets/catalog.py``, ``grb.py``)."""
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    section = text.split("## Where things are", 1)[1].split("\n## ", 1)[0]
+    paths = []
+    for row in section.splitlines():
+        if not row.startswith("| ") or row.startswith("| looking for"):
+            continue
+        for cell in row.split(" | ")[1:]:
+            folder = None
+            for token in re.findall(r"`([^`]+)`", cell):
+                if "<" in token or " " in token or "(" in token:
+                    continue
+                if "/" in token:
+                    paths.append(token)
+                    folder = token.rsplit("/", 1)[0] if token.endswith(".py") else token.rstrip("/")
+                elif token.endswith(".py") and folder:
+                    paths.append(f"{folder}/{token}")
+    return paths
+
+
+def test_the_where_things_are_table_matches_the_tree():
+    paths = _where_things_are()
+    assert len(paths) > 30, "the table of docs/architecture.md was not found or is nearly empty"
+    missing = [p for p in paths if not ((PACKAGE.parent if p.startswith("bench/") else PACKAGE) / p).exists()]
+    assert not missing, f"docs/architecture.md names paths that do not exist: {missing}"
