@@ -20,8 +20,8 @@ The schedule replays the runner's order: surrogates first, then training and att
 alternating, one CPU each (a GPU share on GPU clusters); each Scorer actor serves its calls
 one at a time, on the same cores (its reservation is 0 CPUs), so busy cores share their time
 (processor sharing) when tasks and Scorers ask for more threads than the cluster has. Jobs
-side by side also share memory bandwidth and caches; that is not modelled (on the flickr
-twin two training tasks at once ran 5-50% slower each than alone).
+side by side also share memory bandwidth and caches; that is not modelled, so large graphs come out
+optimistic (figures: docs/performance.md).
 Around the schedule: the command's start and loading the graph (timed by the plan itself),
 the driver's imports, starting a local Ray and its workers and stopping it (calibrated:
 :class:`~grb_dist.sweep.cost.calibrate.Startup`), and the reduction at the end (:data:`REDUCE_S`).
