@@ -147,10 +147,6 @@ def benchmark(
             ``models``, ``attack`` ...) replaces the job's, a mapping merged into the job's
             mapping (``train={"epochs": 50}``).
 
-    The options fall into four groups, each a frozen dataclass: what runs (:class:`JobChoice`),
-    where the run lives and its data comes from (:class:`RunPlace`), on which Ray
-    (:class:`~grb_dist.cluster.settings.RaySettings`), and how progress shows (:class:`Display`).
-
     Returns:
         :func:`benchmark_rows`: a ``clean`` or ``attack`` row per (scenario, difficulty,
         defense, attack, surrogate, threat) and each defense's board row (``defense``),
@@ -162,6 +158,7 @@ def benchmark(
     """
     from grb_dist.cluster.settings import RaySettings
 
+    # the options in four groups: what runs, where the run and its data live, which Ray, how progress shows
     what = JobChoice(scenario=scenario, attacks=_listed(attacks), difficulties=_listed(difficulties), repeats=repeats,
                      steps=steps, job=job, compare=compare, overrides=dict(job_overrides))
     where = RunPlace(out=Path(out) if out is not None else None, data_dir=data_dir, download=download)
@@ -249,8 +246,7 @@ def _benchmark_inputs(model: Any, name: str | None, dataset: Any, what: JobChoic
 def _run(spec: Any, run_dir: Path, where: RunPlace, settings: Any, shown: Display, *, graph: Any, given: Any) -> Any:
     """The sweep of :func:`benchmark`: prepare, check a given module on the graph, then the
     session's steps as ``grb-dist sweep`` takes them (:func:`grb_dist.sweep.session.run`),
-    reporting as ``shown`` says. Raises when
-    cells failed."""
+    reporting as ``shown`` says. Raises when cells failed."""
     from grb_dist.sweep.session import prepare, run
 
     prepared = prepare(spec, out=run_dir, data_dir=where.data_dir, download=where.download, graph=graph)
