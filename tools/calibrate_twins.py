@@ -30,9 +30,8 @@ Usage::
     python tools/calibrate_twins.py --twins reddit aminer --no-attacks --epochs 30
     python tools/calibrate_twins.py --twins aminer --scale 0.05 --no-attacks
 
-Figures measured on the 2-core CPU dev box (no GPU, torch 2.13, 1 thread, other jobs running)
-are in README.md (Datasets) and in the comments of ``grb_dist/datasets/catalog.py``; they came
-from these commands (the large twins at reduced size or with capped epochs, for time):
+The figures are in docs/performance.md (The calibrated twins); they came from these commands
+(the large twins at reduced size or with capped epochs, for time):
 
     python tools/calibrate_twins.py --twins cora --seeds 4 --no-attacks
     python tools/calibrate_twins.py --twins cora                                  # attacks, 200 steps
@@ -185,7 +184,7 @@ def run_twin(twin: str, args) -> dict:
         if seed == 0:
             graph0, model0 = graph, res.model
     mean = np.mean(rows, axis=0)
-    print(f"clean GCN accuracy %        easy  medium  hard  full")
+    print("clean GCN accuracy %        easy  medium  hard  full")
     print(f"  twin (mean of {args.seeds} seed{'s' if args.seeds > 1 else ''})    {'  '.join(f'{a * 100:5.1f}' for a in mean)}")
     if args.seeds > 1:
         print(f"  twin (std)                {'  '.join(f'{a * 100:5.1f}' for a in np.std(rows, axis=0))}")
@@ -210,7 +209,7 @@ def run_attacks(twin: str, graph, target, args) -> dict:
           f"attacks with {steps} steps (paper: {spec['attack']['steps']})")
     clean = evaluate(target, graph)
     results = {}
-    print(f"  difficulty  budget      clean   " + "  ".join(f"{a:>14s}" for a in args.attacks))
+    print("  difficulty  budget      clean   " + "  ".join(f"{a:>14s}" for a in args.attacks))
     for d in args.difficulties:
         base = {**spec["attack"], **spec["budgets"].get(d, {}), "steps": steps, "seed": 0}
         line = []

@@ -19,16 +19,7 @@ FGSM 954.5 s (0.19 s/step), TDGIA 4079.4 s.
 
 Each case runs twice, with the incremental surrogate evaluation and with the ordinary
 forward on the whole perturbed graph (``--paths``), and the table gives the step speed-up.
-Measured 2026-11-22 on the 2-core CPU dev box (no GPU), torch 2.13, 2 threads, quiet,
-calibrated csbm-grb-aminer twin, full difficulty:
-
-    dataset          attack path         budget    steps  setup s  s/step  peak RSS GiB
-    csbm-grb-aminer  fgsm   incremental  1500x100      3     9.6    5.87          4.37
-    csbm-grb-aminer  fgsm   full         1500x100      3     7.3   12.32          3.63
-    csbm-grb-aminer  tdgia  incremental  1500x100     15    35.3    2.06          4.81
-    csbm-grb-aminer  tdgia  full         1500x100     15    35.8   11.26          3.64
-
-(cora-legacy figures, and how they were measured, are in docs/attacks.md.)
+The figures, and how they were measured, are in docs/performance.md (Injection attacks).
 """
 
 from __future__ import annotations

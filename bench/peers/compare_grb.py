@@ -55,32 +55,9 @@ Method:
   object, writing the injection. Reported: median over the repeats, and the ratio
   original / grb-dist of the medians.
 
-Measured 2026-11-22 (``python bench/peers/compare_grb.py``, 1 torch thread, 3 repeats) on the
-2-core CPU dev box while other jobs ran on it (load average 7-13 throughout: every time is
-about 4x what a quiet machine gives; the interleaving keeps the two tools under the same
-load). grb-dist at commit 91fcc2b, with the incremental surrogate evaluation (the cora-legacy
-half ran minutes before that commit, on the same change not yet committed). Accuracy: the
-target models GCN / GCN_ln after the attack, mean of the 3 repeats:
-
-    data, budget, steps                        attack  original s  grb-dist s  ratio   acc. after original  acc. after grb-dist
-    cora-legacy, full, 60 x 20 (clean)                                                0.864 / 0.856
-    cora-legacy, full, 60 x 20, 200 steps      FGSM      24.23        2.17     11.14x  0.311 / 0.642        0.310 / 0.634
-                                               PGD       29.99        2.64     11.35x  0.311 / 0.642        0.310 / 0.634
-                                               SPEIT     27.24        2.39     11.38x  0.311 / 0.641        0.310 / 0.633
-                                               TDGIA     30.01        2.61     11.50x  0.456 / 0.762        0.407 / 0.693
-    csbm-grb-flickr, hard, 200 x 100 (clean)                                          1.000 / 1.000
-    csbm-grb-flickr, hard, 200 x 100, 20 steps FGSM      73.78       10.22      7.22x  1.000 / 0.999        1.000 / 0.999
-                                               PGD       93.46       11.68      8.00x  1.000 / 0.999        1.000 / 0.999
-                                               SPEIT    111.40       11.98      9.30x  1.000 / 0.999        1.000 / 0.999
-                                               TDGIA    137.48       21.01      6.54x  1.000 / 1.000        1.000 / 1.000
-
-(TDGIA: 40 / 4 steps per round x 5 rounds.) A cora-legacy re-run at commit 3e896ee, same
-load: 30.81 / 2.27 s (13.57x), 27.13 / 2.54 s (10.69x), 27.51 / 2.17 s (12.67x), 26.66 /
-3.43 s (7.78x), identical accuracies: under this load a ratio moved by up to 3.7 between runs
-of the same code; measure on a quiet machine before reading anything finer. The flickr twin used here was the one before its
-calibration (commit 3e896ee): saturated, so it shows speed only, not strength. Found in the
-original: its random injection never marks a target as linked, so an injected node can get
-the same target twice (10 of 60 nodes on cora-legacy, 82 of 200 on the twin; the edge then
+The current figures are in docs/performance.md (Injection attacks). Found in the original:
+its random injection never marks a target as linked, so an injected node can get the same
+target twice (10 of 60 nodes on cora-legacy, 82 of 200 on the twin; the edge then
 counts twice); its TDGIA writes ``feat_max * sin(Z)`` and ignores ``feat_min`` (48% of the
 injected values below the cora-legacy minimum; clipped into the box, its accuracy after
 attack becomes 0.622 / 0.767), and defaults to random edges (``inject_mode="random"``);
