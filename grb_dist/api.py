@@ -94,6 +94,7 @@ _OVERRIDE_KEYS = ("seed", "surrogates", "n_inject", "edges_per_node", "ratio_edg
 def benchmark(
     model: Any,
     dataset: Any = "csbm",
+    *,
     scenario: str = "injection",
     attacks: str | Iterable[str] | None = None,
     difficulties: str | Iterable[str] | None = None,
@@ -101,7 +102,6 @@ def benchmark(
     steps: int | None = None,
     out: str | Path | None = None,
     num_cpus: int | None = None,
-    *,
     compare: bool = False,
     name: str | None = None,
     job: str | Path | None = None,
