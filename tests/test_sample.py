@@ -51,9 +51,9 @@ def test_which_graphs_are_sampled():
 
 
 def test_extrapolation_is_linear_in_the_share_and_the_check_scales_its_growth():
-    small, large = Rate(1.0, 0.1, 100, 0.5), Rate(2.0, 0.4, 300, 0.5)
+    small, large = Rate(1.0, 0.1, 100, 0.5), Rate(2.0, 0.25, 250, 0.5)
     full = extrapolate([(0.1, small), (0.2, large)])
-    assert (full.fixed, full.unit, full.peak, full.clean) == pytest.approx((10.0, 2.8, 1900, 0.5))
+    assert (full.fixed, full.unit, full.peak, full.clean) == pytest.approx((10.0, 1.45, 1450, 0.5))
     scaled = extrapolate([(0.1, small), (0.2, large)], 2.0)
     assert scaled.seconds(1) - large.seconds(1) == pytest.approx(2 * (full.seconds(1) - large.seconds(1)))
     assert scaled.peak == full.peak  # memory grows with the graph, not with its caches
@@ -63,3 +63,21 @@ def test_extrapolation_is_linear_in_the_share_and_the_check_scales_its_growth():
     points = [(0.1, small), (0.2, large)]
     assert extrapolate(points, check_scale(points, 20.0)).seconds(1) == pytest.approx(20.0)
     assert check_scale(points, 1e6) == CHECK_SCALE[1] and check_scale(points, 0.0) == CHECK_SCALE[0]
+    # the check on another cost (an attack's clean pass and its steps)
+    cost = lambda r: r.clean + r.seconds(100)  # noqa: E731
+    assert cost(extrapolate(points, check_scale(points, 300.0, cost))) == pytest.approx(300.0)
+
+
+def test_a_larger_sample_slowed_by_other_work_is_taken_at_the_growth_bound():
+    """A sample 4x larger that took 15x as long (a machine busy with other jobs) grows at most
+    4 ** MAX_GROWTH = 8x; growth within the bound is taken as measured."""
+    from grb_dist.sweep.cost.scaling import MAX_GROWTH
+
+    small = Rate(1.0, 0.02, 100)
+    slowed, fine = Rate(3.0, 0.30, 300), Rate(3.0, 0.07, 300)
+    bound = 4 ** MAX_GROWTH
+    capped = extrapolate([(0.05, small), (0.2, slowed)])
+    as_if = extrapolate([(0.05, small), (0.2, Rate(3.0, 0.02 * bound, 300))])
+    assert capped.unit == pytest.approx(as_if.unit) and capped.fixed == pytest.approx(as_if.fixed)
+    assert capped.unit == pytest.approx(0.16 + (0.14 / 0.15) * 0.8)  # not 0.30 + (0.28 / 0.15) * 0.8
+    assert extrapolate([(0.05, small), (0.2, fine)]).unit == pytest.approx(0.07 + (0.05 / 0.15) * 0.8)

@@ -352,7 +352,13 @@ def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashb
     if cal.check is not None:
         model, measured, predicted, scale = cal.check
         print_(f"extrapolation checked on the whole graph: one epoch of {model} took {_duration(measured)} against "
-               f"{_duration(predicted)} extrapolated; every figure's growth beyond the samples is taken {scale:.2f}x")
+               f"{_duration(predicted)} extrapolated; "
+               + ("every figure's" if cal.attack_check is None else "the other figures'")
+               + f" growth beyond the samples is taken {scale:.2f}x")
+    if cal.attack_check is not None:
+        what, measured, predicted, scale = cal.attack_check
+        print_(f"attacks checked on the whole graph: {what} would take {_duration(measured)} against "
+               f"{_duration(predicted)} extrapolated; the attacks' growth beyond the samples is taken {scale:.2f}x")
     if cal.estimated:
         print_(f"--plan-budget: {plural(cal.estimated, 'figure')} not measured, each taken as the median measured "
                "figure of its kind; the bounds take them at the fastest and the slowest")

@@ -93,6 +93,7 @@ class Calibration:
     seconds: float = 0.0
     samples: tuple[int, ...] = ()  # nodes of the samples measured on (none: the graph itself)
     check: tuple[str, float, float, float] | None = None  # the full-size check: model, measured s, extrapolated s, scale
+    attack_check: tuple[str, float, float, float] | None = None  # the same for attacks (:func:`_attack_check`)
     estimated: int = 0  # figures not measured within the budget
     bounds: tuple["Calibration", ...] = ()  # with the estimated figures at their fastest and slowest
 
@@ -398,6 +399,7 @@ class _Figure:
     kind: str
     name: str
     measure: Callable[["_Calibrator"], Rate]
+    cell: AttackCell | None = None  # an attack figure's cell
 
 
 def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device: str = "cpu", threads: int = 1,
@@ -457,8 +459,11 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
             points[f.kind, f.name] = [(share, f.measure(c)) for c, share in zip(calibrators, shares)]
             progress.done += 1
         check = _full_size_check(cells, whole, points) if sizes else None
+        attack_check, checked = _attack_check(figures, whole, points) if sizes else (None, {})
         for (kind, name), measured in points.items():
-            rates[kind][name] = extrapolate(measured, check[3] if check else 1.0)
+            scale = (attack_check or check) if kind == "attack" else check
+            rates[kind][name] = extrapolate(measured, scale[3] if scale else 1.0)
+        rates["attack"].update(checked)  # that figure is measured on the whole graph
         estimated = fill(rates, [(f.kind, f.name) for f in figures])
         attack = _attacks(rates["attack"], priced)
         train = {t.file_stem: rates["train"][t.file_stem] for t in (*work.models, *(pt.model for pt in work.poisoned))}
@@ -473,7 +478,7 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
             startup_of.cancel()  # type: ignore[attr-defined]
     cal = Calibration(lead.machine, train, attack, rates["score"], startup, rates["perturb"], best,
                       sum(c.measured for c in {*calibrators, whole}), sum(c.reused for c in {*calibrators, whole}),
-                      time.perf_counter() - start, samples=sizes, check=check,
+                      time.perf_counter() - start, samples=sizes, check=check, attack_check=attack_check,
                       estimated=sum(len(v) for v in estimated.values()))
     if estimated:
         cal.bounds = tuple(_with(cal, rates, {kind: {name: pair[side] for name, pair in names.items()}
@@ -504,7 +509,7 @@ def _figures(cells: Cells, work: Work) -> tuple[list[_Figure], dict[str, tuple[s
         shape = canonical_json([a.scenario, a.attack, {k: v for k, v in a.params.items() if k not in ("steps", "seed")},
                                 a.difficulty, a.surrogate_model, a.labels_from, a.threat])
         name = shapes.setdefault(shape, a.perturbation_id)
-        add("attack", name, lambda c, a=a: c.attack_rate(a))
+        figures.setdefault(("attack", name), _Figure("attack", name, lambda c, a=a: c.attack_rate(a), a))
         return name
 
     priced: dict[str, tuple[str, ...]] = {}
@@ -565,6 +570,37 @@ def _full_size_check(cells: Cells, whole: _Calibrator, points: Mapping[tuple[str
 
     seconds = whole.cached(f"check:{whole.model_key(task)}", measure).fixed
     return task.name, seconds, predicted, check_scale(measured, seconds)
+
+
+def _attack_check(figures: list[_Figure], whole: _Calibrator, points: Mapping[tuple[str, str], list[tuple[float, Rate]]]
+                  ) -> tuple[tuple[str, float, float, float] | None, dict[str, Rate]]:
+    """The attack whose extrapolated cost (its clean pass and its cell's steps) is the
+    largest, measured on the whole graph when that measurement (a cold and a warm step, two
+    short runs) is extrapolated to take at most :data:`CHECK_S`: an injection's step grows
+    more slowly than the graph (it reaches a smaller share of a larger graph), which the
+    samples cannot show. Returns (what it is, its cost measured, extrapolated, the
+    :func:`check_scale` it gives the other attacks) and ``{its figure's name: the figure
+    measured}``, or ``None`` and ``{}``."""
+    def cost(cell: AttackCell) -> Callable[[Rate], float]:
+        return lambda r: r.clean + r.seconds(int(cell.params.get("steps", 0) or 0))
+
+    stepped = [(cost(f.cell)(extrapolate(points[f.kind, f.name])), f) for f in figures
+               if f.kind == "attack" and (f.kind, f.name) in points and extrapolate(points[f.kind, f.name]).unit > 0]
+    if not stepped:
+        return None, {}
+    predicted, f = max(stepped, key=lambda pair: pair[0])
+    rate = extrapolate(points[f.kind, f.name])
+    if rate.clean + 4 * rate.seconds(1) > CHECK_S:
+        return None, {}
+    step = whole.on_step
+    whole.on_step = lambda what: step(f"checking the extrapolation: {what} on the whole graph")
+    try:
+        full = f.measure(whole)
+    finally:
+        whole.on_step = step
+    measured, a = cost(f.cell)(full), f.cell
+    what = f"{a.attack} on {a.surrogate}, {a.difficulty}, {int(a.params.get('steps', 0) or 0)} steps"
+    return (what, measured, predicted, check_scale(points[f.kind, f.name], measured, cost(a))), {f.name: full}
 
 
 # the machine's identity and cache (cost.machine) and the scaling of sampled figures

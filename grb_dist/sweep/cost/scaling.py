@@ -4,7 +4,8 @@ calibration that ran out of its budget prices what it did not measure (plain Pyt
 A graph above :data:`SAMPLE_ABOVE` nodes is calibrated on two samples
 (:func:`sample_sizes`, :func:`grb_dist.datasets.sample.sample_graph`); each figure is
 extrapolated linearly in the share of the nodes (:func:`extrapolate`), its growth beyond the
-samples scaled by what one epoch on the whole graph says (:func:`check_scale`). Figures left
+samples scaled by what one measurement on the whole graph says (:func:`check_scale`): one
+epoch for the models' work, one attack for the attacks'. Figures left
 unmeasured when the budget ran out take the median measured figure of their kind, with the
 fastest and the slowest as bounds (:func:`fill`). :class:`Progress` counts the figures and
 says the time left.
@@ -56,16 +57,26 @@ def sample_sizes(num_nodes: int, sample: str = "auto") -> tuple[int, ...]:
     return sizes if len(sizes) == 2 else ()
 
 
+#: The fastest growth between two samples that is taken as measured: work that grows with
+#: the graph costs at most (ratio of the samples' nodes) ** this on the larger sample. A
+#: larger sample measured slower than that was slowed by the machine's other work (seen: 15x
+#: for a 4x larger sample, on a machine shared with other jobs), and is taken at this bound.
+MAX_GROWTH = 1.5
+
+
 def extrapolate(points: list[tuple[float, Rate]], scale: float = 1.0) -> Rate:
     """The rate on the full graph (share 1) from rates measured on samples of the shares
     given: linear in the share through the two largest (a slope below 0, which noise can
-    give, counts as 0), the increment beyond the largest sample times ``scale`` (what the
+    give, counts as 0; each part of the larger sample's rate at most its growth bound,
+    :data:`MAX_GROWTH`), the increment beyond the largest sample times ``scale`` (what the
     full-size check found, :func:`check_scale`); the one rate itself when there is one."""
     if len(points) == 1:
         return points[0][1]
     (x1, r1), (x2, r2) = sorted(points, key=lambda p: p[0])[-2:]
+    bound = (x2 / x1) ** MAX_GROWTH
 
     def up(a: float, b: float, by: float = scale) -> float:
+        b = min(b, a * bound) if a > 0 else b
         return b + by * max(0.0, (b - a) / (x2 - x1)) * (1.0 - x2)
 
     return Rate(up(r1.fixed, r2.fixed), up(r1.unit, r2.unit), int(up(r1.peak, r2.peak, 1.0)), up(r1.clean, r2.clean))
@@ -75,13 +86,16 @@ def extrapolate(points: list[tuple[float, Rate]], scale: float = 1.0) -> Rate:
 CHECK_SCALE = (0.5, 4.0)
 
 
-def check_scale(points: list[tuple[float, Rate]], measured: float) -> float:
-    """The factor on the extrapolated increment that makes one epoch extrapolated from
-    ``points`` take ``measured`` seconds on the full graph (within :data:`CHECK_SCALE`):
-    sparse work on a graph many times the size of a processor's caches runs slower per edge
-    than on a sample that fits them, and one epoch on the full graph says by how much."""
-    largest = max(points, key=lambda p: p[0])[1].seconds(1)
-    increment = extrapolate(points).seconds(1) - largest
+def check_scale(points: list[tuple[float, Rate]], measured: float,
+                cost: Callable[[Rate], float] = lambda r: r.seconds(1)) -> float:
+    """The factor on the extrapolated increment that makes the ``cost`` of the rate
+    extrapolated from ``points`` (default: one epoch or step) ``measured`` seconds on the
+    full graph (within :data:`CHECK_SCALE`): sparse work on a graph many times the size of a
+    processor's caches runs slower per edge than on a sample that fits them, an injection
+    attack's step reaches a smaller share of a larger graph, and one measurement on the full
+    graph says by how much."""
+    largest = cost(max(points, key=lambda p: p[0])[1])
+    increment = cost(extrapolate(points)) - largest
     if increment <= 0:
         return 1.0
     return min(CHECK_SCALE[1], max(CHECK_SCALE[0], (measured - largest) / increment))
@@ -135,5 +149,5 @@ def fill(rates: dict[str, dict[str, Rate]], figures: Iterable[tuple[str, str]]) 
     return estimated
 
 
-__all__ = ["CHECK_SCALE", "Progress", "Rate", "SAMPLE_ABOVE", "SAMPLE_NODES", "SAMPLING", "check_scale", "extrapolate",
+__all__ = ["CHECK_SCALE", "MAX_GROWTH", "Progress", "Rate", "SAMPLE_ABOVE", "SAMPLE_NODES", "SAMPLING", "check_scale", "extrapolate",
            "fill", "sample_sizes"]
