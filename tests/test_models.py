@@ -224,6 +224,41 @@ def test_rgcn_messages_equal_the_plain_operators_and_their_gradients_check(activ
     assert torch.autograd.gradcheck(lambda m, *t: _GaussianMessages.apply(m, m, *t, gamma, activate), (mean, *params))
 
 
+def test_plain_kernels_equal_the_fused_ones_and_are_differentiable_twice():
+    """Inside ``plain_kernels`` (what a meta-gradient enters) GNNGuard's edge cosine and
+    R-GCN's messages give the fused kernels' values and gradients, and their gradients
+    are differentiable again (the fused backward passes are not)."""
+    from grb_dist.models.robust.gnnguard import EdgePattern, edge_cosine
+    from grb_dist.models.robust.rgcn import GaussianConv
+    from grb_dist.models.weighted import plain_kernels, plain_kernels_on
+
+    torch.manual_seed(1)
+    n = 8
+    edge_index = torch.tensor([[0, 0, 1, 2, 2, 5, 3, 4, 1, 6], [1, 1, 2, 0, 0, 4, 3, 2, 0, 7]])
+    pattern = EdgePattern.of(edge_index, n)
+    h = torch.randn(n, 4, dtype=torch.float64, requires_grad=True)
+    layer = GaussianConv(4, 3, 0.7).double()
+    g = torch.randn(pattern.edge_index.shape[1], dtype=torch.float64)
+
+    def both(h):
+        m, v = layer.messages(h, h * 0.5)
+        return edge_cosine(h, pattern) @ g + m.sum() + (v * v).sum()
+
+    fused = both(h)
+    (fused_grad,) = torch.autograd.grad(fused, h)
+    assert not plain_kernels_on()
+    with plain_kernels():
+        assert plain_kernels_on()
+        plain = both(h)
+        (plain_grad,) = torch.autograd.grad(plain, h, create_graph=True)
+        assert torch.autograd.gradgradcheck(both, (h,))
+    assert not plain_kernels_on()
+    assert torch.allclose(plain, fused, atol=1e-12) and torch.allclose(plain_grad, fused_grad, atol=1e-12)
+    # the fused kernels refuse a backward pass that is to be differentiated again
+    with pytest.raises(RuntimeError):
+        torch.autograd.grad(both(h), h, create_graph=True)
+
+
 def test_edge_cosine_keeps_only_its_input_and_its_gradients_check():
     """GNNGuard's edge cosine normalises again in the backward pass: values and gradients
     are those of ``F.normalize`` and a gather, a zero row included."""

@@ -71,7 +71,9 @@ class GraphModel(nn.Module):
     sparse_propagation: ClassVar[bool] = False
     #: False when the edge-weighted evaluation (``weighted_forward``) uses kernels whose
     #: backward pass is not differentiable itself, so no meta-gradient (a gradient through
-    #: training, adaptive poisoning) runs through the model.
+    #: training, adaptive poisoning) runs through the model. The built-in models' fused
+    #: kernels switch to plain operators inside :func:`grb_dist.models.weighted.plain_kernels`,
+    #: which the meta-gradient enters.
     twice_differentiable: ClassVar[bool] = True
     #: Graphs whose propagation structure is kept (training + validation graph, or an
     #: attack's fixed perturbed graph, are then built once instead of every forward).

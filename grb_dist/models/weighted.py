@@ -72,6 +72,30 @@ def inv_power(d: torch.Tensor, power: float) -> torch.Tensor:
     return torch.where(d > 0, d.clamp_min(1e-12).pow(-power), torch.zeros_like(d))
 
 
+#: Whether :func:`plain_kernels` is on (see there).
+_PLAIN: ContextVar[bool] = ContextVar("grb_dist_plain_kernels", default=False)
+
+
+@contextmanager
+def plain_kernels() -> Iterator[None]:
+    """Within this block, models whose fused kernels have a backward pass that is not
+    itself differentiable (GNNGuard's edge cosine, R-GCN's Gaussian messages) compute the
+    same values with plain autograd operators instead. A meta-gradient (the gradient
+    through an unrolled training, adaptive poisoning) differentiates the backward pass; the
+    plain forms allow that at the cost of the E x d and N x F intermediates the fused
+    kernels avoid. Reentrant."""
+    token = _PLAIN.set(True)
+    try:
+        yield
+    finally:
+        _PLAIN.reset(token)
+
+
+def plain_kernels_on() -> bool:
+    """True inside :func:`plain_kernels`."""
+    return _PLAIN.get()
+
+
 #: The CSR structures kept inside :func:`kept_structures` (``None`` outside: nothing is kept).
 _KEPT: ContextVar[dict | None] = ContextVar("grb_dist_kept_structures", default=None)
 #: Most structures kept at once (the oldest goes first).

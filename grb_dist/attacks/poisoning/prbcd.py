@@ -64,7 +64,7 @@ from grb_dist.core.resources import format_bytes, machine_memory
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Modification
 from grb_dist.models.weighted import (
-    EdgeListOps, declares_program, has_weighted_forward, kept_structures, weighted_logits,
+    EdgeListOps, declares_program, has_weighted_forward, kept_structures, plain_kernels, weighted_logits,
 )
 
 
@@ -358,7 +358,8 @@ class ModelObjective:
               weights: tuple[torch.Tensor, ...]) -> torch.Tensor:
         params = tuple(w.clone().requires_grad_(True) for w in weights)
         velocity = tuple(torch.zeros_like(w) for w in weights)
-        with torch.enable_grad():
+        # a meta-gradient differentiates every step's backward pass: no once-differentiable kernels
+        with torch.enable_grad(), plain_kernels() if meta else nullcontext():
             for _ in range(self.iters if params else 0):  # a model without parameters is not trained
                 logits = self.logits(graph, weight, params)
                 train_loss = torch.nn.functional.cross_entropy(logits[self.train], self.y_train)
@@ -389,7 +390,7 @@ class ModelObjective:
 
         p = torch.zeros(graph.sign.numel(), dtype=self.dtype, requires_grad=True)
         params = tuple(w.detach().requires_grad_(True) for w in self.module.parameters())
-        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.enable_grad(), plain_kernels(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             logits = self.logits(graph, graph.weights(p), params)
             loss = torch.nn.functional.cross_entropy(logits[self.train], self.y_train)
             torch.autograd.grad(loss, params or (p,), create_graph=True, allow_unused=True)

@@ -42,7 +42,8 @@ from grb_dist.core.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
 from grb_dist.models.propagation import product
 from grb_dist.models.weighted import (
-    csr_matrix, csr_structure, finish_heads, propagate, propagate_attention, sampled_dot, weighted_softmax,
+    csr_matrix, csr_structure, finish_heads, plain_kernels_on, propagate, propagate_attention, sampled_dot,
+    weighted_softmax,
 )
 
 @dataclass(frozen=True)
@@ -160,6 +161,10 @@ def _same_pattern(a: tuple[torch.Tensor, ...], b: tuple[torch.Tensor, ...]) -> b
 def edge_cosine(h: torch.Tensor, edge_index: torch.Tensor | EdgePattern) -> torch.Tensor:
     """Cosine similarity of the endpoints of every edge (of ``edge_index``, or of an
     :class:`EdgePattern`'s edges), differentiable in ``h``."""
+    if plain_kernels_on():  # a meta-gradient differentiates the backward pass: plain operators
+        src, dst = edge_index.edge_index if isinstance(edge_index, EdgePattern) else edge_index
+        hn = F.normalize(h, dim=1, eps=_EdgeCosine.EPS)
+        return (hn[src] * hn[dst]).sum(1)
     if isinstance(edge_index, EdgePattern):
         return _EdgeCosine.apply(h, *edge_index.by_src, *edge_index.by_dst, edge_index.symmetric)
     src, dst = edge_index
@@ -233,7 +238,6 @@ class GNNGuard(GraphModel):
     the soft-weighted version within the current pruning mask (module docstring)."""
 
     Config = GNNGuardConfig
-    twice_differentiable = False  # the cosine kernel's backward is a fused sparse product
 
     def make_layer(self, index, in_width, out_width, last):
         return GCNConv(in_width, out_width, add_self_loops=False, normalize=False), out_width
@@ -267,7 +271,6 @@ class GATGuard(GraphModel):
     ``+ log a_ij`` shift, with weight 0 = absent edge and a finite gradient)."""
 
     Config = GATGuardConfig
-    twice_differentiable = False  # the cosine kernel's backward is a fused sparse product
 
     def make_layer(self, index, in_width, out_width, last):
         heads = 1 if last else self.config.heads

@@ -38,7 +38,7 @@ from grb_dist.core.errors import ConfigError
 from grb_dist.models.base import GraphModel, ModelConfig
 from grb_dist.models.dropout import dropout
 from grb_dist.models.propagation import propagate as propagate_csr
-from grb_dist.models.weighted import propagate, weighted_degree, with_self_loops, without_self_loops
+from grb_dist.models.weighted import plain_kernels_on, propagate, weighted_degree, with_self_loops, without_self_loops
 
 
 @dataclass(frozen=True)
@@ -108,8 +108,9 @@ class GaussianConv(nn.Module):
         """What is propagated: ``(mean * att, var * att * att)`` of the linear maps.
 
         Computed by :class:`_GaussianMessages`, which keeps only the layer's inputs for the
-        backward pass; under autocast (bf16) by the plain operators."""
-        if torch.is_autocast_enabled(mean.device.type):
+        backward pass; under autocast (bf16) and inside
+        :func:`~grb_dist.models.weighted.plain_kernels` by the plain operators."""
+        if torch.is_autocast_enabled(mean.device.type) or plain_kernels_on():
             a = self.lin_mean(mean)
             r = F.relu(self.lin_var(var))
             att = torch.exp(-self.gamma * r)
@@ -217,7 +218,6 @@ class RGCN(GraphModel):
     ``weighted_forward`` is exact: the Gaussian norms from weighted degrees (module docstring)."""
 
     Config = RGCNConfig
-    twice_differentiable = False  # the Gaussian messages' backward is a fused sparse product
 
     def propagation_graph(self, edge_index, num_nodes):
         return gaussian_norms(edge_index, num_nodes)
