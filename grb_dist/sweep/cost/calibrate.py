@@ -48,6 +48,7 @@ from grb_dist.sweep.job import content_hash
 from grb_dist.sweep.cost.machine import (CALIBRATION_VERSION, Startup, StartupProbe, cache_dir, cache_path, code_hash,
                                     cpu_model, entries, gpu_machine, machine_identity, measure_startup)
 from grb_dist.sweep.cells import AttackCell, ModelTask, Cells, Work
+from grb_dist.sweep.cost.checks import attack_check, full_size_check
 from grb_dist.sweep.cost.scaling import (CHECK_SCALE, SAMPLE_ABOVE, SAMPLE_NODES, SAMPLING, Progress, Rate, check_scale,
                                     extrapolate, fill, sample_sizes)
 
@@ -93,7 +94,7 @@ class Calibration:
     seconds: float = 0.0
     samples: tuple[int, ...] = ()  # nodes of the samples measured on (none: the graph itself)
     check: tuple[str, float, float, float] | None = None  # the full-size check: model, measured s, extrapolated s, scale
-    attack_check: tuple[str, float, float, float] | None = None  # the same for attacks (:func:`_attack_check`)
+    attack_check: tuple[str, float, float, float] | None = None  # the same for attacks (:func:`~grb_dist.sweep.cost.checks.attack_check`)
     estimated: int = 0  # figures not measured within the budget
     bounds: tuple["Calibration", ...] = ()  # with the estimated figures at their fastest and slowest
 
@@ -386,9 +387,6 @@ def _to_model(graph: Any, task: ModelTask, state_dict: Mapping[str, Any], device
     return load_model(graph, task.name, dict(task.params), state_dict, device)
 
 
-#: The full-size check: one epoch of the first surrogate on the whole graph, measured when
-#: its extrapolated cost is at most this (seconds).
-CHECK_S = 20.0
 
 
 @dataclass
@@ -458,10 +456,10 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
                     what + (f" on {c.graph.num_nodes:,} nodes" if sizes else ""))
             points[f.kind, f.name] = [(share, f.measure(c)) for c, share in zip(calibrators, shares)]
             progress.done += 1
-        check = _full_size_check(cells, whole, points) if sizes else None
-        attack_check, checked = _attack_check(figures, whole, points) if sizes else (None, {})
+        check = full_size_check(cells, whole, points) if sizes else None
+        attacks_checked, checked = attack_check(figures, whole, points) if sizes else (None, {})
         for (kind, name), measured in points.items():
-            scale = (attack_check or check) if kind == "attack" else check
+            scale = (attacks_checked or check) if kind == "attack" else check
             rates[kind][name] = extrapolate(measured, scale[3] if scale else 1.0)
         rates["attack"].update(checked)  # that figure is measured on the whole graph
         estimated = fill(rates, [(f.kind, f.name) for f in figures])
@@ -478,7 +476,7 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
             startup_of.cancel()  # type: ignore[attr-defined]
     cal = Calibration(lead.machine, train, attack, rates["score"], startup, rates["perturb"], best,
                       sum(c.measured for c in {*calibrators, whole}), sum(c.reused for c in {*calibrators, whole}),
-                      time.perf_counter() - start, samples=sizes, check=check, attack_check=attack_check,
+                      time.perf_counter() - start, samples=sizes, check=check, attack_check=attacks_checked,
                       estimated=sum(len(v) for v in estimated.values()))
     if estimated:
         cal.bounds = tuple(_with(cal, rates, {kind: {name: pair[side] for name, pair in names.items()}
@@ -551,56 +549,6 @@ def _with(cal: Calibration, rates: dict[str, dict[str, Rate]], replace: dict[str
     return dataclasses.replace(cal, train={k: merged("train")[k] for k in cal.train},
                                attack=_attacks(merged("attack"), priced), score=merged("score"),
                                perturb=merged("perturb"), bounds=())
-
-
-def _full_size_check(cells: Cells, whole: _Calibrator, points: Mapping[tuple[str, str], list[tuple[float, Rate]]]
-                     ) -> tuple[str, float, float, float] | None:
-    """One epoch of the first surrogate on the whole graph against the epoch extrapolated
-    from the samples, when that is at most :data:`CHECK_S` (model, measured s, extrapolated
-    s, the :func:`check_scale` it gives); cached like any figure."""
-    task = cells.surrogates[0]
-    measured = points.get(("train", task.file_stem))
-    predicted = extrapolate(measured).seconds(1) if measured is not None else None
-    if predicted is None or predicted > CHECK_S:
-        return None
-
-    def measure() -> Rate:
-        whole.on_step(f"checking the extrapolation: 1 epoch of {task.name} on the whole graph")
-        return Rate(whole._train(task, 1)[0], 0.0, 0)
-
-    seconds = whole.cached(f"check:{whole.model_key(task)}", measure).fixed
-    return task.name, seconds, predicted, check_scale(measured, seconds)
-
-
-def _attack_check(figures: list[_Figure], whole: _Calibrator, points: Mapping[tuple[str, str], list[tuple[float, Rate]]]
-                  ) -> tuple[tuple[str, float, float, float] | None, dict[str, Rate]]:
-    """The attack whose extrapolated cost (its clean pass and its cell's steps) is the
-    largest, measured on the whole graph when that measurement (a cold and a warm step, two
-    short runs) is extrapolated to take at most :data:`CHECK_S`: an injection's step grows
-    more slowly than the graph (it reaches a smaller share of a larger graph), which the
-    samples cannot show. Returns (what it is, its cost measured, extrapolated, the
-    :func:`check_scale` it gives the other attacks) and ``{its figure's name: the figure
-    measured}``, or ``None`` and ``{}``."""
-    def cost(cell: AttackCell) -> Callable[[Rate], float]:
-        return lambda r: r.clean + r.seconds(int(cell.params.get("steps", 0) or 0))
-
-    stepped = [(cost(f.cell)(extrapolate(points[f.kind, f.name])), f) for f in figures
-               if f.kind == "attack" and (f.kind, f.name) in points and extrapolate(points[f.kind, f.name]).unit > 0]
-    if not stepped:
-        return None, {}
-    predicted, f = max(stepped, key=lambda pair: pair[0])
-    rate = extrapolate(points[f.kind, f.name])
-    if rate.clean + 4 * rate.seconds(1) > CHECK_S:
-        return None, {}
-    step = whole.on_step
-    whole.on_step = lambda what: step(f"checking the extrapolation: {what} on the whole graph")
-    try:
-        full = f.measure(whole)
-    finally:
-        whole.on_step = step
-    measured, a = cost(f.cell)(full), f.cell
-    what = f"{a.attack} on {a.surrogate}, {a.difficulty}, {int(a.params.get('steps', 0) or 0)} steps"
-    return (what, measured, predicted, check_scale(points[f.kind, f.name], measured, cost(a))), {f.name: full}
 
 
 # the machine's identity and cache (cost.machine) and the scaling of sampled figures
