@@ -192,11 +192,11 @@ def test_a_plan_on_samples_within_a_budget_gives_bounds(tiny_job, tmp_path):
     assert r.exit_code == 0, r.output
     assert "on samples of" in r.output
     # the extrapolation checked against one epoch on the whole graph, and that figure cached
-    assert "extrapolation checked on the whole graph: one epoch of gcn took" in r.output
+    assert "extrapolation checked on the whole graph: an epoch of gcn took" in r.output
     # and the attacks' against the costliest attack measured on the whole graph
     assert re.search(r"attacks checked on the whole graph: \w+ on gcn, \w+, \d+ steps would take", r.output), r.output
     cached = next((tmp_path / "cache" / "grb-dist" / "calibration").glob("*.json"))
-    assert sum(k.startswith("check:") for k in json.loads(cached.read_text())["entries"]) == 1
+    assert sum(k.startswith("check-epoch:") for k in json.loads(cached.read_text())["entries"]) == 1
     found = re.search(r"--plan-budget: (\d+) figures not measured", r.output)
     # 3 models, 2 attack shapes, 2 defenses' forward pass, 1 perturbed graph: one of each kind measured
     assert found and int(found.group(1)) == (3 + 2 + 2 + 1) - 4, r.output

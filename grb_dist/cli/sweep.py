@@ -351,7 +351,7 @@ def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashb
            + (f", on samples of {' and '.join(f'{k:,}' for k in cal.samples)} nodes" if cal.samples else ""))
     if cal.check is not None:
         model, measured, predicted, scale = cal.check
-        print_(f"extrapolation checked on the whole graph: one epoch of {model} took {_duration(measured)} against "
+        print_(f"extrapolation checked on the whole graph: an epoch of {model} took {_duration(measured)} against "
                f"{_duration(predicted)} extrapolated; "
                + ("every figure's" if cal.attack_check is None else "the other figures'")
                + f" growth beyond the samples is taken {scale:.2f}x")

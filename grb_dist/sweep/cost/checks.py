@@ -1,7 +1,7 @@
 """The full-size checks of a calibration on samples: one measurement of each kind of work on
 the whole graph, when it is cheap, against what the samples extrapolate (plain Python).
 
-A training epoch of the first surrogate scales the growth of the models' figures
+An epoch of the first surrogate's training scales the growth of the models' figures
 (:func:`full_size_check`); the costliest attack scales the attacks' (:func:`attack_check`).
 Both measure through the whole graph's calibrator (``whole``, a
 :class:`~grb_dist.sweep.cost.calibrate._Calibrator`) and are cached like any figure.
@@ -14,50 +14,56 @@ from typing import Any, Callable, Mapping
 from grb_dist.sweep.cells import AttackCell, Cells
 from grb_dist.sweep.cost.scaling import Rate, check_scale, extrapolate
 
-#: The full-size check: one epoch of the first surrogate on the whole graph, measured when
-#: its extrapolated cost is at most this (seconds).
+#: A full-size check (an epoch's two trainings, an attack's runs) is measured when it is
+#: extrapolated to take at most this (seconds).
 CHECK_S = 20.0
 
 
 def full_size_check(cells: Cells, whole: Any, points: Mapping[tuple[str, str], list[tuple[float, Rate]]]
                     ) -> tuple[str, float, float, float] | None:
-    """One epoch of the first surrogate on the whole graph against the epoch extrapolated
-    from the samples, when that is at most :data:`CHECK_S` (model, measured s, extrapolated
-    s, the :func:`check_scale` it gives); cached like any figure."""
+    """The first surrogate's epoch on the whole graph (a 1- and a 2-epoch training, their
+    difference) against the epoch extrapolated from the samples, when the two trainings are
+    extrapolated to take at most :data:`CHECK_S` (model, measured s, extrapolated s, the
+    :func:`check_scale` it gives); cached like any figure. The epoch, not a 1-epoch training:
+    a training's fixed part (building the model and its graphs) is a small share of the
+    samples' short runs, its extrapolation is noisy, and a long training hardly pays it."""
     task = cells.surrogates[0]
     measured = points.get(("train", task.file_stem))
-    predicted = extrapolate(measured).seconds(1) if measured is not None else None
-    if predicted is None or predicted > CHECK_S:
+    if measured is None:
+        return None
+    rate = extrapolate(measured)
+    if rate.seconds(1) + rate.seconds(2) > CHECK_S:
         return None
 
     def measure() -> Rate:
-        whole.on_step(f"checking the extrapolation: 1 epoch of {task.name} on the whole graph")
-        return Rate(whole._train(task, 1)[0], 0.0, 0)
+        whole.on_step(f"checking the extrapolation: 1 and 2 epochs of {task.name} on the whole graph")
+        one, two = whole._train(task, 1)[0], whole._train(task, 2)[0]
+        return Rate(max(0.0, 2 * one - two), max(0.0, two - one), 0)
 
-    seconds = whole.cached(f"check:{whole.model_key(task)}", measure).fixed
-    return task.name, seconds, predicted, check_scale(measured, seconds)
+    epoch = whole.cached(f"check-epoch:{whole.model_key(task)}", measure).unit
+    return task.name, epoch, rate.unit, check_scale(measured, epoch, lambda r: r.unit)
 
 
 def attack_check(figures: list[Any], whole: Any, points: Mapping[tuple[str, str], list[tuple[float, Rate]]]
                  ) -> tuple[tuple[str, float, float, float] | None, dict[str, Rate]]:
-    """The attack whose extrapolated cost (its clean pass and its cell's steps) is the
-    largest, measured on the whole graph when that measurement (a cold and a warm step, two
-    short runs) is extrapolated to take at most :data:`CHECK_S`: an injection's step grows
-    more slowly than the graph (it reaches a smaller share of a larger graph), which the
-    samples cannot show. Returns (what it is, its cost measured, extrapolated, the
+    """Of the attacks whose measurement (a cold and a warm step, two short runs) is
+    extrapolated to take at most :data:`CHECK_S`, the one whose extrapolated cost (its clean
+    pass and its cell's steps) is the largest, measured on the whole graph: an injection's
+    step grows more slowly than the graph (it reaches a smaller share of a larger graph),
+    which the samples cannot show. Returns (what it is, its cost measured, extrapolated, the
     :func:`check_scale` it gives the other attacks) and ``{its figure's name: the figure
     measured}``, or ``None`` and ``{}``."""
     def cost(cell: AttackCell) -> Callable[[Rate], float]:
         return lambda r: r.clean + r.seconds(int(cell.params.get("steps", 0) or 0))
 
+    def cheap(rate: Rate) -> bool:
+        return rate.unit > 0 and rate.clean + 4 * rate.seconds(1) <= CHECK_S
+
     stepped = [(cost(f.cell)(extrapolate(points[f.kind, f.name])), f) for f in figures
-               if f.kind == "attack" and (f.kind, f.name) in points and extrapolate(points[f.kind, f.name]).unit > 0]
+               if f.kind == "attack" and (f.kind, f.name) in points and cheap(extrapolate(points[f.kind, f.name]))]
     if not stepped:
         return None, {}
     predicted, f = max(stepped, key=lambda pair: pair[0])
-    rate = extrapolate(points[f.kind, f.name])
-    if rate.clean + 4 * rate.seconds(1) > CHECK_S:
-        return None, {}
     step = whole.on_step
     whole.on_step = lambda what: step(f"checking the extrapolation: {what} on the whole graph")
     try:
