@@ -342,26 +342,8 @@ def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashb
     print_(f"plan: {spec.dataset} ({plural(prepared.graph.num_nodes, 'node')}, {' + '.join(spec.scenarios)}): "
            f"{plural(len(prepared.cells.scores), 'cell')}, {len(work.todo):,} to compute -> {prepared.run_dir} "
            "(nothing computed or written)")
-    print_(f"cluster: {cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs, {plural(cluster.threads, 'thread')} per task "
-           f"({where}); calibration on {cal.machine['device']} "
-           f"({cal.machine['processor']}): "
-           + (f"{plural(cal.measured, 'figure')} measured in {_duration(cal.seconds)}"
-              + (f", {cal.reused:,} from the cache" if cal.reused else "") if cal.measured
-              else "every figure from the cache")
-           + (f", on samples of {' and '.join(f'{k:,}' for k in cal.samples)} nodes" if cal.samples else ""))
-    if cal.check is not None:
-        model, measured, predicted, scale = cal.check
-        print_(f"extrapolation checked on the whole graph: an epoch of {model} took {_duration(measured)} against "
-               f"{_duration(predicted)} extrapolated; "
-               + ("every figure's" if cal.attack_check is None else "the other figures'")
-               + f" growth beyond the samples is taken {scale:.2f}x")
-    if cal.attack_check is not None:
-        what, measured, predicted, scale = cal.attack_check
-        print_(f"attacks checked on the whole graph: {what} would take {_duration(measured)} against "
-               f"{_duration(predicted)} extrapolated; the attacks' growth beyond the samples is taken {scale:.2f}x")
-    if cal.estimated:
-        print_(f"--plan-budget: {plural(cal.estimated, 'figure')} not measured, each taken as the median measured "
-               "figure of its kind; the bounds take them at the fastest and the slowest")
+    for line in _calibration_lines(cal, cluster, where):
+        print_(line)
     if not work.todo:
         print_("nothing to compute: every cell of this job is stored")
         return
@@ -388,6 +370,31 @@ def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashb
     if more:
         for note in fc.notes:
             print_(f"note: {note}")
+
+
+def _calibration_lines(cal, cluster, where: str) -> list[str]:
+    """The plan's lines on the cluster and the calibration: what was measured and where,
+    the full-size checks of a sampled calibration, the figures a budget left unmeasured."""
+    measured = (f"{plural(cal.measured, 'figure')} measured in {_duration(cal.seconds)}"
+                + (f", {cal.reused:,} from the cache" if cal.reused else "")) if cal.measured \
+        else "every figure from the cache"
+    lines = [f"cluster: {cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs, {plural(cluster.threads, 'thread')} per task "
+             f"({where}); calibration on {cal.machine['device']} ({cal.machine['processor']}): {measured}"
+             + (f", on samples of {' and '.join(f'{k:,}' for k in cal.samples)} nodes" if cal.samples else "")]
+    if cal.check is not None:
+        model, took, predicted, scale = cal.check
+        others = "every figure's" if cal.attack_check is None else "the other figures'"
+        lines.append(f"extrapolation checked on the whole graph: an epoch of {model} took {_duration(took)} against "
+                     f"{_duration(predicted)} extrapolated; {others} growth beyond the samples is taken {scale:.2f}x")
+    if cal.attack_check is not None:
+        what, took, predicted, scale = cal.attack_check
+        lines.append(f"attacks checked on the whole graph: {what} would take {_duration(took)} against "
+                     f"{_duration(predicted)} extrapolated; the attacks' growth beyond the samples is taken "
+                     f"{scale:.2f}x")
+    if cal.estimated:
+        lines.append(f"--plan-budget: {plural(cal.estimated, 'figure')} not measured, each taken as the median "
+                     "measured figure of its kind; the bounds take them at the fastest and the slowest")
+    return lines
 
 
 def _duration(seconds: float) -> str:

@@ -443,19 +443,7 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
         figures, priced = _figures(cells, work)
         progress = Progress(len(figures), budget, report)
         rates: dict[str, dict[str, Rate]] = {"train": {}, "attack": {}, "score": {}, "perturb": {}}
-        first: dict[str, _Figure] = {}  # the first figure of each kind: measured whatever the budget
-        for f in figures:
-            first.setdefault(f.kind, f)
-        order = [*first.values(), *(f for f in figures if f not in first.values())]
-        points: dict[tuple[str, str], list[tuple[float, Rate]]] = {}
-        for f in order:
-            if progress.over() and first[f.kind] is not f:
-                continue
-            for c, share in zip(calibrators, shares):
-                c.on_step = lambda what, f=f, c=c: progress.step(
-                    what + (f" on {c.graph.num_nodes:,} nodes" if sizes else ""))
-            points[f.kind, f.name] = [(share, f.measure(c)) for c, share in zip(calibrators, shares)]
-            progress.done += 1
+        points = _measure(figures, list(zip(calibrators, shares)), progress, named=bool(sizes))
         check = full_size_check(cells, whole, points) if sizes else None
         attacks_checked, checked = attack_check(figures, whole, points) if sizes else (None, {})
         for (kind, name), measured in points.items():
@@ -482,6 +470,25 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
         cal.bounds = tuple(_with(cal, rates, {kind: {name: pair[side] for name, pair in names.items()}
                                               for kind, names in estimated.items()}, priced) for side in (0, 1))
     return cal
+
+
+def _measure(figures: list[_Figure], where: list[tuple[_Calibrator, float]], progress: Progress, named: bool
+             ) -> dict[tuple[str, str], list[tuple[float, Rate]]]:
+    """Each figure measured by each calibrator: ``(kind, name) -> [(share of the nodes, rate)]``.
+    The first figure of each kind comes first and is measured whatever the budget; the
+    others only while ``progress`` is within it. ``named``: progress names the sample."""
+    first: dict[str, _Figure] = {}
+    for f in figures:
+        first.setdefault(f.kind, f)
+    points: dict[tuple[str, str], list[tuple[float, Rate]]] = {}
+    for f in [*first.values(), *(f for f in figures if f not in first.values())]:
+        if progress.over() and first[f.kind] is not f:
+            continue
+        for c, _ in where:
+            c.on_step = lambda what, c=c: progress.step(what + (f" on {c.graph.num_nodes:,} nodes" if named else ""))
+        points[f.kind, f.name] = [(share, f.measure(c)) for c, share in where]
+        progress.done += 1
+    return points
 
 
 def _figures(cells: Cells, work: Work) -> tuple[list[_Figure], dict[str, tuple[str, ...]]]:
