@@ -99,6 +99,11 @@ class AttackCell:
     #: attacker's first surrogate); ``None``: the attacked model's own
     labels_from: str | None = None
 
+    @property
+    def steps(self) -> int:
+        """The attack's optimisation steps (0 for an attack that takes none)."""
+        return int(self.params.get("steps", 0) or 0)
+
 
 @dataclass(frozen=True)
 class ScoreCell:

@@ -54,16 +54,15 @@ def attack_check(figures: list[Any], whole: Any, points: Mapping[tuple[str, str]
     :func:`check_scale` it gives the other attacks) and ``{its figure's name: the figure
     measured}``, or ``None`` and ``{}``."""
     def cost(cell: AttackCell) -> Callable[[Rate], float]:
-        return lambda r: r.clean + r.seconds(int(cell.params.get("steps", 0) or 0))
+        return lambda r: r.clean + r.seconds(cell.steps)
 
-    def cheap(rate: Rate) -> bool:
-        return rate.unit > 0 and rate.clean + 4 * rate.seconds(1) <= CHECK_S
-
-    stepped = [(cost(f.cell)(extrapolate(points[f.kind, f.name])), f) for f in figures
-               if f.kind == "attack" and (f.kind, f.name) in points and cheap(extrapolate(points[f.kind, f.name]))]
-    if not stepped:
+    extrapolated = [(f, extrapolate(points[f.kind, f.name])) for f in figures
+                    if f.kind == "attack" and (f.kind, f.name) in points]
+    cheap = [(cost(f.cell)(r), f) for f, r in extrapolated
+             if f.cell.steps > 0 and r.clean + 4 * r.seconds(1) <= CHECK_S]
+    if not cheap:
         return None, {}
-    predicted, f = max(stepped, key=lambda pair: pair[0])
+    predicted, f = max(cheap, key=lambda pair: pair[0])
     step = whole.on_step
     whole.on_step = lambda what: step(f"checking the extrapolation: {what} on the whole graph")
     try:
@@ -71,7 +70,7 @@ def attack_check(figures: list[Any], whole: Any, points: Mapping[tuple[str, str]
     finally:
         whole.on_step = step
     measured, a = cost(f.cell)(full), f.cell
-    what = f"{a.attack} on {a.surrogate}, {a.difficulty}, {int(a.params.get('steps', 0) or 0)} steps"
+    what = f"{a.attack} on {a.surrogate}, {a.difficulty}, {a.steps} steps"
     return (what, measured, predicted, check_scale(points[f.kind, f.name], measured, cost(a))), {f.name: full}
 
 

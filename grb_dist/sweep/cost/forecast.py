@@ -35,7 +35,7 @@ from typing import Any
 from grb_dist.core.errors import ConfigError
 from grb_dist.sweep.cost.calibrate import Calibration
 from grb_dist.core.names import POISONING
-from grb_dist.sweep.cells import ATTACK_BATCH, AttackCell, Cells, PoisonTask, ScoreCell, Work
+from grb_dist.sweep.cells import ATTACK_BATCH, Cells, PoisonTask, ScoreCell, Work
 
 #: Seconds of a scoring call beyond its forward passes (the actor call, assembling the
 #: perturbed graph).
@@ -108,10 +108,6 @@ def expected_epochs(train: dict[str, Any], best_epoch: int | None = None) -> flo
         return float(epochs)
     best = best_epoch if best_epoch is not None else (epochs - patience) / 2
     return min(float(epochs), best + patience + 1)
-
-
-def _steps(cell: AttackCell) -> int:
-    return int(cell.params.get("steps", 0) or 0)
 
 
 def forecast(cells: Cells, work: Work, calibration: Calibration, cluster: Cluster, *, load_seconds: float = 0.0,
@@ -241,7 +237,7 @@ class _Schedule:
         for b in batch:
             self.attack_queue.remove(b)
         rates = [self.cal.attack[b.perturbation_id] for b in batch]
-        seconds = rates[0].clean + sum(r.seconds(_steps(b)) for r, b in zip(rates, batch))
+        seconds = rates[0].clean + sum(r.seconds(b.steps) for r, b in zip(rates, batch))
         self.stages["attack"].task_seconds += seconds
         return "attack", batch, seconds
 
