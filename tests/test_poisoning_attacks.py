@@ -272,6 +272,10 @@ def test_meta_prbcd_budget_audit_and_determinism(small, small_surrogate, inner):
     again = attack.attack(small, small_surrogate)
     assert np.array_equal(mod.added, again.added) and np.array_equal(mod.removed, again.removed)
     assert attack.follows_gradients and attack.adaptive_defaults == {"inner": "model"}
+    # it computes on the CPU only: another device is refused before any work (a sweep runs it
+    # on its attack task's CPU: test_a_gpu_attack_task_runs_cpu_only_cells_on_its_cpu)
+    with pytest.raises(ConfigError, match="computes on the CPU only"):
+        attack.attack(small, small_surrogate, device="cuda")
 
 
 def test_both_poison_a_gcn_more_than_random_flips():

@@ -214,6 +214,77 @@ def test_an_attack_with_its_own_targets_is_scored_on_them(graph):
     assert own == {"easy": (0.5, 8), "full": (0.5, 8)}
 
 
+# ------------------------------------------------------------------------------ targeted poisoning
+
+TARGETED = {**JOB, "repeats": 1, "poisoning": {**JOB["poisoning"], "budgets": {"easy": {"ratio_edge_mod": 0.02}}}}
+
+
+def test_budgets_per_difficulty_make_poisoning_targeted(job, graph):
+    targeted = parse_job(TARGETED)
+    assert targeted.poisoning_targeted and not job.poisoning_targeted
+    p = job_plan(targeted, graph)
+    # a perturbation per (attack, difficulty): easy's budget from budgets.easy, full's from attack:
+    assert sorted((a.attack, a.difficulty, a.params["ratio_edge_mod"]) for a in p.attacks) == [
+        ("dice", "easy", 0.02), ("dice", "full", 0.1), ("rnd", "easy", 0.02), ("rnd", "full", 0.1)]
+    assert all(a.targeted for a in p.attacks)
+    # each poisoned training is scored on its perturbation's difficulty alone; clean ones on all
+    of = {a.perturbation_id: a for a in p.attacks}
+    for pt in p.poisoned:
+        want = ["easy", "full"] if pt.perturbation_id is None else [of[pt.perturbation_id].difficulty]
+        assert [c.difficulty for c in pt.cells] == want
+    # a targeted 'full' perturbation is not the global one; the clean rows are the same
+    plain = job_plan(parse_job({**TARGETED, "poisoning": JOB["poisoning"]}), graph)
+    assert not {a.perturbation_id for a in plain.attacks} & set(of)
+    assert not any(a.targeted for a in plain.attacks)
+    assert {c.cell_id for c in plain.scores if c.attack == CLEAN} == {c.cell_id for c in p.scores if c.attack == CLEAN}
+    # a published set does not depend on the nodes fought: it stays global, scored on every difficulty
+    mixed = job_plan(parse_job({**TARGETED, "poisoning": {**TARGETED["poisoning"], "attacks": {"published": {}}}}),
+                     graph)
+    assert [(a.difficulty, a.targeted) for a in mixed.attacks] == [("full", False)]
+    assert all([c.difficulty for c in pt.cells] == ["easy", "full"] for pt in mixed.poisoned)
+
+
+def test_a_targeted_poisoning_perturbation_fights_its_difficultys_test_nodes(job, graph):
+    from grb_dist.sweep.worker import attack_task
+
+    surrogate = train_defense("gcn", graph, {"hidden_sizes": [16]}, TrainConfig(epochs=5, seed=0),
+                              transductive=True).model
+    easy = graph.targets("easy")
+
+    def flips(cell):
+        mod = attack_task(graph, cell, surrogate).perturbation
+        return np.concatenate([mod.added, mod.removed], axis=1)
+
+    cell = next(a for a in job_plan(parse_job(TARGETED), graph).attacks if (a.attack, a.difficulty) == ("dice", "easy"))
+    pairs = flips(cell)
+    assert 0 < pairs.shape[1] <= round(0.02 * graph.num_edges)
+    assert np.isin(pairs, easy).any(axis=0).all()  # every flip touches an easy test node
+    # the global perturbation fights every unlabelled node, most of them outside the easy set
+    glob = flips(next(a for a in job_plan(job, graph).attacks if a.attack == "dice" and a.repeat == 0))
+    assert not np.isin(glob, easy).any(axis=0).all()
+
+
+def test_a_gpu_attack_task_runs_cpu_only_cells_on_its_cpu(graph, monkeypatch):
+    """An attack task with a GPU share runs Metattack's and meta_prbcd's cells on the CPU, with
+    their models loaded there, and the others on the GPU; results in the cells' order."""
+    from grb_dist.sweep import worker
+
+    job = parse_job({**JOB, "poisoning": {**JOB["poisoning"], "attacks": {"dice": {}, "meta_prbcd": {}, "rnd": {}}}})
+    cells = [a for a in job_plan(job, graph).attacks if a.repeat == 0]
+    assert [a.attack for a in cells] == ["dice", "meta_prbcd", "rnd"]
+    loaded, ran = [], []
+
+    def batch_on(g, batch, surrogate, device, labeler):
+        ran.append((device, surrogate, [c.attack for c in batch]))
+        return [(c.attack, device) for c in batch]
+
+    monkeypatch.setattr(worker, "attack_batch", batch_on)
+    results = worker.attack_on_devices(graph, cells, "cuda", lambda dev: loaded.append(dev) or [f"model on {dev}"])
+    assert results == [("dice", "cuda"), ("meta_prbcd", "cpu"), ("rnd", "cuda")]
+    assert loaded == ["cuda", "cpu"] and ran == [("cuda", "model on cuda", ["dice", "rnd"]),
+                                                 ("cpu", "model on cpu", ["meta_prbcd"])]
+
+
 # ------------------------------------------------------------------------------ adaptive poisoning
 
 ADAPTIVE = {**JOB, "repeats": 1, "adaptive": True, "defenses": ["gcn", "mlp"],

@@ -26,6 +26,8 @@ one per (attack, surrogate, repeat), keyed under difficulty
 per (perturbation, defense), whose model is stored like any other
 (``models/<defense>-<seed>-<perturbation id>.pt``). Its clean rows come from a
 :class:`PoisonTask` on the clean graph (the same transductive training, no perturbation).
+A job with ``poisoning.budgets`` is targeted: a perturbation per difficulty as in evasion
+(``AttackCell.targeted``), fighting that difficulty's test nodes, scored on it alone.
 
 Every id is the sha256 of the canonical JSON of the full configuration it depends on, so an
 id changes exactly when something that influences its result changes.
@@ -37,9 +39,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping
 
+from grb_dist.attacks.registry import attack_class
 from grb_dist.core.config import canonical_json, to_dict
 from grb_dist.core.errors import ConfigError
-from grb_dist.core.names import ADAPTIVE, CLEAN, POISONING, POISONING_DIFFICULTY, TRANSFER
+from grb_dist.core.names import ADAPTIVE, CLEAN, POISONING, TRANSFER
 from grb_dist.sweep.job import SURROGATE_SEED_OFFSET, JobSpec, content_hash
 from grb_dist.sweep.resolve import ResolvedJob, adapts, resolve
 
@@ -98,6 +101,9 @@ class AttackCell:
     #: file stem of the model whose predictions the attack fights (adaptive cells: the
     #: attacker's first surrogate); ``None``: the attacked model's own
     labels_from: str | None = None
+    #: a poisoning perturbation that fights its difficulty's test nodes (targeted poisoning),
+    #: not every unlabelled node
+    targeted: bool = False
 
     @property
     def steps(self) -> int:
@@ -209,7 +215,9 @@ def _poisoning(resolved: ResolvedJob, base: Mapping[str, Any], targets: tuple[Mo
                attacks: list[AttackCell], scores: list[ScoreCell], poisoned: list[PoisonTask]) -> tuple[ModelTask, ...]:
     """The poisoning scenario's cells: a clean training per defense, a global perturbation per
     (attack, surrogate, repeat), a training per (perturbation, defense), each scored on every
-    difficulty (module docstring). The attacker's surrogates are trained as the defender
+    difficulty (module docstring); in a targeted job (``poisoning.budgets`` given), a
+    perturbation per difficulty too, fighting that difficulty's test nodes with its budget
+    and scored on it alone (:meth:`~grb_dist.sweep.job.JobSpec.poisoning_difficulties`). The attacker's surrogates are trained as the defender
     trains, on the whole clean graph (Metattack's self-training labels come from them).
 
     Adaptive cells (an adaptive job): per (defense, gradient attack, repeat) a perturbation
@@ -223,7 +231,7 @@ def _poisoning(resolved: ResolvedJob, base: Mapping[str, Any], targets: tuple[Mo
     spec = resolved.job
 
     def train_on(t: ModelTask, pid: str | None, attack: str, surrogate: str, repeat: int, seed: int,
-                 threat: str = TRANSFER) -> ModelTask:
+                 threat: str = TRANSFER, scored: tuple[str, ...] = spec.difficulties) -> ModelTask:
         tag = pid[:16] if pid else "clean"
         model = ModelTask("poisoned", t.name, t.seed, t.params, t.train, t.at,
                           content_hash({"defense": t.model_id, "perturbation": pid, "setting": "transductive"}), tag,
@@ -232,10 +240,33 @@ def _poisoning(resolved: ResolvedJob, base: Mapping[str, Any], targets: tuple[Mo
                                 if pid is None else content_hash({"perturbation": pid, "defense": t.model_id,
                                                                   "difficulty": d}),
                                 attack, surrogate, t.name, d, repeat, seed, model.file_stem, pid, POISONING, threat)
-                      for d in spec.difficulties)
+                      for d in scored)
         poisoned.append(PoisonTask(model, pid, cells))
         scores.extend(cells)
         return model
+
+    def perturb(attack: str, targeted: bool, attacker: ModelTask, owner: str, threat: str,
+                defaults: Mapping[str, Any] | None, defenses: tuple[ModelTask, ...]) -> None:
+        """``attack``'s perturbations on ``attacker`` (per difficulty when ``targeted``, else
+        one global; every repeat), each trained on by ``defenses`` and scored on its
+        difficulty (a global one: on every difficulty). Global transfer perturbations' ids
+        hash what they always did."""
+        for difficulty in spec.poisoning_difficulties(targeted):
+            for repeat in range(spec.repeats):
+                seed = spec.attack_seed(repeat)
+                params = spec.attack_params(attack, difficulty, seed, POISONING, defaults)
+                ident = {**base, "attack": attack, "params": params, "surrogate": attacker.model_id, "repeat": repeat}
+                if threat != TRANSFER:
+                    ident.update(threat=threat, labels=attackers[0].model_id)
+                if targeted:
+                    ident.update(difficulty=difficulty, targets="difficulty")
+                pid = content_hash(ident)
+                attacks.append(AttackCell(attack, owner, difficulty, repeat, seed, params, attacker.file_stem, pid,
+                                          POISONING, threat, attackers[0].file_stem if threat != TRANSFER else None,
+                                          targeted))
+                for t in defenses:
+                    train_on(t, pid, attack, owner, repeat, seed, threat,
+                             (difficulty,) if targeted else spec.difficulties)
 
     clean = {t.name: train_on(t, None, CLEAN, CLEAN, 0, spec.seed) for t in targets}
     attackers = tuple(ModelTask("surrogate", s.name, s.seed, s.params, s.train, s.at,
@@ -243,31 +274,16 @@ def _poisoning(resolved: ResolvedJob, base: Mapping[str, Any], targets: tuple[Mo
                                 True) for s in surrogates)
     adaptive: dict[str, ModelTask] = {}
     for attack in spec.scenario_attacks(POISONING):
+        targeted = attack_class(attack, POISONING).targetable and spec.poisoning_targeted
         for s in attackers:
-            for repeat in range(spec.repeats):
-                seed = spec.attack_seed(repeat)
-                params = spec.attack_params(attack, POISONING_DIFFICULTY, seed, POISONING)
-                pid = content_hash({**base, "attack": attack, "params": params, "surrogate": s.model_id,
-                                    "repeat": repeat})
-                attacks.append(AttackCell(attack, s.name, POISONING_DIFFICULTY, repeat, seed, params, s.file_stem,
-                                          pid, POISONING))
-                for t in targets:
-                    train_on(t, pid, attack, s.name, repeat, seed)
-        built = resolved.attack(POISONING, attack, POISONING_DIFFICULTY)
+            perturb(attack, targeted, s, s.name, TRANSFER, None, targets)
+        built = resolved.attack(POISONING, attack, spec.poisoning_difficulties(targeted)[0])
         if not (spec.adaptive and adapts(POISONING, built)):
             continue
         for t in targets:
-            if (POISONING, t.name) in excluded:
-                continue
-            attacker = adaptive.setdefault(t.name, clean[t.name])
-            for repeat in range(spec.repeats):
-                seed = spec.attack_seed(repeat)
-                params = spec.attack_params(attack, POISONING_DIFFICULTY, seed, POISONING, built.adaptive_defaults)
-                pid = content_hash({**base, "attack": attack, "params": params, "surrogate": attacker.model_id,
-                                    "repeat": repeat, "threat": ADAPTIVE, "labels": attackers[0].model_id})
-                attacks.append(AttackCell(attack, t.name, POISONING_DIFFICULTY, repeat, seed, params,
-                                          attacker.file_stem, pid, POISONING, ADAPTIVE, attackers[0].file_stem))
-                train_on(t, pid, attack, t.name, repeat, seed, ADAPTIVE)
+            if (POISONING, t.name) not in excluded:
+                perturb(attack, targeted, adaptive.setdefault(t.name, clean[t.name]), t.name, ADAPTIVE,
+                        built.adaptive_defaults, (t,))
     return attackers + tuple(adaptive.values())
 
 

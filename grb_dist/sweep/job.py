@@ -22,7 +22,7 @@ from grb_dist.core.bounds import MAX_REPEATS, check_dataset_ref, check_int, chec
 from grb_dist.core.jobfile import document_size, load_job_document
 from grb_dist.core.config import TrainSection, canonical_json, from_dict, to_dict
 from grb_dist.core.errors import ConfigError
-from grb_dist.core.names import DIFFICULTIES, SCENARIOS, is_name, normalize_name, unknown_name_message
+from grb_dist.core.names import DIFFICULTIES, POISONING_DIFFICULTY, SCENARIOS, is_name, normalize_name, unknown_name_message
 
 #: Seed offset of the attacker's surrogates relative to the defenders' seed.
 SURROGATE_SEED_OFFSET = 1
@@ -168,6 +168,20 @@ class JobSpec:
             return ScenarioSection(self.attack, self.budgets, self.attacks)
         m = getattr(self, scenario)
         return ScenarioSection(m["attack"], m["budgets"], m["attacks"])
+
+    def poisoning_difficulties(self, targetable: bool = True) -> tuple[str, ...]:
+        """What a poisoning perturbation of an attack is computed for: with
+        ``poisoning.budgets`` given (targeted poisoning), one per difficulty of the job,
+        fighting that difficulty's test nodes with its budget; otherwise, or for an attack
+        that is not ``targetable`` (a published set), one global perturbation fighting every
+        unlabelled node, keyed under :data:`~grb_dist.core.names.POISONING_DIFFICULTY`."""
+        return tuple(self.difficulties) if targetable and self.poisoning_targeted else (POISONING_DIFFICULTY,)
+
+    @property
+    def poisoning_targeted(self) -> bool:
+        """Whether poisoning perturbations fight one difficulty each (``poisoning.budgets``
+        given): :meth:`poisoning_difficulties`."""
+        return bool(self.poisoning["budgets"])
 
     def scenario_attacks(self, scenario: str) -> Mapping[str, Mapping[str, Any]]:
         """Attack name -> its own parameters, for ``scenario``."""

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from grb_dist.attacks.registry import attack_class, build_attack
 from grb_dist.core.bounds import check_budgets, check_model_bounds, check_work_size
 from grb_dist.core.errors import ConfigError, GrbDistError
-from grb_dist.core.names import POISONING, POISONING_DIFFICULTY, SCENARIOS
+from grb_dist.core.names import POISONING, SCENARIOS
 from grb_dist.datasets import NORMALIZATIONS
 from grb_dist.defenses import at_config, resolve_params
 from grb_dist.models.grammar import ModelSpec, check_name, model_config
@@ -41,8 +41,10 @@ class ResolvedJob:
         models: every defense and surrogate of the job (and every ``models:`` entry).
         attacks: ``(scenario, attack, difficulty) -> attack`` of every attack of the swept
             scenarios on every swept difficulty (a poisoning attack: on
-            :data:`~grb_dist.core.names.POISONING_DIFFICULTY` alone, it is global), built with
-            the seed of repeat 0.
+            :data:`~grb_dist.core.names.POISONING_DIFFICULTY` alone when it is global, on
+            every swept difficulty when the job's poisoning is targeted:
+            :meth:`~grb_dist.sweep.job.JobSpec.poisoning_difficulties`), built with the seed
+            of repeat 0.
     """
 
     job: JobSpec
@@ -73,10 +75,12 @@ def resolve(job: JobSpec) -> ResolvedJob:
     attacks = {}
     for scenario in SCENARIOS:  # every scenario's section, also of a scenario this run does not sweep
         section = job.section(scenario)
-        swept = (POISONING_DIFFICULTY,) if scenario == POISONING else job.difficulties
         for attack in section.attacks:
-            attack_class(attack, scenario)
-            for difficulty in dict.fromkeys((*swept, *section.budgets)):
+            cls = attack_class(attack, scenario)
+            swept = job.poisoning_difficulties(cls.targetable) if scenario == POISONING else job.difficulties
+            # a global poisoning perturbation (a published set) takes no budget of a difficulty but its own
+            budgeted = () if scenario == POISONING and not cls.targetable else tuple(section.budgets)
+            for difficulty in dict.fromkeys((*swept, *budgeted)):
                 params = job.attack_params(attack, difficulty, job.attack_seed(0), scenario)
                 built = _build(attack, params, scenario, difficulty)
                 if job.adaptive and adapts(scenario, built) and built.adaptive_defaults:

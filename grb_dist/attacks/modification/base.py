@@ -123,6 +123,9 @@ class ModificationAttack(Attack):
             perturbation): the budget counts every pair and the audit checks no target rule.
         scenarios: the scenarios whose table may hold the attack (every modification attack
             is a poisoning perturbation too; :mod:`grb_dist.attacks.poisoning`).
+        targetable: False for attacks whose perturbation does not depend on the nodes fought
+            (a published set): a poisoning job with budgets per difficulty computes one
+            perturbation per difficulty of the others, and one global of these.
     """
 
     Config: ClassVar[type[ModificationConfig]] = ModificationConfig
@@ -133,6 +136,7 @@ class ModificationAttack(Attack):
     changes_features: ClassVar[bool] = False
     global_pairs: ClassVar[bool] = False
     scenarios: ClassVar[tuple[str, ...]] = ("modification", "poisoning")
+    targetable: ClassVar[bool] = True
 
     @property
     def follows_gradients(self) -> bool:

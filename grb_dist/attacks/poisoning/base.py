@@ -112,6 +112,9 @@ class PoisoningAttack(ModificationAttack):
     Class flags (beyond the modification ones; ``global_pairs`` is on by default):
         trains: True when the attack trains models itself (meta-gradients through training):
             the forecast (``sweep --plan``) prices it as a training per step.
+        cpu_only: True when the attack computes on the CPU only (its meta-gradient
+            structures are built there): another device is refused in one line, and a
+            sweep's attack task with a GPU runs such a cell on its CPU.
     """
 
     scenario: ClassVar[str] = "poisoning"
@@ -119,6 +122,7 @@ class PoisoningAttack(ModificationAttack):
     global_pairs: ClassVar[bool] = True
     scenarios: ClassVar[tuple[str, ...]] = ("poisoning",)
     trains: ClassVar[bool] = False
+    cpu_only: ClassVar[bool] = False
 
     def attack(self, graph: Graph, surrogate: torch.nn.Module, targets: np.ndarray | None = None, *,
                device: str | torch.device = "cpu", cache: SurrogateCache | None = None,
@@ -130,6 +134,8 @@ class PoisoningAttack(ModificationAttack):
         replaces them); the other arguments as :meth:`ModificationAttack.attack`."""
         targets = poisoning_targets(graph) if targets is None else check_targets(graph, targets)
         _, budget = self.check_inputs(graph, targets)
+        if self.cpu_only and torch.device(device).type != "cpu":
+            raise ConfigError(f"{self.name} computes on the CPU only; give it device='cpu' and a surrogate on the CPU")
         gen = torch.Generator(device="cpu").manual_seed(self.config.seed)
         with surrogate_mode(surrogate):
             ctx = ModContext(graph, surrogate, targets, budget, torch.device(device), labels)

@@ -447,6 +447,7 @@ class Metattack(PoisoningAttack):
     Config = MetattackConfig
     name = "metattack"
     trains = True
+    cpu_only = True
 
     def check_inputs(self, graph: Graph, targets: np.ndarray):
         targets, budget = super().check_inputs(graph, targets)

@@ -451,6 +451,7 @@ class MetaPRBCD(PoisoningAttack):
     Config = MetaPRBCDConfig
     name = "meta_prbcd"
     trains = True
+    cpu_only = True
 
     @property
     def follows_gradients(self) -> bool:

@@ -128,6 +128,7 @@ class Published(ModificationAttack):
     Config = PublishedConfig
     name = "published"
     uses_surrogate = False
+    targetable = False
     global_pairs = True
     scenarios = ("modification", "poisoning")
 
