@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("env", "attacks", "prbcd", "precision", "sweep-default", "sweep-aminer")
+STAGES = ("env", "attacks", "prbcd", "precision", "sweep-default", "sweep-aminer", "sweep-poisoning")
 
 
 def test_the_cpu_fallback_runs_every_stage(tmp_path):
@@ -26,7 +26,7 @@ def test_the_cpu_fallback_runs_every_stage(tmp_path):
         assert figures, f"{stage} reports no figure"
     assert "s/step" in rows["attacks"][2] and "fgsm" in rows["attacks"][2] and "tdgia" in rows["attacks"][2]
     assert "flips" in rows["prbcd"][2] and "bf16" in rows["precision"][2]
-    assert "0 failed" in rows["sweep-default"][2]
+    assert "0 failed" in rows["sweep-default"][2] and "0 failed" in rows["sweep-poisoning"][2]
     assert all((out / f"{stage}.log").is_file() for stage in STAGES[1:])
 
 
