@@ -239,3 +239,27 @@ def test_plan_for_gpus_without_a_gpu_here_asks_for_the_gpu_kind(tiny_job, tmp_pa
     result = runner.invoke(app, ["sweep", "--job", str(tiny_job), "--plan", "--cpus", "8", "--gpus", "2"])
     assert result.exit_code != 0
     assert "no GPU to calibrate" in result.output
+
+
+def test_a_large_graphs_training_rate_comes_from_one_two_epoch_training(monkeypatch):
+    """On a large graph a training's rate is read off one 2-epoch training (its second epoch
+    timed inside it), not a 1- and a 2-epoch one; on a small one the run is the warm-up and
+    the rate comes from longer runs."""
+    import grb_dist.sweep.cost.calibrate as cal
+    from grb_dist.datasets import load_dataset
+
+    job = parse_job(small())
+    graph = load_dataset(job.dataset, normalize=job.normalize, seed=job.seed)
+    cells = run_cells(job, FINGERPRINT)
+    c = cal._Calibrator(cells, graph, "cpu", 1, FINGERPRINT, None)
+    task = cells.targets[0]
+    calls, train = [], c._train
+    monkeypatch.setattr(c, "_train", lambda t, n: calls.append(n) or train(t, n))
+    monkeypatch.setattr(cal, "LARGE_S", 0.0)  # every graph counts as large
+    rate, warm = c.first_training(task)
+    ends = c.epoch_ends
+    assert calls == [2] and len(ends) == 2 and 0 < ends[0] < ends[1]
+    assert rate.unit == pytest.approx(ends[1] - ends[0]) and rate.fixed + 2 * rate.unit == pytest.approx(warm[0] + rate.unit)
+    monkeypatch.setattr(cal, "LARGE_S", 1e9)
+    rate, warm = c.first_training(task)
+    assert rate is None and calls == [2, 2] and 0 < warm[0]

@@ -17,16 +17,22 @@ from grb_dist.sweep.cost.scaling import Rate, check_scale, extrapolate
 #: A full-size check (an epoch's two trainings, an attack's runs) is measured when it is
 #: extrapolated to take at most this (seconds).
 CHECK_S = 20.0
+#: Runs of one step, as many as an attack's measurement takes at most: a cold and a warm
+#: step, two short runs, and a longer one when the fixed part dominates (each pays the
+#: attack's fixed part; ``calibrate._lengthened``).
+ATTACK_RUNS = 5
 
 
 def full_size_check(cells: Cells, whole: Any, points: Mapping[tuple[str, str], list[tuple[float, Rate]]]
                     ) -> tuple[str, float, float, float] | None:
-    """The first surrogate's epoch on the whole graph (a 1- and a 2-epoch training, their
-    difference) against the epoch extrapolated from the samples, when the two trainings are
-    extrapolated to take at most :data:`CHECK_S` (model, measured s, extrapolated s, the
-    :func:`check_scale` it gives); cached like any figure. The epoch, not a 1-epoch training:
-    a training's fixed part (building the model and its graphs) is a small share of the
-    samples' short runs, its extrapolation is noisy, and a long training hardly pays it."""
+    """The first surrogate's epoch on the whole graph (the second epoch of a 2-epoch
+    training, timed inside it; for a model that reports no epochs, the difference of a 1-
+    and a 2-epoch training) against the epoch extrapolated from the samples, when the
+    trainings are extrapolated to take at most :data:`CHECK_S` (model, measured s,
+    extrapolated s, the :func:`check_scale` it gives); cached like any figure. The epoch, not
+    a 1-epoch training: a training's fixed part (building the model and its graphs) is a
+    small share of the samples' short runs, its extrapolation is noisy, and a long training
+    hardly pays it."""
     task = cells.surrogates[0]
     measured = points.get(("train", task.file_stem))
     if measured is None:
@@ -36,30 +42,36 @@ def full_size_check(cells: Cells, whole: Any, points: Mapping[tuple[str, str], l
         return None
 
     def measure() -> Rate:
-        whole.on_step(f"checking the extrapolation: 1 and 2 epochs of {task.name} on the whole graph")
-        one, two = whole._train(task, 1)[0], whole._train(task, 2)[0]
+        whole.on_step(f"checking the extrapolation: 2 epochs of {task.name} on the whole graph")
+        two = whole._train(task, 2)[0]
+        if len(whole.epoch_ends) == 2:  # the second epoch, timed inside the training
+            unit = whole.epoch_ends[1] - whole.epoch_ends[0]
+            return Rate(max(0.0, two - 2 * unit), unit, 0)
+        one = whole._train(task, 1)[0]
         return Rate(max(0.0, 2 * one - two), max(0.0, two - one), 0)
 
     epoch = whole.cached(f"check-epoch:{whole.model_key(task)}", measure).unit
     return task.name, epoch, rate.unit, check_scale(measured, epoch, lambda r: r.unit)
 
 
-def attack_check(figures: list[Any], whole: Any, points: Mapping[tuple[str, str], list[tuple[float, Rate]]]
-                 ) -> tuple[tuple[str, float, float, float] | None, dict[str, Rate]]:
-    """Of the attacks whose measurement (a cold and a warm step, two short runs) is
-    extrapolated to take at most :data:`CHECK_S`, the one whose extrapolated cost (its clean
-    pass and its cell's steps) is the largest, measured on the whole graph: an injection's
-    step grows more slowly than the graph (it reaches a smaller share of a larger graph),
-    which the samples cannot show. Returns (what it is, its cost measured, extrapolated, the
-    :func:`check_scale` it gives the other attacks) and ``{its figure's name: the figure
-    measured}``, or ``None`` and ``{}``."""
+def attack_check(figures: list[Any], whole: Any, points: Mapping[tuple[str, str], list[tuple[float, Rate]]],
+                 slower: float = 1.0) -> tuple[tuple[str, float, float, float] | None, dict[str, Rate]]:
+    """Of the attacks whose measurement (its clean pass and at most :data:`ATTACK_RUNS` runs
+    of about a step) is extrapolated to take at most :data:`CHECK_S`, ``slower`` times
+    (what the epoch's check found, when above 1: the whole graph runs slower than its
+    extrapolation), the one whose extrapolated cost (its clean pass and its cell's steps)
+    is the largest, measured on the whole graph: an injection's step grows more slowly than
+    the graph (it reaches a smaller share of a larger graph), which the samples cannot
+    show. Returns (what it is, its cost measured, extrapolated, the :func:`check_scale` it
+    gives the other attacks) and ``{its figure's name: the figure measured}``, or ``None``
+    and ``{}``."""
     def cost(cell: AttackCell) -> Callable[[Rate], float]:
         return lambda r: r.clean + r.seconds(cell.steps)
 
     extrapolated = [(f, extrapolate(points[f.kind, f.name])) for f in figures
                     if f.kind == "attack" and (f.kind, f.name) in points]
     cheap = [(cost(f.cell)(r), f) for f, r in extrapolated
-             if f.cell.steps > 0 and r.clean + 4 * r.seconds(1) <= CHECK_S]
+             if f.cell.steps > 0 and _stepped(f.cell) and max(1.0, slower) * (r.clean + ATTACK_RUNS * r.seconds(1)) <= CHECK_S]
     if not cheap:
         return None, {}
     predicted, f = max(cheap, key=lambda pair: pair[0])
@@ -74,4 +86,13 @@ def attack_check(figures: list[Any], whole: Any, points: Mapping[tuple[str, str]
     return (what, measured, predicted, check_scale(points[f.kind, f.name], measured, cost(a))), {f.name: full}
 
 
-__all__ = ["CHECK_S", "attack_check", "full_size_check"]
+def _stepped(cell: AttackCell) -> bool:
+    """Whether the cell's steps are gradient steps, whose cost grows with the graph (RND
+    takes a ``steps`` setting from its section but no step costs anything: its measured
+    step is noise, and a check on it would scale every attack by that noise)."""
+    from grb_dist.attacks import build_attack
+
+    return bool(build_attack(cell.attack, dict(cell.params), cell.scenario).follows_gradients)
+
+
+__all__ = ["ATTACK_RUNS", "CHECK_S", "attack_check", "full_size_check"]
