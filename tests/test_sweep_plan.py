@@ -259,7 +259,8 @@ def test_a_large_graphs_training_rate_comes_from_one_two_epoch_training(monkeypa
     rate, warm = c.first_training(task)
     ends = c.epoch_ends
     assert calls == [2] and len(ends) == 2 and 0 < ends[0] < ends[1]
-    assert rate.unit == pytest.approx(ends[1] - ends[0]) and rate.fixed + 2 * rate.unit == pytest.approx(warm[0] + rate.unit)
+    assert rate.unit == pytest.approx(ends[1] - ends[0])
+    assert rate.fixed + 2 * rate.unit == pytest.approx(warm[0] + rate.unit)
     monkeypatch.setattr(cal, "LARGE_S", 1e9)
     rate, warm = c.first_training(task)
     assert rate is None and calls == [2, 2] and 0 < warm[0]

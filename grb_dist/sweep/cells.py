@@ -216,9 +216,10 @@ def _poisoning(resolved: ResolvedJob, base: Mapping[str, Any], targets: tuple[Mo
     """The poisoning scenario's cells: a clean training per defense, a global perturbation per
     (attack, surrogate, repeat), a training per (perturbation, defense), each scored on every
     difficulty (module docstring); in a targeted job (``poisoning.budgets`` given), a
-    perturbation per difficulty too, fighting that difficulty's test nodes with its budget
-    and scored on it alone (:meth:`~grb_dist.sweep.job.JobSpec.poisoning_difficulties`). The attacker's surrogates are trained as the defender
-    trains, on the whole clean graph (Metattack's self-training labels come from them).
+    perturbation per difficulty instead, fighting that difficulty's test nodes with its
+    budget and scored on it alone (:meth:`~grb_dist.sweep.job.JobSpec.poisoning_difficulties`).
+    The attacker's surrogates are trained as the defender trains, on the whole clean graph
+    (Metattack's self-training labels come from them).
 
     Adaptive cells (an adaptive job): per (defense, gradient attack, repeat) a perturbation
     computed on the defense itself -- its model trained on the clean graph, which is also its

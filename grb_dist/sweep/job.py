@@ -22,7 +22,8 @@ from grb_dist.core.bounds import MAX_REPEATS, check_dataset_ref, check_int, chec
 from grb_dist.core.jobfile import document_size, load_job_document
 from grb_dist.core.config import TrainSection, canonical_json, from_dict, to_dict
 from grb_dist.core.errors import ConfigError
-from grb_dist.core.names import DIFFICULTIES, POISONING_DIFFICULTY, SCENARIOS, is_name, normalize_name, unknown_name_message
+from grb_dist.core.names import (DIFFICULTIES, POISONING_DIFFICULTY, SCENARIOS, is_name, normalize_name,
+                                 unknown_name_message)
 
 #: Seed offset of the attacker's surrogates relative to the defenders' seed.
 SURROGATE_SEED_OFFSET = 1

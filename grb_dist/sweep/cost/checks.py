@@ -71,7 +71,8 @@ def attack_check(figures: list[Any], whole: Any, points: Mapping[tuple[str, str]
     extrapolated = [(f, extrapolate(points[f.kind, f.name])) for f in figures
                     if f.kind == "attack" and (f.kind, f.name) in points]
     cheap = [(cost(f.cell)(r), f) for f, r in extrapolated
-             if f.cell.steps > 0 and _stepped(f.cell) and max(1.0, slower) * (r.clean + ATTACK_RUNS * r.seconds(1)) <= CHECK_S]
+             if f.cell.steps > 0 and _stepped(f.cell)
+             and max(1.0, slower) * (r.clean + ATTACK_RUNS * r.seconds(1)) <= CHECK_S]
     if not cheap:
         return None, {}
     predicted, f = max(cheap, key=lambda pair: pair[0])
