@@ -283,18 +283,24 @@ class _Calibrator:
         self.models[task.file_stem] = _to_model(self.graph, task, result.state_dict, self.device)
         return seconds, peak
 
-    def first_training(self, task: ModelTask) -> tuple[Rate | None, tuple[float, int]]:
-        """A 2-epoch training whose second epoch is timed inside it: on a large graph (the
-        first epoch over :data:`LARGE_S`) the rate itself (the epoch; the rest of the run is
-        the fixed part), one training instead of a 1- and a 2-epoch one; else ``None``. And
-        the seconds and peak bytes of a 1-epoch training (the run without its second epoch)."""
+    def two_epochs(self, task: ModelTask) -> tuple[Rate | None, float, int]:
+        """A 2-epoch training: its rate read inside it (the second epoch; the rest of the run
+        is the fixed part), ``None`` for a model that reports no epochs (Pro-GNN); and the
+        run's seconds and peak bytes."""
         seconds, peak = self._train(task, 2)
-        ends = self.epoch_ends
-        if len(ends) != 2:  # a model that reports no epochs (Pro-GNN): a 1-epoch training too
+        if len(self.epoch_ends) != 2:
+            return None, seconds, peak
+        unit = self.epoch_ends[1] - self.epoch_ends[0]
+        return Rate(max(0.0, seconds - 2 * unit), unit, peak), seconds, peak
+
+    def first_training(self, task: ModelTask) -> tuple[Rate | None, tuple[float, int]]:
+        """:meth:`two_epochs`: on a large graph (the first epoch over :data:`LARGE_S`) its
+        rate, one training instead of a 1- and a 2-epoch one; else ``None``. And the seconds
+        and peak bytes of a 1-epoch training (the run without its second epoch)."""
+        rate, seconds, peak = self.two_epochs(task)
+        if rate is None:  # a model that reports no epochs: a 1-epoch training too
             return None, self._train(task, 1)
-        unit = ends[1] - ends[0]
-        large = Rate(max(0.0, seconds - 2 * unit), unit, peak) if ends[0] > LARGE_S else None
-        return large, (seconds - unit, peak)
+        return (rate if self.epoch_ends[0] > LARGE_S else None), (seconds - rate.unit, peak)
 
     def train_rate(self, task: ModelTask) -> Rate:
         def measure() -> Rate:
@@ -410,8 +416,6 @@ def _to_model(graph: Any, task: ModelTask, state_dict: Mapping[str, Any], device
     from grb_dist.sweep.worker import load_model
 
     return load_model(graph, task.name, dict(task.params), state_dict, device)
-
-
 
 
 @dataclass

@@ -29,10 +29,10 @@ def full_size_check(cells: Cells, whole: Any, points: Mapping[tuple[str, str], l
     training, timed inside it; for a model that reports no epochs, the difference of a 1-
     and a 2-epoch training) against the epoch extrapolated from the samples, when the
     trainings are extrapolated to take at most :data:`CHECK_S` (model, measured s,
-    extrapolated s, the :func:`check_scale` it gives, at least 1); cached like any figure. The epoch, not
-    a 1-epoch training: a training's fixed part (building the model and its graphs) is a
-    small share of the samples' short runs, its extrapolation is noisy, and a long training
-    hardly pays it."""
+    extrapolated s, the :func:`check_scale` it gives, at least 1); cached like any figure.
+    The epoch, not a 1-epoch training: a training's fixed part (building the model and its
+    graphs) is a small share of the samples' short runs, its extrapolation is noisy, and a
+    long training hardly pays it."""
     task = cells.surrogates[0]
     measured = points.get(("train", task.file_stem))
     if measured is None:
@@ -43,10 +43,9 @@ def full_size_check(cells: Cells, whole: Any, points: Mapping[tuple[str, str], l
 
     def measure() -> Rate:
         whole.on_step(f"checking the extrapolation: 2 epochs of {task.name} on the whole graph")
-        two = whole._train(task, 2)[0]
-        if len(whole.epoch_ends) == 2:  # the second epoch, timed inside the training
-            unit = whole.epoch_ends[1] - whole.epoch_ends[0]
-            return Rate(max(0.0, two - 2 * unit), unit, 0)
+        inside, two, _ = whole.two_epochs(task)
+        if inside is not None:  # the second epoch, timed inside the training
+            return Rate(inside.fixed, inside.unit, 0)
         one = whole._train(task, 1)[0]
         return Rate(max(0.0, 2 * one - two), max(0.0, two - one), 0)
 
