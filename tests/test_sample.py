@@ -81,3 +81,52 @@ def test_a_larger_sample_slowed_by_other_work_is_taken_at_the_growth_bound():
     assert capped.unit == pytest.approx(as_if.unit) and capped.fixed == pytest.approx(as_if.fixed)
     assert capped.unit == pytest.approx(0.16 + (0.14 / 0.15) * 0.8)  # not 0.30 + (0.28 / 0.15) * 0.8
     assert extrapolate([(0.05, small), (0.2, fine)]).unit == pytest.approx(0.07 + (0.05 / 0.15) * 0.8)
+
+
+def test_an_architecture_that_weighs_in_the_trainings_is_checked_on_its_cheapest_task():
+    """Each architecture other than the first checked one whose trainings are extrapolated
+    to take at least ARCHITECTURE_SHARE of them all gets its own check, on its cheapest
+    task, when that is cheap; the scale is at least 1 and the figure cached."""
+    from types import SimpleNamespace
+
+    from grb_dist.sweep.cost import checks
+
+    def task(name: str) -> SimpleNamespace:
+        return SimpleNamespace(name=name, file_stem=f"{name}-0", train={"epochs": 100})
+
+    def points(unit: float) -> list[tuple[float, Rate]]:  # 1 and 4 times `unit` on 5% and 20% of the nodes
+        return [(0.05, Rate(0.1, unit, 0)), (0.2, Rate(0.1, 4 * unit, 0))]
+
+    measured_epoch = {"gat-0": 20.0, "sage-0": 1.0}
+
+    class Whole:
+        on_step = staticmethod(lambda what: None)
+        model_key = staticmethod(lambda t: t.file_stem)
+
+        def __init__(self):
+            self.cache, self.trained = {}, []
+
+        def cached(self, key, measure):
+            return self.cache.setdefault(key, measure())
+
+        def read_inside(self, t, epochs):
+            self.trained.append((t.name, epochs))
+            return Rate(1.0, measured_epoch[t.file_stem], 0), 0.0, 0
+
+    tasks = [task(n) for n in ("gcn", "gcn_at", "gat_at", "gat", "gat_ln", "sage", "sgc")]
+    units = {"gcn": 0.1, "gcn_at": 0.5, "gat_at": 4.0, "gat": 0.5, "gat_ln": 0.55, "sage": 0.1, "sgc": 0.05}
+    found = {("train", t.file_stem): points(units[t.name]) for t in tasks}
+    whole = Whole()
+    out = checks.architecture_checks(tasks, whole, found, first="gcn")
+    # gat weighs most; gcn is the one checked already; sage and sgc weigh too little
+    assert set(out) == {"gat"} and whole.trained == [("gat", checks.ARCHITECTURE_EPOCHS)]
+    model, epoch, extrapolated, scale = out["gat"]
+    # 0.5 s and 2 s an epoch on 5% and 20% of the nodes: 10 s on the whole graph; 20 s measured
+    assert model == "gat" and epoch == 20.0 and extrapolated == pytest.approx(10.0)
+    assert scale == pytest.approx((20.0 - 2.0) / (10.0 - 2.0))
+    assert any(k.startswith("check-epoch:gat-0") for k in whole.cache)
+    # the same architecture whose every task is too costly to train twice on the whole graph: no check
+    assert checks.architecture_checks(tasks, Whole(), found, first="gcn", slower=1e6) == {}
+    # a check that reads faster than the extrapolation scales by 1, never down
+    measured_epoch["gat-0"] = 0.5
+    assert checks.architecture_checks(tasks, Whole(), found, first="gcn")["gat"][3] == 1.0

@@ -241,26 +241,67 @@ def test_plan_for_gpus_without_a_gpu_here_asks_for_the_gpu_kind(tiny_job, tmp_pa
     assert "no GPU to calibrate" in result.output
 
 
-def test_a_large_graphs_training_rate_comes_from_one_two_epoch_training(monkeypatch):
+def test_ray_start_is_timed_before_any_figure_is_measured(monkeypatch, tmp_path):
+    """The start-up probe (a local Ray and its workers, on every core) runs beside the
+    sampling of the graph and is waited for before the first measurement: beside one, it
+    slowed the figures it overlapped."""
+    import grb_dist.sweep.cost.calibrate as cal
+    from grb_dist.datasets import load_dataset
+
+    events = []
+
+    class Probe:
+        def __init__(self, cpus, dashboard):
+            events.append("probe started")
+
+        def result(self):
+            events.append("probe done")
+            return Startup(1.0, 1.0, 1.0, 1.0, 1)
+
+        def cancel(self):
+            pass
+
+    train = cal._Calibrator._train
+    monkeypatch.setattr(cal, "StartupProbe", Probe)
+    monkeypatch.setattr(cal._Calibrator, "_train", lambda self, t, n: events.append("measured") or train(self, t, n))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    job = parse_job(small())
+    graph = load_dataset(job.dataset, normalize=job.normalize, seed=job.seed)
+    cells = run_cells(job, FINGERPRINT)
+    work = needed_work(cells, set(), lambda pid: False)
+    result = cal.calibrate(cells, work, graph, FINGERPRINT, sample="sampled", budget=0.001)
+    assert result.startup.ray_start == 1.0 and result.samples
+    assert events[:2] == ["probe started", "probe done"] and "measured" in events[2:]
+
+
+def test_a_training_rate_is_read_inside_its_runs(monkeypatch, tmp_path):
     """On a large graph a training's rate is read off one 2-epoch training (its second epoch
-    timed inside it), not a 1- and a 2-epoch one; on a small one the run is the warm-up and
-    the rate comes from longer runs."""
+    timed inside it); on a small one the 2-epoch run is the warm-up and the rate is the
+    median epoch of a longer run after its first, the rest of that run its fixed part."""
+    import statistics
+
     import grb_dist.sweep.cost.calibrate as cal
     from grb_dist.datasets import load_dataset
 
     job = parse_job(small())
     graph = load_dataset(job.dataset, normalize=job.normalize, seed=job.seed)
     cells = run_cells(job, FINGERPRINT)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # the figures measured are cached there
     c = cal._Calibrator(cells, graph, "cpu", 1, FINGERPRINT, None)
     task = cells.targets[0]
-    calls, train = [], c._train
-    monkeypatch.setattr(c, "_train", lambda t, n: calls.append(n) or train(t, n))
+    calls, runs, train = [], [], c._train
+    monkeypatch.setattr(c, "_train", lambda t, n: calls.append(n) or runs.append(train(t, n)) or runs[-1])
     monkeypatch.setattr(cal, "LARGE_S", 0.0)  # every graph counts as large
-    rate, warm = c.first_training(task)
+    rate = c.train_rate(task)
     ends = c.epoch_ends
     assert calls == [2] and len(ends) == 2 and 0 < ends[0] < ends[1]
     assert rate.unit == pytest.approx(ends[1] - ends[0])
-    assert rate.fixed + 2 * rate.unit == pytest.approx(warm[0] + rate.unit)
+    assert rate.fixed + 2 * rate.unit == pytest.approx(runs[0][0])
     monkeypatch.setattr(cal, "LARGE_S", 1e9)
-    rate, warm = c.first_training(task)
-    assert rate is None and calls == [2, 2] and 0 < warm[0]
+    c.cache.clear()
+    rate = c.train_rate(task)
+    n, ends = calls[-1], c.epoch_ends
+    assert calls[1:] == [2, n] and 3 <= n <= cal.MAX_RUN and len(ends) == n
+    assert rate.unit == pytest.approx(statistics.median(b - a for a, b in zip(ends, ends[1:])))
+    assert rate.fixed + n * rate.unit == pytest.approx(runs[-1][0])
+    assert rate.peak == max(p for _, p in runs[1:])

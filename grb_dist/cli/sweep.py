@@ -383,9 +383,14 @@ def _calibration_lines(cal, cluster, where: str) -> list[str]:
              + (f", on samples of {' and '.join(f'{k:,}' for k in cal.samples)} nodes" if cal.samples else "")]
     if cal.check is not None:
         model, took, predicted, scale = cal.check
-        others = "every figure's" if cal.attack_check is None else "the other figures'"
+        others = "every figure's" if cal.attack_check is None and not cal.architecture_checks else "the other figures'"
         lines.append(f"extrapolation checked on the whole graph: an epoch of {model} took {_duration(took)} against "
                      f"{_duration(predicted)} extrapolated; {others} growth beyond the samples is taken {scale:.2f}x")
+    from grb_dist.sweep.cost.calibrate import architecture
+
+    for model, took, predicted, scale in cal.architecture_checks:
+        lines.append(f"  and for {architecture(model)} and its variants: an epoch of {model} took {_duration(took)} "
+                     f"against {_duration(predicted)} extrapolated; their trainings' growth is taken {scale:.2f}x")
     if cal.attack_check is not None:
         what, took, predicted, scale = cal.attack_check
         lines.append(f"attacks checked on the whole graph: {what} would take {_duration(took)} against "

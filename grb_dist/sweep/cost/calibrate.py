@@ -5,10 +5,11 @@ Each kind of work is measured where it runs: a training task on a fresh model, a
 its surrogate (or, for an adaptive cell, on the defense it attacks), a scoring call on a
 held defense. Costs are linear in what the job sets (:class:`Rate`):
 
-* training: ``fixed + epochs * unit``: a 1-epoch run (first calls allocate: untimed on a
-  small graph, the first point on a large one), then timed runs of a few epochs
-  (:func:`_counts`: 1 and 2 on a large graph, up to 10 and 40 on a small one; a longer one
-  when the difference would be noise, :func:`_lengthened`), early stopping off;
+* training: ``fixed + epochs * unit``, early stopping off: a 2-epoch run (first calls
+  allocate), its second epoch the unit on a large graph; on a small one a run of 3 to 40
+  epochs (about :data:`RUN_S`), the median of its epochs after the first the unit, read
+  inside the run through the training loop's epoch hook. A model that reports no epochs
+  takes the difference of two runs (:func:`_counts`, :func:`_lengthened`);
 * an attack: ``clean + fixed + steps * unit``: ``clean`` is the surrogate's clean pass, which
   the cells of one attack task share; measured as a cold 1-step run, then two warm runs of a
   few steps;
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import statistics
 import threading
 import time
 from dataclasses import dataclass
@@ -48,7 +50,7 @@ from grb_dist.sweep.job import content_hash
 from grb_dist.sweep.cost.machine import (CALIBRATION_VERSION, Startup, StartupProbe, cache_dir, cache_path, code_hash,
                                     cpu_model, entries, gpu_machine, machine_identity, measure_startup)
 from grb_dist.sweep.cells import AttackCell, ModelTask, Cells, Work
-from grb_dist.sweep.cost.checks import attack_check, full_size_check
+from grb_dist.sweep.cost.checks import architecture, architecture_checks, attack_check, full_size_check
 from grb_dist.sweep.cost.scaling import (CHECK_SCALE, SAMPLE_ABOVE, SAMPLE_NODES, SAMPLING, Progress, Rate, check_scale,
                                     extrapolate, fill, sample_sizes)
 
@@ -94,6 +96,7 @@ class Calibration:
     seconds: float = 0.0
     samples: tuple[int, ...] = ()  # nodes of the samples measured on (none: the graph itself)
     check: tuple[str, float, float, float] | None = None  # the full-size check: model, measured s, extrapolated s, scale
+    architecture_checks: tuple[tuple[str, float, float, float], ...] = ()  # the same for other architectures
     attack_check: tuple[str, float, float, float] | None = None  # the same for attacks (:func:`~grb_dist.sweep.cost.checks.attack_check`)
     estimated: int = 0  # figures not measured within the budget
     bounds: tuple["Calibration", ...] = ()  # with the estimated figures at their fastest and slowest
@@ -226,6 +229,7 @@ class _Calibrator:
             pass
         if self.elsewhere:
             self._missing()
+        self.on_step("timing a local Ray's start")
         probe = StartupProbe(cpus, dashboard)
 
         def finish() -> Startup:
@@ -283,38 +287,44 @@ class _Calibrator:
         self.models[task.file_stem] = _to_model(self.graph, task, result.state_dict, self.device)
         return seconds, peak
 
-    def two_epochs(self, task: ModelTask) -> tuple[Rate | None, float, int]:
-        """A 2-epoch training: its rate read inside it (the second epoch; the rest of the run
-        is the fixed part), ``None`` for a model that reports no epochs (Pro-GNN); and the
-        run's seconds and peak bytes."""
-        seconds, peak = self._train(task, 2)
-        if len(self.epoch_ends) != 2:
-            return None, seconds, peak
-        unit = self.epoch_ends[1] - self.epoch_ends[0]
-        return Rate(max(0.0, seconds - 2 * unit), unit, peak), seconds, peak
+    def _inside(self, seconds: float, peak: int) -> Rate | None:
+        """The rate read inside the last training of ``seconds``: the median of its epochs
+        after the first (the first pays for first calls), the rest of the run its fixed
+        part; ``None`` for a model that reports no epochs (Pro-GNN) or a 1-epoch run. One
+        run read inside, not the difference of two runs: each run's fixed part (building
+        the model and its graphs) varies by more than a short epoch lasts."""
+        ends = self.epoch_ends
+        if len(ends) < 2:
+            return None
+        unit = statistics.median(b - a for a, b in zip(ends, ends[1:]))
+        return Rate(max(0.0, seconds - len(ends) * unit), unit, peak)
 
-    def first_training(self, task: ModelTask) -> tuple[Rate | None, tuple[float, int]]:
-        """:meth:`two_epochs`: on a large graph (the first epoch over :data:`LARGE_S`) its
-        rate, one training instead of a 1- and a 2-epoch one; else ``None``. And the seconds
-        and peak bytes of a 1-epoch training (the run without its second epoch)."""
-        rate, seconds, peak = self.two_epochs(task)
-        if rate is None:  # a model that reports no epochs: a 1-epoch training too
-            return None, self._train(task, 1)
-        return (rate if self.epoch_ends[0] > LARGE_S else None), (seconds - rate.unit, peak)
+    def read_inside(self, task: ModelTask, epochs: int = 2) -> tuple[Rate | None, float, int]:
+        """A training of ``epochs`` epochs: its rate read inside it (:meth:`_inside`; with
+        2, the second epoch), and the run's seconds and peak bytes."""
+        seconds, peak = self._train(task, epochs)
+        return self._inside(seconds, peak), seconds, peak
 
     def train_rate(self, task: ModelTask) -> Rate:
         def measure() -> Rate:
             self.on_step(f"training {task.name}" + (" (on the whole graph)" if task.transductive
                                                     else ""))
-            # first calls allocate and compile: untimed on a small graph
-            large, warm = self.first_training(task)
-            if large is not None:
-                return large
+            # first calls allocate and compile: a 2-epoch training, read inside on a large
+            # graph (its first epoch over LARGE_S), the warm-up on a small one
+            rate, seconds, peak = self.read_inside(task)
+            if rate is not None:
+                if self.epoch_ends[0] > LARGE_S:
+                    return rate
+                n = max(3, _counts(rate.unit)[1])  # an epoch's share of the run: as _counts sizes it
+                longer, more = self._train(task, n)
+                inside = self._inside(longer, more)
+                return dataclasses.replace(inside, peak=max(peak, more)) if inside is not None else rate
+            # a model that reports no epochs: the difference of two runs after a 1-epoch one
+            warm = self._train(task, 1)
             epochs = _counts(warm[0])
-            # on a large graph the first epoch's extra is noise next to it: it is the first point
             runs = [warm if warm[0] > LARGE_S else self._train(task, epochs[0]), self._train(task, epochs[1])]
             epochs, runs = _lengthened(epochs, runs, lambda n: self._train(task, n))
-            return _fit(epochs, (runs[0][0], runs[1][0]), max(p for _, p in (warm, *runs)))
+            return _fit(epochs, (runs[0][0], runs[1][0]), max(peak, *(p for _, p in (warm, *runs))))
 
         return self.cached(self.model_key(task), measure)
 
@@ -456,6 +466,12 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
     report = on_step or (lambda _: None)
     startup_of = None
     try:
+        # the whole graph: the full-size checks and the best epoch are measured there
+        whole = _Calibrator(cells, graph, device, threads, fingerprint, report, machine)
+        # Ray's start runs beside the sampling, not beside a measurement: on a 2-core machine
+        # it slowed the first figures measured beside it by 1.5x to 2x (the first surrogate's,
+        # which the full-size check scales every figure by)
+        startup_of = whole.startup(max(1, min(int(cpus), os.cpu_count() or 1)), dashboard)
         if sizes:
             from grb_dist.datasets.sample import sample_graph
 
@@ -464,37 +480,40 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
                                        machine) for g, _ in samples]
             shares = [share for _, share in samples]
         else:
-            calibrators, shares = [_Calibrator(cells, graph, device, threads, fingerprint, report, machine)], [1.0]
-        # the whole graph: the full-size check and the best epoch are measured there
-        whole = _Calibrator(cells, graph, device, threads, fingerprint, report, machine) if sizes else calibrators[0]
+            calibrators, shares = [whole], [1.0]
+        startup = startup_of()
         lead = calibrators[0]
-        startup_of = lead.startup(max(1, min(int(cpus), os.cpu_count() or 1)), dashboard)  # runs meanwhile
         figures, priced = _figures(cells, work)
         progress = Progress(len(figures), budget, report)
         rates: dict[str, dict[str, Rate]] = {"train": {}, "attack": {}, "score": {}, "perturb": {}}
         points = _measure(figures, list(zip(calibrators, shares)), progress, named=bool(sizes))
         check = full_size_check(cells, whole, points) if sizes else None
         slower = check[1] / check[2] if check and check[2] > 0 else 1.0  # the epoch: measured / extrapolated
+        trained = [*work.models, *(pt.model for pt in work.poisoned)]
+        by_architecture = architecture_checks(trained, whole, points, architecture(cells.surrogates[0].name),
+                                              slower) if sizes and not progress.over() else {}
         attacks_checked, checked = attack_check(figures, whole, points, slower) if sizes else (None, {})
         for (kind, name), measured in points.items():
-            scale = (attacks_checked or check) if kind == "attack" else check
+            # an architecture's own factor scales its trainings, not its forward passes: GAT's
+            # forward on the flickr twin grew linearly, its training epoch about 2x faster
+            scale = (attacks_checked or check) if kind == "attack" else \
+                by_architecture.get(architecture(whole.tasks[name].name), check) if kind == "train" else check
             rates[kind][name] = extrapolate(measured, scale[3] if scale else 1.0)
         rates["attack"].update(checked)  # that figure is measured on the whole graph
         estimated = fill(rates, [(f.kind, f.name) for f in figures])
         attack = _attacks(rates["attack"], priced)
-        train = {t.file_stem: rates["train"][t.file_stem] for t in (*work.models, *(pt.model for pt in work.poisoned))}
+        train = {t.file_stem: rates["train"][t.file_stem] for t in trained}
         whole.on_step = report
         surrogate = rates["train"].get(cells.surrogates[0].file_stem)
         best = whole.best_epoch(cells.surrogates[0], surrogate) if surrogate and not progress.over() else None
-        report("timing a local Ray's start")
-        startup = startup_of()
     finally:
         torch.set_num_threads(before)
         if startup_of is not None:  # interrupted: no Ray left starting
             startup_of.cancel()  # type: ignore[attr-defined]
     cal = Calibration(lead.machine, train, attack, rates["score"], startup, rates["perturb"], best,
                       sum(c.measured for c in {*calibrators, whole}), sum(c.reused for c in {*calibrators, whole}),
-                      time.perf_counter() - start, samples=sizes, check=check, attack_check=attacks_checked,
+                      time.perf_counter() - start, samples=sizes, check=check,
+                      architecture_checks=tuple(by_architecture.values()), attack_check=attacks_checked,
                       estimated=sum(len(v) for v in estimated.values()))
     if estimated:
         cal.bounds = tuple(_with(cal, rates, {kind: {name: pair[side] for name, pair in names.items()}
@@ -590,6 +609,6 @@ def _with(cal: Calibration, rates: dict[str, dict[str, Rate]], replace: dict[str
 
 # the machine's identity and cache (cost.machine) and the scaling of sampled figures
 # (cost.scaling) are re-exported: a calibration's callers need one module
-__all__ = ["CALIBRATION_VERSION", "CHECK_SCALE", "Calibration", "Rate", "SAMPLE_ABOVE", "SAMPLE_NODES", "SAMPLING",
+__all__ = ["CALIBRATION_VERSION", "CHECK_SCALE", "Calibration", "architecture", "Rate", "SAMPLE_ABOVE", "SAMPLE_NODES", "SAMPLING",
            "Startup", "cache_dir", "cache_path", "calibrate", "check_scale", "code_hash", "cpu_model", "extrapolate",
            "gpu_machine", "machine_identity", "measure_startup", "sample_sizes"]

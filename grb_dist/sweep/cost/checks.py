@@ -2,7 +2,10 @@
 the whole graph, when it is cheap, against what the samples extrapolate (plain Python).
 
 An epoch of the first surrogate's training scales the growth of the models' figures
-(:func:`full_size_check`); the costliest attack scales the attacks' (:func:`attack_check`).
+(:func:`full_size_check`); an epoch of each other architecture that weighs in the job's
+trainings scales its own variants' (:func:`architecture_checks`: GAT's node table outgrows
+the processor's cache at a smaller graph than GCN's); the costliest attack scales the
+attacks' (:func:`attack_check`).
 Both measure through the whole graph's calibrator (``whole``, a
 :class:`~grb_dist.sweep.cost.calibrate._Calibrator`) and are cached like any figure.
 """
@@ -11,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from grb_dist.sweep.cells import AttackCell, Cells
+from grb_dist.sweep.cells import AttackCell, Cells, ModelTask
 from grb_dist.sweep.cost.scaling import Rate, check_scale, extrapolate
 
 #: A full-size check (an epoch's two trainings, an attack's runs) is measured when it is
@@ -40,12 +43,22 @@ def full_size_check(cells: Cells, whole: Any, points: Mapping[tuple[str, str], l
     rate = extrapolate(measured)
     if rate.seconds(1) + rate.seconds(2) > CHECK_S:
         return None
+    return _epoch_check(task, whole, measured, 2)
+
+
+def _epoch_check(task: ModelTask, whole: Any, measured: list[tuple[float, Rate]], epochs: int
+                 ) -> tuple[str, float, float, float]:
+    """The check of ``task``'s epoch on the whole graph: a training of ``epochs`` epochs read
+    inside it (the median epoch after the first), or for a model that reports no epochs the
+    difference of a 1- and a 2-epoch training."""
+    rate = extrapolate(measured)
 
     def measure() -> Rate:
-        whole.on_step(f"checking the extrapolation: 2 epochs of {task.name} on the whole graph")
-        inside, two, _ = whole.two_epochs(task)
-        if inside is not None:  # the second epoch, timed inside the training
+        whole.on_step(f"checking the extrapolation: {epochs} epochs of {task.name} on the whole graph")
+        inside, seconds, _ = whole.read_inside(task, epochs)
+        if inside is not None:
             return Rate(inside.fixed, inside.unit, 0)
+        two = seconds if epochs == 2 else whole._train(task, 2)[0]
         one = whole._train(task, 1)[0]
         return Rate(max(0.0, 2 * one - two), max(0.0, two - one), 0)
 
@@ -55,6 +68,65 @@ def full_size_check(cells: Cells, whole: Any, points: Mapping[tuple[str, str], l
     # figure of this one model was slowed, and scaling every figure down by it spreads that
     # (seen: 0.60x to 0.94x on the flickr twin, whose figures came out slower on the whole graph)
     return task.name, epoch, rate.unit, max(1.0, check_scale(measured, epoch, lambda r: r.unit))
+
+
+#: An architecture whose trainings the samples put at this share of the job's training time
+#: or more is checked on the whole graph too (:func:`architecture_checks`).
+ARCHITECTURE_SHARE = 0.2
+#: ... on a training of this many epochs (the median after the first: a wide model's epoch
+#: on a large graph varies by up to 2x, with how much of the freed memory it can reuse) ...
+ARCHITECTURE_EPOCHS = 3
+#: ... when that training of its cheapest task is extrapolated to take at most this (seconds).
+ARCHITECTURE_CHECK_S = 40.0
+
+
+def architecture(name: str) -> str:
+    """The architecture of a model or defense name (``gat_ln_at`` -> ``gat``; a name the
+    grammar does not parse is its own)."""
+    from grb_dist.core.errors import ConfigError
+    from grb_dist.models.grammar import check_name
+
+    try:
+        return check_name(name).base
+    except ConfigError:
+        return name
+
+
+def architecture_checks(trainings: list[ModelTask], whole: Any,
+                        points: Mapping[tuple[str, str], list[tuple[float, Rate]]], first: str | None,
+                        slower: float = 1.0) -> dict[str, tuple[str, float, float, float]]:
+    """Full-size checks like :func:`full_size_check` for the architectures other than
+    ``first`` (the one already checked) whose ``trainings`` are extrapolated to take at
+    least :data:`ARCHITECTURE_SHARE` of them all, each on its cheapest task (``gat`` for
+    ``gat``, ``gat_ln`` and ``gat_at``) when its training of :data:`ARCHITECTURE_EPOCHS`
+    epochs, ``slower`` times (what the first check found), is extrapolated to take at most
+    :data:`ARCHITECTURE_CHECK_S`: architecture -> (model, measured, extrapolated, scale),
+    the scale for the trainings of that architecture. A wide model's training grows faster
+    beyond the samples than a narrow one's (on the flickr twin GAT's epoch about 2x its
+    linear extrapolation, GCN's 1.3x: its node tables outgrow the processor's cache sooner,
+    and much of its epoch on the whole graph goes to faulting in memory the heap could not
+    reuse), so one architecture's growth does not tell another's."""
+    cost: dict[str, float] = {}
+    tasks: dict[str, list[ModelTask]] = {}
+    for t in trainings:
+        measured = points.get(("train", t.file_stem))
+        if measured is None:
+            continue
+        arch = architecture(t.name)
+        cost[arch] = cost.get(arch, 0.0) + extrapolate(measured).seconds(int(t.train.get("epochs", 200)))
+        tasks.setdefault(arch, []).append(t)
+    total = sum(cost.values())
+    checks = {}
+    for arch in sorted(cost, key=cost.__getitem__, reverse=True):
+        if cost[arch] < ARCHITECTURE_SHARE * total:
+            break
+        if arch == first:
+            continue
+        price, task = min(((extrapolate(points["train", t.file_stem]).seconds(ARCHITECTURE_EPOCHS), t)
+                           for t in tasks[arch]), key=lambda pair: pair[0])
+        if max(1.0, slower) * price <= ARCHITECTURE_CHECK_S:
+            checks[arch] = _epoch_check(task, whole, points["train", task.file_stem], ARCHITECTURE_EPOCHS)
+    return checks
 
 
 def attack_check(figures: list[Any], whole: Any, points: Mapping[tuple[str, str], list[tuple[float, Rate]]],
@@ -99,4 +171,5 @@ def _stepped(cell: AttackCell) -> bool:
     return bool(build_attack(cell.attack, dict(cell.params), cell.scenario).follows_gradients)
 
 
-__all__ = ["ATTACK_RUNS", "CHECK_S", "attack_check", "full_size_check"]
+__all__ = ["ARCHITECTURE_CHECK_S", "ARCHITECTURE_EPOCHS", "ARCHITECTURE_SHARE", "ATTACK_RUNS", "CHECK_S", "architecture", "architecture_checks",
+           "attack_check", "full_size_check"]

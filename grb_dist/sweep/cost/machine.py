@@ -126,8 +126,9 @@ class StartupProbe:
     """:class:`Startup` on this machine, measured in a process of its own that imports torch
     and the Ray edge, starts a local Ray of ``cpus`` CPUs as a sweep does, runs a first task
     on each worker and stops it (:func:`grb_dist.cluster.ray_edge.startup_report`). It starts
-    at once and runs beside the caller (a calibration measures its figures meanwhile, on
-    its one thread); :meth:`result` waits for it, :meth:`cancel` stops it."""
+    at once and runs beside the caller (a calibration samples its graph meanwhile, and
+    measures nothing: the probe's processes would slow what it times); :meth:`result` waits
+    for it, :meth:`cancel` stops it."""
 
     def __init__(self, cpus: int, dashboard: bool | None) -> None:
         code = ("import json, time; t = time.perf_counter(); import torch; from grb_dist.cluster import ray_edge; "
