@@ -92,6 +92,45 @@ def test_system_policy_gives_back_blocks_below_glibcs_adapted_threshold():
     assert r["freed"] < r["held"] - 96, r  # 128 MiB freed in the middle of the heap: given back
 
 
+#: In a fresh interpreter, within ``training_heap``: ten 256 MiB blocks (2.5 GiB, more than
+#: the largest int, which a threshold set to it would trim above), then one block of 2.25
+#: GiB (above a mmap threshold of that int): the resident set (GiB) held and once freed.
+_LARGE_HEAP_PROBE = """
+import json, os
+import torch
+from grb_dist.core import allocator
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30
+
+out = {}
+with allocator.training_heap():
+    blocks = [torch.ones(64 * 2**20) for _ in range(10)]
+    out["held"] = rss()
+    del blocks
+    out["freed"] = rss()
+    block = torch.ones(9 * 2**28 // 4)
+    out["held_large"] = rss()
+    del block
+    out["freed_large"] = rss()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or allocator._libc() is None, reason="glibc only")
+def test_training_keeps_a_free_heap_of_more_than_2_gib():
+    """A wide model's training on a large graph frees more than 2 GiB at a time: the heap
+    keeps all of it for the next epoch, not what a 2 GiB threshold left (every epoch then
+    faulted the rest back in)."""
+    env = {k: v for k, v in os.environ.items() if k != allocator.ALLOCATOR_ENV}
+    out = subprocess.run([sys.executable, "-c", _LARGE_HEAP_PROBE], capture_output=True, text=True, env=env,
+                         check=True)
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["freed"] > r["held"] - 0.25, r  # the 2.5 GiB top of the heap kept
+    assert r["freed_large"] > r["held_large"] - 0.25, r  # a 2.25 GiB block from the heap, kept
+
+
 def test_unknown_policy_is_a_config_error(monkeypatch):
     monkeypatch.setenv(allocator.ALLOCATOR_ENV, "jemalloc")
     with pytest.raises(ConfigError, match="GRB_DIST_ALLOCATOR='jemalloc' is not an allocator policy; use one of"):

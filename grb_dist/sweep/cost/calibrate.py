@@ -23,8 +23,9 @@ Alongside the time, the peak resident memory of each measurement above the proce
 the last difficulty and scaled to the others by their transfer counterpart.
 
 A graph above :data:`~grb_dist.sweep.cost.scaling.SAMPLE_ABOVE` nodes is measured on two samples
-and each figure extrapolated to the whole graph, checked against one epoch there
-(:mod:`grb_dist.sweep.cost.scaling`); a budget bounds the measuring (:func:`calibrate`).
+and each figure extrapolated to the whole graph (:mod:`grb_dist.sweep.cost.scaling`), checked
+against a few measurements there (:mod:`grb_dist.sweep.cost.checks`); a budget bounds the
+measuring (:func:`calibrate`).
 
 Results are cached per machine (:mod:`grb_dist.sweep.cost.machine`), keyed by what each figure
 depends on (the graph's or the sample's content, the model or attack parameters without
@@ -269,8 +270,9 @@ class _Calibrator:
 
     def _train(self, task: ModelTask, epochs: int) -> tuple[float, int]:
         """Seconds and peak bytes of a training of ``epochs`` epochs; the seconds at which
-        each epoch ended are left in ``self.epoch_ends`` (empty for a model that trains by a
-        procedure of its own, which reports no epochs)."""
+        each epoch ended, less the time the kernel spent in the training's page faults until
+        then (:meth:`_kernel`), are left in ``self.epoch_ends`` (empty for a model that
+        trains by a procedure of its own, which reports no epochs)."""
         from grb_dist.models.train import report_epochs
         from grb_dist.sweep.worker import train_task
 
@@ -279,13 +281,31 @@ class _Calibrator:
         at = {**task.at, "warmup_epochs": 0} if task.at is not None else None
         quick = dataclasses.replace(task, train={**task.train, "epochs": epochs, "patience": epochs + 1}, at=at)
         ends: list[float] = []
-        start = time.perf_counter()
-        with report_epochs(lambda _: ends.append(time.perf_counter() - start)):
+        kernel = self._kernel()
+        start, faults = time.perf_counter(), kernel()
+        with report_epochs(lambda _: ends.append(time.perf_counter() - start - (kernel() - faults))):
             seconds, peak, result = _timed(lambda: train_task(self.graph, quick, device=self.device,
                                                               transductive=task.transductive))
         self.epoch_ends = ends
         self.models[task.file_stem] = _to_model(self.graph, task, result.state_dict, self.device)
         return seconds, peak
+
+    def _kernel(self) -> Callable[[], float]:
+        """The process's kernel time per torch thread so far, read at each epoch's end,
+        where the heap keeps a training's freed memory (``cache``, on the CPU); else 0. A
+        training's heap grows over its first epochs, whose every new page the kernel faults
+        in and zeroes; later epochs reuse it and fault none (GAT on the flickr twin: 13 s an
+        epoch while it grew, 6 s after, the difference kernel time). So an epoch less the
+        kernel's time is a long training's epoch, read off a few; a run's own faults stay in
+        its fixed part. Under ``system`` every epoch faults, and nothing is taken off."""
+        try:
+            import resource
+        except ImportError:  # not a Unix
+            return lambda: 0.0
+        if self.device != "cpu" or allocator.training_policy() != "cache":
+            return lambda: 0.0
+        threads = max(1, int(self.threads))
+        return lambda: resource.getrusage(resource.RUSAGE_SELF).ru_stime / threads
 
     def _inside(self, seconds: float, peak: int) -> Rate | None:
         """The rate read inside the last training of ``seconds``: the median of its epochs

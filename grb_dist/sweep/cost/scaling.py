@@ -4,8 +4,9 @@ calibration that ran out of its budget prices what it did not measure (plain Pyt
 A graph above :data:`SAMPLE_ABOVE` nodes is calibrated on two samples
 (:func:`sample_sizes`, :func:`grb_dist.datasets.sample.sample_graph`); each figure is
 extrapolated linearly in the share of the nodes (:func:`extrapolate`), its growth beyond the
-samples scaled by what one measurement on the whole graph says (:func:`check_scale`): one
-epoch for the models' work, one attack for the attacks'. Figures left
+samples scaled by what a measurement on the whole graph says (:func:`check_scale`): an
+epoch for the models' work (one per architecture that weighs in the job), one attack for
+the attacks'. Figures left
 unmeasured when the budget ran out take the median measured figure of their kind, with the
 fastest and the slowest as bounds (:func:`fill`). :class:`Progress` counts the figures and
 says the time left.
