@@ -130,3 +130,25 @@ def test_an_architecture_that_weighs_in_the_trainings_is_checked_on_its_cheapest
     # a check that reads faster than the extrapolation scales by 1, never down
     measured_epoch["gat-0"] = 0.5
     assert checks.architecture_checks(tasks, Whole(), found, first="gcn")["gat"][3] == 1.0
+
+
+def test_the_best_epoch_is_the_median_of_the_surrogate_and_the_cheapest_trainings():
+    """Besides the first surrogate, the job's cheapest trainings are trained in full while
+    they fit BEST_EPOCHS_S together; their median best epoch stands for every training's."""
+    from types import SimpleNamespace
+
+    import grb_dist.sweep.cost.calibrate as cal
+
+    def task(name: str) -> SimpleNamespace:
+        return SimpleNamespace(name=name, file_stem=f"{name}-0", train={"epochs": 100}, transductive=False)
+
+    best = {"gcn": 141, "mlp": 82, "sgc": 49, "gat": 60, "gat_at": 70}
+    trained: list[str] = []
+    whole = SimpleNamespace(model_key=lambda t: t.name,
+                            best_epoch=lambda t, rate: trained.append(t.name) or best[t.name])
+    tasks = [task(n) for n in best]
+    rates = {"gcn-0": Rate(0, 0.05, 0), "mlp-0": Rate(0, 0.05, 0), "sgc-0": Rate(0, 0.1, 0),
+             "gat-0": Rate(0, 0.2, 0), "gat_at-0": Rate(0, 1.0, 0)}  # 5, 5, 10, 20, 100 s in full
+    cells = SimpleNamespace(surrogates=[tasks[0]])
+    # the surrogate, then mlp, sgc (15 s together), not gat (35 s) nor gat_at
+    assert cal._best_epoch(whole, cells, tasks, rates) == 82 and trained == ["gcn", "mlp", "sgc"]

@@ -43,13 +43,14 @@ from grb_dist.core.errors import ConfigError
 ALLOCATOR_ENV = "GRB_DIST_ALLOCATOR"
 MODES = ("cache", "system")
 
-# mallopt parameters (malloc.h); -1, which glibc reads as the largest size (mallopt(3):
-# "setting M_TRIM_THRESHOLD to -1 disables trimming completely"; the largest int, 2 GiB,
-# trimmed a free top above 2 GiB, and a wide model's heap on a large graph frees more than
-# that in an epoch: GAT with adversarial training on the flickr twin faulted 20-38 GiB back
-# in every epoch, 60-90 s an epoch against 41.5 s without trimming); glibc's adapted
-# thresholds after a large block was freed (mmap: 32 MiB on 64-bit, trim: twice that).
+# mallopt parameters (malloc.h); glibc's adapted thresholds after a large block was freed
+# (mmap: 32 MiB on 64-bit, trim: twice that).
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+#: What the ``cache`` policy sets both thresholds to: -1, which glibc reads as the largest
+#: size (mallopt(3): "setting M_TRIM_THRESHOLD to -1 disables trimming completely"). The
+#: largest int, 2 GiB, trimmed a free top above 2 GiB, and a wide model's training on a large
+#: graph frees more at once: GAT with adversarial training on the flickr twin faulted 8-40
+#: GiB back in every epoch, 52-89 s an epoch against 42-50 s (bench/training/epochs.py).
 _UNLIMITED = -1
 _MMAP_DEFAULT, _TRIM_DEFAULT = 32 * 2**20, 64 * 2**20
 #: Under the ``system`` policy, blocks of this size or more are given back when freed.

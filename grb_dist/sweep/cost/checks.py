@@ -3,8 +3,8 @@ the whole graph, when it is cheap, against what the samples extrapolate (plain P
 
 An epoch of the first surrogate's training scales the growth of the models' figures
 (:func:`full_size_check`); an epoch of each other architecture that weighs in the job's
-trainings scales its own variants' (:func:`architecture_checks`: GAT's node table outgrows
-the processor's cache at a smaller graph than GCN's); the costliest attack scales the
+trainings scales its own variants' (:func:`architecture_checks`: how much faster than
+linearly an epoch grows differs between architectures); the costliest attack scales the
 attacks' (:func:`attack_check`).
 Both measure through the whole graph's calibrator (``whole``, a
 :class:`~grb_dist.sweep.cost.calibrate._Calibrator`) and are cached like any figure.
@@ -73,8 +73,8 @@ def _epoch_check(task: ModelTask, whole: Any, measured: list[tuple[float, Rate]]
 #: An architecture whose trainings the samples put at this share of the job's training time
 #: or more is checked on the whole graph too (:func:`architecture_checks`).
 ARCHITECTURE_SHARE = 0.2
-#: ... on a training of this many epochs (the median after the first: a wide model's epoch
-#: on a large graph varies by up to 2x, with how much of the freed memory it can reuse) ...
+#: ... on a training of this many epochs (the median after the first: one epoch is one
+#: reading of a machine shared with the kernel's page faults) ...
 ARCHITECTURE_EPOCHS = 3
 #: ... when that training of its cheapest task is extrapolated to take at most this (seconds).
 ARCHITECTURE_CHECK_S = 40.0
@@ -101,11 +101,10 @@ def architecture_checks(trainings: list[ModelTask], whole: Any,
     ``gat``, ``gat_ln`` and ``gat_at``) when its training of :data:`ARCHITECTURE_EPOCHS`
     epochs, ``slower`` times (what the first check found), is extrapolated to take at most
     :data:`ARCHITECTURE_CHECK_S`: architecture -> (model, measured, extrapolated, scale),
-    the scale for the trainings of that architecture. A wide model's training grows faster
-    beyond the samples than a narrow one's (on the flickr twin GAT's epoch about 2x its
-    linear extrapolation, GCN's 1.3x: its node tables outgrow the processor's cache sooner,
-    and much of its epoch on the whole graph goes to faulting in memory the heap could not
-    reuse), so one architecture's growth does not tell another's."""
+    the scale for the trainings of that architecture. How much faster than linearly an
+    epoch grows beyond the samples differs between architectures (on the flickr twin GCN's
+    growth 1.25-1.30x the linear one, GAT's 1.12x; GAT's about 2x while its heap was
+    trimmed every epoch), so one architecture's growth does not tell another's."""
     cost: dict[str, float] = {}
     tasks: dict[str, list[ModelTask]] = {}
     for t in trainings:

@@ -101,7 +101,7 @@ class Forecast:
 
 def expected_epochs(train: dict[str, Any], best_epoch: int | None = None) -> float:
     """Epochs a training is expected to run: ``patience`` epochs after ``best_epoch``
-    (measured on the first surrogate), or without one, after a best epoch halfway through
+    (the median of a few trainings in full), or without one, after a best epoch halfway through
     the epochs that patience leaves open; at most ``epochs``."""
     epochs, patience = int(train.get("epochs", 200)), int(train.get("patience", 0) or 0)
     if patience <= 0 or patience >= epochs:
@@ -140,7 +140,7 @@ def forecast(cells: Cells, work: Work, calibration: Calibration, cluster: Cluste
     upper = total + max(0.0, upper_s - stages["train"].task_seconds) / max(1.0, cluster.cpus)
     notes = []
     if to_train and cal.best_epoch is not None:
-        notes.append(f"training assumes early stopping where it ended the surrogate's training (best epoch "
+        notes.append(f"training assumes early stopping where it ended trainings in full (median best epoch "
                      f"{cal.best_epoch}); with every epoch run it is at most the upper figure")
     elif to_train:
         notes.append("training assumes early stopping halfway through the epochs patience leaves open (the "
