@@ -285,6 +285,7 @@ def test_a_training_rate_is_read_inside_its_runs(monkeypatch, tmp_path):
 
     import grb_dist.sweep.cost.calibrate as cal
     from grb_dist.datasets import load_dataset
+    from grb_dist.sweep.cost.timing import MAX_RUN
 
     job = parse_job(small())
     graph = load_dataset(job.dataset, normalize=job.normalize, seed=job.seed)
@@ -304,7 +305,7 @@ def test_a_training_rate_is_read_inside_its_runs(monkeypatch, tmp_path):
     c.cache.clear()
     rate = c.train_rate(task)
     n, ends = calls[-1], c.epoch_ends
-    assert calls[1:] == [2, n] and 3 <= n <= cal.MAX_RUN and len(ends) == n
+    assert calls[1:] == [2, n] and 3 <= n <= MAX_RUN and len(ends) == n
     assert rate.unit == pytest.approx(statistics.median(b - a for a, b in zip(ends, ends[1:])))
     assert rate.fixed + n * rate.unit == pytest.approx(runs[-1][0])
     assert rate.peak == max(p for _, p in runs[1:])

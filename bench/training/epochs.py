@@ -67,7 +67,8 @@ def main() -> None:
         dataset, model, epochs, threads = args.child
         child(dataset, model, int(epochs), int(threads))
         return
-    print(f"`{args.dataset}`, {args.threads} thread(s); kernel: system time, mostly the page faults of a growing heap\n")
+    print(f"`{args.dataset}`, {args.threads} thread(s); kernel: system time, mostly the page faults "
+          "of a growing heap\n")
     print("| model | policy | epoch | wall | kernel | wall less kernel | minor faults |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for model in args.models.split(","):

@@ -7,9 +7,9 @@ held defense. Costs are linear in what the job sets (:class:`Rate`):
 
 * training: ``fixed + epochs * unit``, early stopping off: a 2-epoch run (first calls
   allocate), its second epoch the unit on a large graph; on a small one a run of 3 to 40
-  epochs (about :data:`RUN_S`), the median of its epochs after the first the unit, read
-  inside the run through the training loop's epoch hook. A model that reports no epochs
-  takes the difference of two runs (:func:`_counts`, :func:`_lengthened`);
+  epochs (about :data:`~grb_dist.sweep.cost.timing.RUN_S`), the median of its epochs after
+  the first the unit, read inside the run through the training loop's epoch hook. A model
+  that reports no epochs takes the difference of two runs (:mod:`~grb_dist.sweep.cost.timing`);
 * an attack: ``clean + fixed + steps * unit``: ``clean`` is the surrogate's clean pass, which
   the cells of one attack task share; measured as a cold 1-step run, then two warm runs of a
   few steps;
@@ -38,7 +38,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import statistics
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -55,12 +54,7 @@ from grb_dist.sweep.cells import AttackCell, ModelTask, Cells, Work
 from grb_dist.sweep.cost.checks import architecture, architecture_checks, attack_check, full_size_check
 from grb_dist.sweep.cost.scaling import (CHECK_SCALE, SAMPLE_ABOVE, SAMPLE_NODES, SAMPLING, Progress, Rate, check_scale,
                                     extrapolate, fill, sample_sizes)
-
-#: The longer of the two timed runs of a measurement lasts about this long (seconds), in
-#: 2 to 40 epochs or steps: short ones are noise on a small graph, long ones a waste on a
-#: large one.
-RUN_S = 0.3
-
+from grb_dist.sweep.cost.timing import fit_rate, lengthened, run_counts, timed
 
 #: The first surrogate is trained in full (to see where early stopping ends the job's
 #: trainings) when that takes at most this long (seconds) by its calibrated rate.
@@ -68,16 +62,6 @@ FULL_TRAINING_S = 120.0
 
 #: A first run longer than this (seconds) is a large graph's: it is timed, not repeated.
 LARGE_S = 1.0
-
-
-#: The most epochs or steps of a timed run.
-MAX_RUN = 40
-
-
-def _counts(one: float) -> tuple[int, int]:
-    """Epochs (steps) of the two timed runs, given that one took ``one`` seconds."""
-    longer = int(min(MAX_RUN, max(2, round(RUN_S / max(one, 1e-6)))))
-    return (1, longer) if longer < 8 else (longer // 4, longer)
 
 
 @dataclass
@@ -109,74 +93,6 @@ def _rate(entry: Any) -> Rate | None:
         return Rate(float(entry["fixed"]), float(entry["unit"]), int(entry["peak"]), float(entry.get("clean", 0.0)))
     except (KeyError, TypeError, ValueError):
         return None
-
-
-# ------------------------------------------------------------------------------ measuring
-
-
-class _PeakMemory:
-    """The largest resident set of this process while the block runs, above its size at the
-    start (Linux ``/proc/self/statm``; 0 elsewhere)."""
-
-    PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-    def __init__(self) -> None:
-        self.peak = 0
-        self._stop = threading.Event()
-
-    @classmethod
-    def rss(cls) -> int:
-        try:
-            with open("/proc/self/statm") as f:
-                return int(f.read().split()[1]) * cls.PAGE
-        except (OSError, ValueError, IndexError):
-            return 0
-
-    def _sample(self, start: int) -> None:
-        while not self._stop.wait(0.002):
-            self.peak = max(self.peak, self.rss() - start)
-
-    def __enter__(self) -> "_PeakMemory":
-        allocator.release()  # from the heap a sweep task starts with (ray_edge gives it back after each)
-        start = self.rss()
-        self._thread = threading.Thread(target=self._sample, args=(start,), daemon=True)
-        self._thread.start()
-        self._start = start
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self.rss() - self._start, 0)
-
-
-def _timed(fn: Callable[[], Any]) -> tuple[float, int, Any]:
-    with _PeakMemory() as mem:
-        start = time.perf_counter()
-        out = fn()
-        seconds = time.perf_counter() - start
-    return seconds, mem.peak, out
-
-
-def _lengthened(n: tuple[int, int], runs: list[tuple[float, int]],
-                run: Callable[[int], tuple[float, int]]) -> tuple[tuple[int, int], list[tuple[float, int]]]:
-    """The two timed runs, the longer one replaced by a longer run when its epochs or steps
-    beyond the shorter's took less than half the shorter's time: the fixed part of the work
-    dominates, and the difference the rate per epoch comes from would be mostly noise. The
-    new run is made about as long again as the shorter (at most :data:`MAX_RUN` epochs or
-    steps)."""
-    (n1, n2), (t1, t2) = n, (runs[0][0], runs[1][0])
-    if t2 - t1 >= 0.5 * t1 or n2 >= MAX_RUN:
-        return n, runs
-    unit = (t2 - t1) / (n2 - n1) if t2 > t1 else t1 / MAX_RUN
-    n3 = int(min(MAX_RUN, max(n2 + 1, n1 + t1 / unit)))
-    return (n1, n3), [runs[0], run(n3)]
-
-
-def _fit(n: tuple[int, int], seconds: tuple[float, float], peak: int, clean: float = 0.0) -> Rate:
-    unit = max(0.0, (seconds[1] - seconds[0]) / (n[1] - n[0]))
-    fixed = max(0.0, seconds[0] - n[0] * unit)
-    return Rate(fixed, unit, peak, max(0.0, clean))
 
 
 class _Calibrator:
@@ -285,7 +201,7 @@ class _Calibrator:
         kernel = self._kernel()
         start, faults = time.perf_counter(), kernel()
         with report_epochs(lambda _: ends.append(time.perf_counter() - start - (kernel() - faults))):
-            seconds, peak, result = _timed(lambda: train_task(self.graph, quick, device=self.device,
+            seconds, peak, result = timed(lambda: train_task(self.graph, quick, device=self.device,
                                                               transductive=task.transductive))
         self.epoch_ends = ends
         self.models[task.file_stem] = _to_model(self.graph, task, result.state_dict, self.device)
@@ -336,16 +252,16 @@ class _Calibrator:
             if rate is not None:
                 if self.epoch_ends[0] > LARGE_S:
                     return rate
-                n = max(3, _counts(rate.unit)[1])  # an epoch's share of the run: as _counts sizes it
+                n = max(3, run_counts(rate.unit)[1])  # about RUN_S of epochs, 3 to MAX_RUN
                 longer, more = self._train(task, n)
                 inside = self._inside(longer, more)
                 return dataclasses.replace(inside, peak=max(peak, more)) if inside is not None else rate
             # a model that reports no epochs: the difference of two runs after a 1-epoch one
             warm = self._train(task, 1)
-            epochs = _counts(warm[0])
+            epochs = run_counts(warm[0])
             runs = [warm if warm[0] > LARGE_S else self._train(task, epochs[0]), self._train(task, epochs[1])]
-            epochs, runs = _lengthened(epochs, runs, lambda n: self._train(task, n))
-            return _fit(epochs, (runs[0][0], runs[1][0]), max(peak, *(p for _, p in (warm, *runs))))
+            epochs, runs = lengthened(epochs, runs, lambda n: self._train(task, n))
+            return fit_rate(epochs, (runs[0][0], runs[1][0]), max(peak, *(p for _, p in (warm, *runs))))
 
         return self.cached(self.model_key(task), measure)
 
@@ -362,16 +278,16 @@ class _Calibrator:
 
             def run(steps: int) -> tuple[float, int]:
                 cell = dataclasses.replace(a, params={**a.params, "steps": steps})
-                seconds, peak, result = _timed(lambda: attack_task(self.graph, cell, model, device=self.device,
+                seconds, peak, result = timed(lambda: attack_task(self.graph, cell, model, device=self.device,
                                                                    cache=cache, labels=labels))
                 self.perturbation, self.perturbation_scenario = result.perturbation, a.scenario
                 return seconds, peak
 
             cold, warm = run(1), run(1)  # the cold run computes the shared clean pass
-            steps = _counts(warm[0])
+            steps = run_counts(warm[0])
             runs = [warm if steps[0] == 1 else run(steps[0]), run(steps[1])]
-            steps, runs = _lengthened(steps, runs, run)
-            return _fit(steps, (runs[0][0], runs[1][0]), max(cold[1], warm[1], runs[1][1]), cold[0] - warm[0])
+            steps, runs = lengthened(steps, runs, run)
+            return fit_rate(steps, (runs[0][0], runs[1][0]), max(cold[1], warm[1], runs[1][1]), cold[0] - warm[0])
 
         return self.cached(self.attack_key(a), measure)
 
@@ -388,7 +304,7 @@ class _Calibrator:
             runs = []
             for _ in range(2):
                 tensors = self._perturbed()
-                runs.append(_timed(lambda: predict_tensors(model, tensors)))
+                runs.append(timed(lambda: predict_tensors(model, tensors)))
             return Rate(min(s for s, _, _ in runs), 0.0, max(p for _, p, _ in runs))
 
         return self.cached("forward:" + self.model_key(task), measure)
@@ -427,7 +343,7 @@ class _Calibrator:
                 self.perturbation = attack_task(self.graph, cell, self.model(cell.surrogate_model),
                                                 device=self.device).perturbation
                 self.perturbation_scenario = scenario
-            runs = [_timed(self._perturbed) for _ in range(2)]
+            runs = [timed(self._perturbed) for _ in range(2)]
             return Rate(min(s for s, _, _ in runs), 0.0, max(p for _, p, _ in runs))
 
         return self.cached(f"perturb:{self.fingerprint}:{scenario}", measure)

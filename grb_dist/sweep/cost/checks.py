@@ -22,7 +22,7 @@ from grb_dist.sweep.cost.scaling import Rate, check_scale, extrapolate
 CHECK_S = 20.0
 #: Runs of one step, as many as an attack's measurement takes at most: a cold and a warm
 #: step, two short runs, and a longer one when the fixed part dominates (each pays the
-#: attack's fixed part; ``calibrate._lengthened``).
+#: attack's fixed part; ``timing.lengthened``).
 ATTACK_RUNS = 5
 
 
@@ -170,5 +170,6 @@ def _stepped(cell: AttackCell) -> bool:
     return bool(build_attack(cell.attack, dict(cell.params), cell.scenario).follows_gradients)
 
 
-__all__ = ["ARCHITECTURE_CHECK_S", "ARCHITECTURE_EPOCHS", "ARCHITECTURE_SHARE", "ATTACK_RUNS", "CHECK_S", "architecture", "architecture_checks",
+__all__ = ["ARCHITECTURE_CHECK_S", "ARCHITECTURE_EPOCHS", "ARCHITECTURE_SHARE", "ATTACK_RUNS", "CHECK_S", "architecture",
+           "architecture_checks",
            "attack_check", "full_size_check"]

@@ -1,0 +1,96 @@
+"""Timing a measurement of a calibration (plain Python): how many epochs or steps its runs
+take (:func:`run_counts`, :func:`lengthened`), the rate fitted to two runs (:func:`fit_rate`), and
+a run's seconds with the peak resident memory it held (:func:`timed`)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Callable
+
+from grb_dist.core import allocator
+from grb_dist.sweep.cost.scaling import Rate
+
+#: The longer of the two timed runs of a measurement lasts about this long (seconds), in
+#: 2 to 40 epochs or steps: short ones are noise on a small graph, long ones a waste on a
+#: large one.
+RUN_S = 0.3
+
+
+#: The most epochs or steps of a timed run.
+MAX_RUN = 40
+
+
+def run_counts(one: float) -> tuple[int, int]:
+    """Epochs (steps) of the two timed runs, given that one took ``one`` seconds."""
+    longer = int(min(MAX_RUN, max(2, round(RUN_S / max(one, 1e-6)))))
+    return (1, longer) if longer < 8 else (longer // 4, longer)
+
+
+class _PeakMemory:
+    """The largest resident set of this process while the block runs, above its size at the
+    start (Linux ``/proc/self/statm``; 0 elsewhere)."""
+
+    PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+
+    @classmethod
+    def rss(cls) -> int:
+        try:
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * cls.PAGE
+        except (OSError, ValueError, IndexError):
+            return 0
+
+    def _sample(self, start: int) -> None:
+        while not self._stop.wait(0.002):
+            self.peak = max(self.peak, self.rss() - start)
+
+    def __enter__(self) -> "_PeakMemory":
+        allocator.release()  # from the heap a sweep task starts with (ray_edge gives it back after each)
+        start = self.rss()
+        self._thread = threading.Thread(target=self._sample, args=(start,), daemon=True)
+        self._thread.start()
+        self._start = start
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.rss() - self._start, 0)
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, int, Any]:
+    with _PeakMemory() as mem:
+        start = time.perf_counter()
+        out = fn()
+        seconds = time.perf_counter() - start
+    return seconds, mem.peak, out
+
+
+def lengthened(n: tuple[int, int], runs: list[tuple[float, int]],
+                run: Callable[[int], tuple[float, int]]) -> tuple[tuple[int, int], list[tuple[float, int]]]:
+    """The two timed runs, the longer one replaced by a longer run when its epochs or steps
+    beyond the shorter's took less than half the shorter's time: the fixed part of the work
+    dominates, and the difference the rate per epoch comes from would be mostly noise. The
+    new run is made about as long again as the shorter (at most :data:`MAX_RUN` epochs or
+    steps)."""
+    (n1, n2), (t1, t2) = n, (runs[0][0], runs[1][0])
+    if t2 - t1 >= 0.5 * t1 or n2 >= MAX_RUN:
+        return n, runs
+    unit = (t2 - t1) / (n2 - n1) if t2 > t1 else t1 / MAX_RUN
+    n3 = int(min(MAX_RUN, max(n2 + 1, n1 + t1 / unit)))
+    return (n1, n3), [runs[0], run(n3)]
+
+
+def fit_rate(n: tuple[int, int], seconds: tuple[float, float], peak: int, clean: float = 0.0) -> Rate:
+    unit = max(0.0, (seconds[1] - seconds[0]) / (n[1] - n[0]))
+    fixed = max(0.0, seconds[0] - n[0] * unit)
+    return Rate(fixed, unit, peak, max(0.0, clean))
+
+
+__all__ = ["MAX_RUN", "RUN_S", "fit_rate", "lengthened", "run_counts", "timed"]
