@@ -39,11 +39,13 @@ print(json.dumps(out))
 """
 
 
-def _probe(env_value):
+def _probe(env_value, code=_PROBE):
+    """The JSON that ``code`` prints last, run in a fresh interpreter under the policy
+    ``env_value`` (``None``: the default)."""
     env = {k: v for k, v in os.environ.items() if k != allocator.ALLOCATOR_ENV}
     if env_value is not None:
         env[allocator.ALLOCATOR_ENV] = env_value
-    out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -86,9 +88,7 @@ print(json.dumps(out))
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or allocator._libc() is None, reason="glibc only")
 def test_system_policy_gives_back_blocks_below_glibcs_adapted_threshold():
-    env = {**os.environ, allocator.ALLOCATOR_ENV: "system"}
-    out = subprocess.run([sys.executable, "-c", _FRAGMENT_PROBE], capture_output=True, text=True, env=env, check=True)
-    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r = _probe("system", _FRAGMENT_PROBE)
     assert r["freed"] < r["held"] - 96, r  # 128 MiB freed in the middle of the heap: given back
 
 
@@ -123,10 +123,7 @@ def test_training_keeps_a_free_heap_of_more_than_2_gib():
     """A wide model's training on a large graph frees more than 2 GiB at a time: the heap
     keeps all of it for the next epoch, not what a 2 GiB threshold left (every epoch then
     faulted the rest back in)."""
-    env = {k: v for k, v in os.environ.items() if k != allocator.ALLOCATOR_ENV}
-    out = subprocess.run([sys.executable, "-c", _LARGE_HEAP_PROBE], capture_output=True, text=True, env=env,
-                         check=True)
-    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r = _probe(None, _LARGE_HEAP_PROBE)
     assert r["freed"] > r["held"] - 0.25, r  # the 2.5 GiB top of the heap kept
     assert r["freed_large"] > r["held_large"] - 0.25, r  # a 2.25 GiB block from the heap, kept
 

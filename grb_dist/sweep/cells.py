@@ -332,6 +332,11 @@ class Work:
     #: the poisoning trainings with a cell not stored (their cells are in ``todo`` too)
     poisoned: tuple[PoisonTask, ...] = ()
 
+    @property
+    def trainings(self) -> tuple[ModelTask, ...]:
+        """Every training of the work: the models, then the defenses trained on poisoned graphs."""
+        return (*self.models, *(pt.model for pt in self.poisoned))
+
     def totals(self) -> dict[str, int]:
         """The progress stages' totals: ``train`` models, ``attack`` perturbations,
         ``score`` cells (of all the cells; stored cells count as done)."""

@@ -426,7 +426,7 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
         points = _measure(figures, list(zip(calibrators, shares)), progress, named=bool(sizes))
         check = full_size_check(cells, whole, points) if sizes else None
         slower = check[1] / check[2] if check and check[2] > 0 else 1.0  # the epoch: measured / extrapolated
-        trained = [*work.models, *(pt.model for pt in work.poisoned)]
+        trained = list(work.trainings)
         by_architecture = architecture_checks(trained, whole, points, architecture(cells.surrogates[0].name),
                                               slower) if sizes and not progress.over() else {}
         attacks_checked, checked = attack_check(figures, whole, points, slower) if sizes else (None, {})
@@ -514,7 +514,7 @@ def _figures(cells: Cells, work: Work) -> tuple[list[_Figure], dict[str, tuple[s
     def add(kind: str, name: str, measure: Callable[[_Calibrator], Rate]) -> None:
         figures.setdefault((kind, name), _Figure(kind, name, measure))
 
-    trained = (*work.models, *(pt.model for pt in work.poisoned))
+    trained = work.trainings
     # the first surrogate's rate tells whether its full training (the best epoch) is affordable
     for t in (*trained, *(cells.surrogates[:1] if any(t in cells.models for t in trained) else ())):
         add("train", t.file_stem, lambda c, t=t: c.train_rate(t))

@@ -119,7 +119,7 @@ def forecast(cells: Cells, work: Work, calibration: Calibration, cluster: Cluste
     cal = calibration
     # a defense's clean model that adaptive poisoning attacks run on is a training task of its
     # own, which its clean rows then load: counted once
-    to_train = list({t.file_stem: t for t in (*work.models, *(pt.model for pt in work.poisoned))
+    to_train = list({t.file_stem: t for t in work.trainings
                      if t.file_stem not in stored}.values())
     epochs = {t.file_stem: expected_epochs(dict(t.train), cal.best_epoch) for t in to_train}
     train_s = {t.file_stem: cal.train[t.file_stem].seconds(epochs[t.file_stem]) for t in to_train}
