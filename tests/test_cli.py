@@ -102,9 +102,9 @@ def test_ray_settings_threads_reach_the_workers(monkeypatch):
 
     with pytest.raises(ConfigError, match="1..1024"):
         RaySettings(threads=0)
-    for kind in ("train", "attack", "scorer"):
-        assert "runtime_env" not in ray_edge.options(RaySettings(), kind, use_gpu=False)
-        opts = ray_edge.options(RaySettings(threads=3), kind, use_gpu=False)
+    for kind in ("train", "attack", "scorer", "device"):
+        assert "runtime_env" not in ray_edge.options(RaySettings(), kind)
+        opts = ray_edge.options(RaySettings(threads=3), kind)
         assert opts["runtime_env"] == {"env_vars": {ray_edge.THREADS_ENV: "3"}}
     before = torch.get_num_threads()
     try:

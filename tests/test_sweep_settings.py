@@ -11,7 +11,7 @@ from grb_dist.cluster.settings import check_reachable as _check_reachable
 
 
 @pytest.mark.parametrize("kwargs", [{"num_cpus": 0}, {"max_in_flight": -1}, {"attack_num_cpus": 0},
-                                    {"scorer_num_gpus": -0.5}, {"max_restarts": -1}])
+                                    {"memory": 0}, {"num_gpus": -1}, {"workers_per_gpu": -1}, {"max_restarts": -1}])
 def test_settings_rejected(kwargs):
     with pytest.raises(ConfigError):
         RaySettings(**kwargs)

@@ -111,6 +111,10 @@ def connect(settings: RaySettings, job_name: str | None = None) -> RayContext:
         _explicit_token_auth()
         if settings.num_cpus is not None:
             kwargs["num_cpus"] = settings.num_cpus
+        if settings.num_gpus is not None:
+            kwargs["num_gpus"] = settings.num_gpus
+        if settings.memory is not None:
+            kwargs["_memory"] = settings.memory
         if settings.include_dashboard is not None:
             kwargs["include_dashboard"] = settings.include_dashboard
         if settings.include_dashboard is not False and dashboard_available():  # the printed URL is this sweep's own
@@ -162,6 +166,10 @@ def _start_head(settings: RaySettings) -> str:
            "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
     if settings.num_cpus is not None:
         cmd.append(f"--num-cpus={settings.num_cpus}")
+    if settings.num_gpus is not None:
+        cmd.append(f"--num-gpus={settings.num_gpus}")
+    if settings.memory is not None:
+        cmd.append(f"--memory={settings.memory}")
     if settings.include_dashboard is not False and dashboard_available():
         cmd += ["--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={free_port()}"]
     else:
@@ -356,6 +364,42 @@ def largest_node_memory() -> int:
     return int(max(sizes)) if sizes else 0
 
 
+def nodes() -> list[dict[str, float]]:
+    """The live nodes of the connected cluster: ``cpus``, ``gpus`` and ``memory`` (the bytes
+    Ray lets tasks and actors reserve there, its ``memory`` resource)."""
+    return [{"cpus": float(r.get("CPU", 0)), "gpus": float(r.get("GPU", 0)), "memory": float(r.get("memory", 0))}
+            for n in ray.nodes() if n.get("Alive") for r in [n.get("Resources", {})]]
+
+
+@ray.remote(num_cpus=0)
+def _gpu_memory_probe() -> int:
+    """Bytes of memory of the GPU this task was given, read without starting CUDA here
+    (``nvidia-smi``; torch's CUDA where that is missing); 0 when neither answers."""
+    import shutil
+    import subprocess
+
+    ids = ray.get_gpu_ids()
+    if ids and shutil.which("nvidia-smi"):
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits",
+                              "-i", str(ids[0])], capture_output=True, text=True, timeout=30)
+        if out.returncode == 0 and out.stdout.strip().split()[0].isdigit():
+            return int(out.stdout.split()[0]) * 2**20
+    import torch
+
+    return int(torch.cuda.get_device_properties(0).total_memory) if torch.cuda.is_available() else 0
+
+
+def gpu_memory() -> int:
+    """Bytes of memory of one GPU of the connected cluster (a probe on a sliver of one); 0
+    when the cluster has none or its GPU does not say."""
+    if cluster_size()[1] <= 0:
+        return 0
+    try:
+        return int(ray.get(_gpu_memory_probe.options(num_gpus=0.001).remote(), timeout=120))
+    except (ray.exceptions.RayError, TimeoutError):
+        return 0
+
+
 def _cause(exc: BaseException) -> str:
     cause = getattr(exc, "cause", None)
     if cause is not None:
@@ -368,8 +412,13 @@ def _cause(exc: BaseException) -> str:
 
 
 def device() -> str:
-    """In a worker: ``cuda`` when Ray gave this task or actor a GPU, else ``cpu``."""
-    return "cuda" if ray.get_gpu_ids() else "cpu"
+    """In a worker: ``cuda`` when Ray gave this task or actor a GPU that torch sees, else
+    ``cpu`` (a cluster that declares GPUs it does not have runs the same work on CPUs)."""
+    if not ray.get_gpu_ids():
+        return "cpu"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def resolve(ref: Any) -> Any:
@@ -382,17 +431,20 @@ def resolve(ref: Any) -> Any:
 THREADS_ENV = "GRB_DIST_TORCH_THREADS"
 
 
-def options(settings: RaySettings, kind: str, use_gpu: bool) -> dict[str, Any]:
-    """Ray options of a ``train`` or ``attack`` task or a ``scorer`` actor under ``settings``:
-    resources (a GPU share only when the cluster has GPUs), retries, and the runtime
-    environment that gives it ``settings.threads`` torch threads."""
+def options(settings: RaySettings, kind: str, *, memory: int = 0, gpu_share: float = 0.0) -> dict[str, Any]:
+    """Ray options of a ``train`` or ``attack`` task, a ``scorer`` actor or a ``device``
+    worker actor under ``settings``: its CPUs, the bytes of memory it reserves (``memory``:
+    its peak, so that Ray never packs tasks that do not fit a node together) and its share
+    of a GPU (``gpu_share``, sized by its GPU memory; 0 on CPUs), retries or restarts, and
+    the runtime environment that gives it ``settings.threads`` torch threads."""
     threads = {"runtime_env": {"env_vars": {THREADS_ENV: str(settings.threads)}}} if settings.threads else {}
-    if kind == "scorer":
-        return {"num_cpus": settings.scorer_num_cpus, "num_gpus": settings.scorer_num_gpus if use_gpu else 0,
-                "max_restarts": settings.max_restarts, "max_task_retries": settings.max_task_retries, **threads}
+    sizes = {"num_gpus": gpu_share, **({"memory": int(memory)} if memory > 0 else {})}
+    if kind in ("scorer", "device"):
+        cpus = settings.scorer_num_cpus if kind == "scorer" else settings.attack_num_cpus
+        return {"num_cpus": cpus, "max_restarts": settings.max_restarts,
+                "max_task_retries": settings.max_task_retries, **sizes, **threads}
     cpus = settings.train_num_cpus if kind == "train" else settings.attack_num_cpus
-    return {"max_retries": settings.max_retries, "retry_exceptions": False, "num_cpus": cpus,
-            "num_gpus": settings.task_num_gpus if use_gpu else 0, **threads}
+    return {"max_retries": settings.max_retries, "retry_exceptions": False, "num_cpus": cpus, **sizes, **threads}
 
 
 @contextmanager
@@ -451,9 +503,14 @@ def start_actor(cls: type, name: str, opts: dict[str, Any], *args: Any) -> Any:
         return remote.options(name=f"{name}-{uuid.uuid4().hex[:6]}", **opts).remote(*args)
 
 
-def call(actor: Any, method: str, *args: Any) -> Any:
-    """A call of ``actor``'s ``method``; its ref."""
-    return getattr(actor, method).remote(*args)
+def call(actor: Any, method: str, *args: Any, num_returns: int = 1, name: str | None = None) -> Any:
+    """A call of ``actor``'s ``method`` (named ``name`` on the dashboard); its ref, or a list
+    of ``num_returns`` refs when ``num_returns`` > 1."""
+    m = getattr(actor, method)
+    if num_returns > 1 or name:
+        m = m.options(num_returns=num_returns, **({"name": name} if name else {}))
+    refs = m.remote(*args)
+    return list(refs) if num_returns > 1 else refs
 
 
 # ---------------------------------------------------------------- independent work units
@@ -488,5 +545,5 @@ def run_units(fn: Callable[..., Any], work: Iterable[tuple[str, tuple]], on_resu
 
 
 __all__ = ["ActorLost", "RayContext", "TaskFailed", "call", "cancel", "cluster_size", "connect", "device",
-           "disconnect", "get", "in_worker", "kill", "largest_node_memory", "options", "put", "put_registrations",
+           "disconnect", "get", "gpu_memory", "in_worker", "kill", "largest_node_memory", "nodes", "options", "put", "put_registrations",
            "resolve", "run_units", "start_actor", "startup_report", "submit", "wait"]

@@ -28,8 +28,14 @@ class RaySettings:
         scorer_num_cpus: CPUs reserved per Scorer actor. The default 0 lets scoring (forward
             passes only) share cores with attack tasks, so that one-CPU clusters never
             deadlock; raise it to reserve cores on big nodes.
-        task_num_gpus / scorer_num_gpus: GPU share per task / Scorer when the cluster has
-            GPUs (fractions let several share a card); ignored on CPU-only clusters.
+        num_gpus: GPUs of a local Ray (``None`` = the GPUs it finds); ignored when joining a
+            cluster. Declaring GPUs a machine lacks runs the GPU path's actors on its CPUs.
+        memory: bytes of memory a local Ray lets its tasks and actors reserve (``None`` =
+            Ray's default, about 70% of what is free); ignored when joining a cluster.
+        gpu_memory: bytes of memory of each GPU (``None`` = asked of the cluster's GPU);
+            tasks and actors reserve a share of a GPU sized by their GPU memory against it.
+        workers_per_gpu: most device-worker actors per GPU (``0`` = as many as the job's
+            largest task fits on the GPU, at most the node's CPUs per GPU).
         num_scorers: Scorer actors, each holding a share of the defenses (``0`` = one per
             two cluster CPUs or per GPU, at most one per defense).
         max_retries: retries of a failed training or attack task (worker crash).
@@ -48,8 +54,10 @@ class RaySettings:
     train_num_cpus: float = 1.0
     attack_num_cpus: float = 1.0
     scorer_num_cpus: float = 0.0
-    task_num_gpus: float = 0.25
-    scorer_num_gpus: float = 0.25
+    num_gpus: int | None = None
+    memory: int | None = None
+    gpu_memory: int | None = None
+    workers_per_gpu: int = 0
     num_scorers: int = 0
     max_retries: int = 3
     max_restarts: int = 4
@@ -62,14 +70,17 @@ class RaySettings:
             raise ConfigError(f"--threads must be in 1..1024, got {self.threads}")
         if self.num_cpus is not None and self.num_cpus < 1:
             raise ConfigError(f"--num-cpus must be >= 1, got {self.num_cpus}")
-        if self.max_in_flight < 0 or self.num_scorers < 0:
-            raise ConfigError("max_in_flight and num_scorers must be >= 0 (0 = automatic)")
+        if self.max_in_flight < 0 or self.num_scorers < 0 or self.workers_per_gpu < 0:
+            raise ConfigError("max_in_flight, num_scorers and workers_per_gpu must be >= 0 (0 = automatic)")
+        for name in ("num_gpus", "memory", "gpu_memory"):
+            value = getattr(self, name)
+            if value is not None and (value < 0 or (name != "num_gpus" and value == 0)):
+                raise ConfigError(f"{name} must be {'>= 0' if name == 'num_gpus' else '> 0'}, got {value}")
         for name in ("train_num_cpus", "attack_num_cpus"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0")
-        for name in ("scorer_num_cpus", "task_num_gpus", "scorer_num_gpus"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be >= 0")
+        if self.scorer_num_cpus < 0:
+            raise ConfigError("scorer_num_cpus must be >= 0")
         if min(self.max_retries, self.max_restarts, self.max_task_retries, self.resubmits) < 0:
             raise ConfigError("retry and restart counts must be >= 0")
 

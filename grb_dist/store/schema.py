@@ -122,13 +122,16 @@ PERTURBATION_FILE = without_partition(PERTURBATIONS)
 #: One row per task of a sweep invocation, written by the driver when the invocation ends
 #: (``timeline/<invocation>.parquet``): ``finished`` is when the driver collected the
 #: result, ``started`` that minus the seconds the worker measured (queueing in Ray is not
-#: counted). ``stage``: train, attack or score; ``task``: what it computed, in words.
+#: counted). ``stage``: train, attack or score; ``task``: what it computed, in words;
+#: ``worker``: the actor that ran it (``device:<i>``, a GPU cluster's device worker, or
+#: ``scorer:<i>``), null for a Ray task (and in timelines written before it was recorded).
 TIMELINE = pa.schema([
     pa.field("invocation", pa.string(), nullable=False),
     pa.field("stage", pa.string(), nullable=False),
     pa.field("task", pa.string(), nullable=False),
     pa.field("started", pa.timestamp("ms", tz="UTC"), nullable=False),
     pa.field("finished", pa.timestamp("ms", tz="UTC"), nullable=False),
+    pa.field("worker", pa.string(), nullable=True),
 ])
 
 MODELS = pa.schema([

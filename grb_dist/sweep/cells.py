@@ -147,6 +147,13 @@ class Cells:
     def models(self) -> tuple[ModelTask, ...]:
         return self.targets + self.surrogates
 
+    @property
+    def trainings(self) -> tuple[ModelTask, ...]:
+        """Every training of the cells: the models, then the poisoning scenario's (a defense's
+        on the clean graph, ``<defense>-<seed>-clean``, and on each poisoned graph), which
+        :attr:`models` does not hold."""
+        return (*self.models, *(pt.model for pt in self.poisoned))
+
 
 def _model_task(resolved: ResolvedJob, fingerprint: str, role: str, name: str, seed: int) -> ModelTask:
     spec, model = resolved.job, resolved.models[name]
@@ -337,6 +344,12 @@ class Work:
         """Every training of the work: the models, then the defenses trained on poisoned graphs."""
         return (*self.models, *(pt.model for pt in self.poisoned))
 
+    @property
+    def scored_defenses(self) -> list[str]:
+        """The defenses the Scorers hold: those of the missing cells that are not poisoning's
+        (a poisoned defense is scored by its own training task)."""
+        return sorted({c.defense for c in self.todo if c.scenario != POISONING})
+
     def totals(self) -> dict[str, int]:
         """The progress stages' totals: ``train`` models, ``attack`` perturbations,
         ``score`` cells (of all the cells; stored cells count as done)."""
@@ -374,7 +387,7 @@ def run_components(p: Cells) -> dict[str, dict[str, Any]]:
     spec = p.spec
     models = {t.file_stem: {"role": t.role, "name": t.name, "model_id": t.model_id, "params": dict(t.params),
                             "train": dict(t.train), "at": dict(t.at) if t.at is not None else None}
-              for t in (*p.models, *(pt.model for pt in p.poisoned))}
+              for t in p.trainings}
     attacks = {}
     for a in p.attacks:
         key = f"{a.attack}/{a.difficulty}" if a.scenario == "injection" else f"{a.scenario}/{a.attack}/{a.difficulty}"

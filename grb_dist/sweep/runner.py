@@ -40,7 +40,7 @@ import logging
 import os
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable
 
 from grb_dist.core.errors import GrbDistError
@@ -51,6 +51,8 @@ from grb_dist.store import RunStore, ScoreWriter, schema
 from grb_dist.sweep import tasks as edge
 from grb_dist.sweep import worker
 from grb_dist.sweep.cells import ATTACK_BATCH, AttackCell, Cells, PoisonTask, ScoreCell, needed_work
+from grb_dist.sweep.placement import Placement, place
+from grb_dist.sweep.sizing import Sizes
 from grb_dist.sweep.progress import Stage, SweepProgress, SweepSummary
 from grb_dist.cluster.ray_edge import ActorLost, TaskFailed
 from grb_dist.cluster.settings import RaySettings
@@ -107,6 +109,7 @@ def run_sweep(
     on_progress: Callable[[SweepProgress], None] | None = None,
     flush_rows: int = 4096,
     flush_seconds: float = 10.0,
+    sizes: Sizes | None = None,
 ) -> SweepSummary:
     """Compute every score cell of ``cells`` that ``store`` does not hold yet.
 
@@ -116,25 +119,12 @@ def run_sweep(
     nothing ends; an exception it raises (e.g. ``KeyboardInterrupt``) stops the sweep
     after writing the buffered rows and cancelling in-flight work, leaving only complete
     cells behind. Score rows are written every ``flush_rows`` rows or ``flush_seconds``
-    seconds, whichever comes first.
+    seconds, whichever comes first. ``sizes``: the peak memory of each task, which it
+    reserves of Ray (default: :class:`~grb_dist.sweep.sizing.Sizes` from the estimates).
     """
     sweep = _Sweep(cells, graph, store, settings, on_progress, flush_rows, flush_seconds)
+    sweep.sizes = sizes or Sizes(cells, graph)
     return sweep.run()
-
-
-@dataclass(frozen=True)
-class _Resources:
-    """What a sweep got from Ray: its cluster's CPUs, the options of its tasks and actors,
-    and the object-store refs of the graph and the registrations."""
-
-    cpus: float
-    max_in_flight: int
-    train_opts: dict
-    attack_opts: dict
-    scorer_opts: dict
-    n_scorers: int
-    graph_ref: Any
-    registrations: list
 
 
 class _Sweep:
@@ -154,7 +144,8 @@ class _Sweep:
         self.timeline: list[dict[str, Any]] = []
         identity = store.manifest()["dataset"]
         self.label, self.fingerprint = identity["label"], identity["fingerprint"]
-        work = needed_work(cells, store.done_cells(), store.has_perturbation)
+        work = self.work = needed_work(cells, store.done_cells(), store.has_perturbation)
+        self.sizes: Sizes | None = None
         self.todo = list(work.todo)
         self.total = len(cells.scores)
         self.skipped = self.total - len(self.todo)
@@ -166,7 +157,8 @@ class _Sweep:
         self.computed = 0
         self.errors: list[str] = []
         self.scorers: list = []
-        self.ray: _Resources | None = None  # set by connect()
+        self.worker: str | None = None  # the actor of the result being collected
+        self.ray: Placement | None = None  # set by connect()
 
         # which perturbations and models this invocation needs; poisoning cells are scored by
         # their own training task (a PoisonTask per perturbation and defense)
@@ -179,7 +171,7 @@ class _Sweep:
             self.poison_by_pert.setdefault(pt.perturbation_id, []).append(pt)
         self.poison_queue: list[tuple[Any, PoisonTask]] = []
         self.attacks_needed, self.attacks_to_run = list(work.attacks_needed), list(work.attacks_to_run)
-        self.target_names = sorted({c.defense for c in self.todo if c.scenario != POISONING})
+        self.target_names = work.scored_defenses
         self.tasks = list(work.models)
         self.params_of = {t.file_stem: dict(t.params) for t in cells.models}
         self.name_of = {t.file_stem: t.name for t in cells.models}
@@ -243,21 +235,11 @@ class _Sweep:
                             time.perf_counter() - self.start, self.errors)
 
     def connect(self) -> None:
-        """What this invocation asks of Ray: the options of its tasks and actors on this
-        cluster, and the graph and the registrations in the object store (once)."""
-        settings = self.settings
-        cpus, gpus = edge.cluster_size()
-        use_gpu = gpus > 0
-        self.ray = _Resources(
-            cpus=cpus,
-            max_in_flight=settings.max_in_flight or max(2, int(2 * cpus)),
-            train_opts=edge.options(settings, "train", use_gpu),
-            attack_opts=edge.options(settings, "attack", use_gpu),
-            scorer_opts=edge.options(settings, "scorer", use_gpu),
-            n_scorers=settings.num_scorers or max(1, int(gpus) if use_gpu else int(cpus) // 2),
-            graph_ref=edge.put(self.graph),
-            registrations=edge.put_registrations(),  # user models, defenses and attacks, for the workers
-        )
+        """What this invocation asks of Ray (:func:`~grb_dist.sweep.placement.place`): its
+        tasks' and actors' resources on this cluster, its device workers on a GPU cluster,
+        and the graph and the registrations (user models, defenses and attacks) in the
+        object store, once."""
+        self.ray = place(self.cells, self.work, self.graph, self.settings, self.target_names, self.sizes)
 
     def start_scorers(self) -> None:
         # Scorers start at once: they load each defense on its first scoring call
@@ -320,6 +302,7 @@ class _Sweep:
                 self.report()
             for ref in ready:
                 kind, info = self.in_flight.pop(ref)
+                self.worker = self.ray.done(ref) if kind != "score" else scorer_name(info[0])
                 if kind == "train":
                     self.on_trained(ref, info)
                 elif kind == "attack":
@@ -331,9 +314,10 @@ class _Sweep:
 
     def record(self, stage: str, task: str, seconds: float) -> None:
         """A finished task in this invocation's timeline: it ended now (when the driver got
-        its result) and started ``seconds`` (measured by the worker) before."""
+        its result) and started ``seconds`` (measured by the worker) before, on the actor
+        that ran it (a device worker or a Scorer; none for a Ray task)."""
         end = dt.datetime.now(dt.timezone.utc)
-        self.timeline.append({"stage": stage, "task": task, "finished": end,
+        self.timeline.append({"stage": stage, "task": task, "finished": end, "worker": self.worker,
                               "started": end - dt.timedelta(seconds=max(0.0, float(seconds)))})
 
     def cleanup(self, *, propagating: bool) -> None:
@@ -348,6 +332,8 @@ class _Sweep:
                 log.error("the timeline of this sweep could not be written: %s", exc)
         edge.cancel(list(self.in_flight))
         edge.kill(self.scorers)
+        if self.ray is not None:
+            self.ray.close()
 
     # -- submitting work ----------------------------------------------------------------------
 
@@ -381,7 +367,7 @@ class _Sweep:
 
     def fill(self) -> None:
         """Submit training and attack tasks up to the bound on in-flight refs."""
-        while len(self.in_flight) < self.ray.max_in_flight:
+        while len(self.in_flight) < self.ray.max_in_flight and self.ray.can_submit():
             work = self.next_work()
             if work is None:
                 break
@@ -395,15 +381,14 @@ class _Sweep:
                 self.submit_poison(*item)
 
     def submit_train(self, t: Any) -> None:
-        ref = edge.submit_train(self.ray.graph_ref, t, self.ray.registrations, self.ray.train_opts, train_task_name(t))
+        ref, = self.ray.train(t, train_task_name(t))
         self.in_flight[ref] = ("train", t)
         self.begin(self.trained)
 
     def submit_attack(self, batch: list[AttackCell]) -> None:
         stems = filter(None, (batch[0].surrogate_model, batch[0].labels_from))
         models = [(self.name_of[s], self.params_of[s], self.state_refs[s]) for s in stems]
-        refs = edge.submit_attack(self.ray.graph_ref, batch, models, self.ray.registrations, self.ray.attack_opts,
-                                  attack_task_name(batch))
+        refs = self.ray.attack(batch, models, attack_task_name(batch))
         batch_id = next(self.batch_ids)
         self.batch_left[batch_id] = len(batch)
         for r, a in zip(refs, batch):
@@ -425,8 +410,7 @@ class _Sweep:
         state = edge.put(self.store.read_model(pt.model.file_stem, state_dict_from_bytes)) if m else None
         c = pt.cells[0]
         name = f"poison:{c.defense}/{c.attack}/{c.surrogate}/r{c.repeat}"
-        ref = edge.submit_poison(self.ray.graph_ref, pt, pert_ref, state, self.ray.registrations, self.ray.train_opts,
-                                 name)
+        ref, = self.ray.poison(pt, pert_ref, state, name)
         self.in_flight[ref] = ("poison", pt)
         self.begin(self.scored)
 

@@ -209,26 +209,34 @@ def clean_untrusted(run_dir: Path, on_warning=None) -> int:
 
 def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None, on_progress=None,
             flush_rows: int = 4096, flush_seconds: float = 10.0, on_warning=None,
-            job_name: str | None = None) -> Outcome:
+            job_name: str | None = None, plan: Mapping[str, int] | None = None) -> Outcome:
     """Compute the missing cells of a locked run and reduce it (the sweep after
     :func:`lock_run`, without output): joins the cluster of ``settings``
     (:class:`grb_dist.cluster.settings.RaySettings`) or starts an embedded local Ray, stopped
     afterwards when this call started it; no Ray when nothing is missing.
     ``on_connect(context, store)`` is called once Ray is up and the run directory is open;
     ``on_progress`` as in :func:`grb_dist.sweep.runner.run_sweep`; ``job_name`` names the Ray
-    job of a local Ray started here (default: after the run directory)."""
+    job of a local Ray started here (default: after the run directory); ``plan``: the peak
+    memory of the tasks ``sweep --plan`` measured (:class:`~grb_dist.sweep.sizing.Sizes`),
+    which they reserve of Ray; a task that fits no node of the cluster is refused before
+    the run directory is opened."""
     from grb_dist.cluster.ray_edge import connect, disconnect
+    from grb_dist.sweep.placement import check_placement
     from grb_dist.sweep.runner import run_sweep
+    from grb_dist.sweep.sizing import Sizes
 
     summary = None
     if missing_cells(prepared):
         ctx = connect(settings, job_name=job_name or f"grb-dist {prepared.spec.dataset} -> {prepared.run_dir}")
         try:
+            sizes, work = Sizes(prepared.cells, prepared.graph, plan), pending_work(prepared)
+            # a task that fits no node of the cluster: refused before the run directory is made
+            settings = check_placement(sizes, work, work.scored_defenses, settings)
             store = open_store(prepared, lock)
             if on_connect is not None:
                 on_connect(ctx, store)
             summary = run_sweep(prepared.cells, prepared.graph, store, settings, on_progress=on_progress,
-                                flush_rows=flush_rows, flush_seconds=flush_seconds)
+                                flush_rows=flush_rows, flush_seconds=flush_seconds, sizes=sizes)
         finally:
             disconnect(ctx)
         boards = reduce_run(store, on_warning=on_warning)
@@ -240,7 +248,7 @@ def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None
 
 def run(prepared: Prepared, settings: Callable[[], Any], *, local: bool, on_locked: Callable[[Prepared], Any],
         wait: bool = False, on_wait=None, on_warning=None, on_connect=None, flush_rows: int = 4096,
-        flush_seconds: float = 10.0, job_name: str | None = None) -> Outcome:
+        flush_seconds: float = 10.0, job_name: str | None = None, plan: Mapping[str, int] | None = None) -> Outcome:
     """The steps of a prepared sweep, for ``grb-dist sweep`` and :func:`grb_dist.benchmark`
     alike: a run that holds every cell is answered from the store (:func:`finished`: no
     lock, no write, no Ray); else the run is checked before Ray starts
@@ -252,8 +260,8 @@ def run(prepared: Prepared, settings: Callable[[], Any], *, local: bool, on_lock
     ``on_locked(locked)`` is called under the lock with the run as read there, before
     :func:`execute`; it returns the progress display handed to :func:`execute` as
     ``on_progress`` (entered around it when it is a context manager), or ``None``.
-    ``on_connect``, ``flush_rows``, ``flush_seconds``, ``on_warning`` and ``job_name`` are
-    :func:`execute`'s (``on_warning`` also :func:`finished`'s)."""
+    ``on_connect``, ``flush_rows``, ``flush_seconds``, ``on_warning``, ``job_name`` and
+    ``plan`` are :func:`execute`'s (``on_warning`` also :func:`finished`'s)."""
     import contextlib
 
     outcome = finished(prepared, on_warning=on_warning)  # every cell stored: no lock, no Ray, no write
@@ -267,7 +275,7 @@ def run(prepared: Prepared, settings: Callable[[], Any], *, local: bool, on_lock
         with display if hasattr(display, "__enter__") else contextlib.nullcontext():
             return execute(prepared, ray_settings, lock, on_connect=on_connect, on_progress=display,
                            flush_rows=flush_rows, flush_seconds=flush_seconds, on_warning=on_warning,
-                           job_name=job_name)
+                           job_name=job_name, plan=plan)
     finally:
         lock.release()
 

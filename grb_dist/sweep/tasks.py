@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from grb_dist.cluster.ray_edge import (ActorLost, TaskFailed, cancel, cluster_size, device, get, in_worker, kill,
-                                       options, put, put_registrations, resolve, wait)
+from grb_dist.cluster.ray_edge import (ActorLost, TaskFailed, cancel, cluster_size, device, get, gpu_memory, in_worker,
+                                       kill, nodes, options, put, put_registrations, resolve, wait)
 from grb_dist.cluster import ray_edge as edge
 from grb_dist.core.graph import Graph
 from grb_dist.sweep import worker
@@ -99,6 +99,64 @@ class ScorerActor:
             return scorer.score(attack.perturbation, difficulty, defenses, attack.scored)
 
 
+class DeviceWorker:
+    """A long-lived actor that holds a share of a GPU for the sweep's life and runs its
+    training, attack and poisoning work one call at a time (:meth:`run`): torch and CUDA
+    start once per actor, not once per task (a Ray task with a GPU gets a fresh worker
+    process every time). The graph of a run is resolved once per actor and kept.
+
+    A call that runs out of GPU memory (the actors sharing the card peaked together beyond
+    the figures they reserve) gives the card's cached blocks back and tries again, up to
+    :data:`OOM_RETRIES` times, after the others had time to finish."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.graphs: dict[str, Graph] = {}
+        self.calls = 0
+
+    def __repr__(self) -> str:  # the actor's name in Ray's logs and dashboard
+        return self.name
+
+    def info(self) -> dict:
+        """This actor's process, its device and how many calls it ran."""
+        return {"name": self.name, "pid": os.getpid(), "device": device(), "calls": self.calls}
+
+    def run(self, fn, registrations: list, graph: list, *args):
+        """``fn(graph, *args)`` on this actor's device; ``graph``: ``[ref]`` of the run's graph."""
+        key = graph[0].hex()
+        if key not in self.graphs:
+            self.graphs = {key: resolve(graph[0])}  # one run's graph at a time
+        self.calls += 1
+        for attempt in range(OOM_RETRIES + 1):
+            try:
+                with in_worker(registrations):
+                    return fn(self.graphs[key], *args)
+            except RuntimeError as exc:  # torch.OutOfMemoryError is a RuntimeError
+                if "out of memory" not in str(exc).lower() or attempt == OOM_RETRIES:
+                    raise
+                _release_device_memory(wait=2 ** (attempt + 1))
+            finally:  # what the call cached on the card is free for the actors beside this one
+                _release_device_memory(wait=0)
+
+
+#: Tries again of a :class:`DeviceWorker` call that ran out of GPU memory.
+OOM_RETRIES = 3
+
+
+def _release_device_memory(wait: float) -> None:
+    """Give the GPU's cached blocks back (when CUDA started here), then wait about ``wait``
+    seconds (with jitter) for the calls beside this one to end."""
+    import random
+    import sys
+    import time
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+    if wait:
+        time.sleep(wait * random.uniform(0.75, 1.25))
+
+
 # ---------------------------------------------------------------- in the driver
 
 
@@ -124,6 +182,23 @@ def submit_poison(graph_ref: Any, task: Any, pert_ref: Any, state_ref: Any, regi
     return edge.submit(poison, (graph_ref, task, pert_ref, state), registrations, opts, name)
 
 
+def start_device_worker(name: str, opts: dict[str, Any]) -> Any:
+    """A :class:`DeviceWorker` actor named ``name``."""
+    return edge.start_actor(DeviceWorker, name, opts, name)
+
+
+def call_device_worker(actor: Any, fn, graph_ref: Any, args: tuple, registrations: list, name: str,
+                       num_returns: int = 1) -> Any:
+    """``fn(graph, *args)`` (:func:`train`, :func:`attack` or :func:`poison`) on ``actor``;
+    its ref, or a list of ``num_returns`` refs."""
+    return edge.call(actor, "run", fn, registrations, [graph_ref], *args, num_returns=num_returns, name=name)
+
+
+def info_of(actor: Any) -> Any:
+    """The ref of a :class:`DeviceWorker`'s :meth:`~DeviceWorker.info`."""
+    return edge.call(actor, "info")
+
+
 def start_scorer(name: str, opts: dict[str, Any]) -> Any:
     """A Scorer actor named ``name`` (with a suffix while an earlier sweep's still holds it)."""
     return edge.start_actor(ScorerActor, name, opts, name)
@@ -134,6 +209,7 @@ def submit_score(scorer: Any, setup: ScorerSetup, pert_ref: Any, difficulty: str
     return edge.call(scorer, "score", setup, pert_ref, difficulty, defenses)
 
 
-__all__ = ["ActorLost", "ScorerActor", "ScorerSetup", "TaskFailed", "attack", "cancel", "cluster_size", "get", "kill",
+__all__ = ["ActorLost", "DeviceWorker", "ScorerActor", "call_device_worker", "info_of",
+           "start_device_worker", "ScorerSetup", "TaskFailed", "attack", "cancel", "cluster_size", "get", "gpu_memory", "kill", "nodes",
            "options", "poison", "put", "put_registrations", "start_scorer", "submit_attack", "submit_poison",
            "submit_score", "submit_train", "train", "wait"]
