@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from grb_dist.cli import app
 from grb_dist.core.errors import ConfigError
 from grb_dist.sweep.cost.calibrate import Calibration, Rate, Startup, cache_path, code_hash, gpu_machine
-from grb_dist.sweep.cost.forecast import Cluster, expected_epochs, forecast
+from grb_dist.sweep.cost.forecast import Cluster, expected_epochs, forecast, task_figures
 from grb_dist.sweep.job import parse_job
 from grb_dist.sweep.cells import needed_work, run_cells
 from helpers import small
@@ -95,6 +95,29 @@ def test_peak_memory_per_task_adds_a_worker_and_the_graph():
     fc = forecast(p, work, cal, Cluster(cpus=1), graph_bytes=1000)
     assert fc.peak_task("train") == 100 + 1000 + 10
     assert fc.peak_task("attack") == 100 + 1000 + 20
+
+
+def test_task_figures_list_every_task_with_its_seconds_and_memory():
+    """One figure per task to run: a worker, the graph and the task's calibrated peak (the
+    table's peak memory per task is their largest), and whether that fits the memory given;
+    a stored model is not trained."""
+    p, work = _plan()
+    cal = _calibration(p, work, train={"gcn": 1.0, "mlp": 2.0}, attack=(0.5, 0.25, 1.0), score=0.125)
+    fc = forecast(p, work, cal, Cluster(cpus=1), graph_bytes=1000)
+    tasks = task_figures(work, cal, fc, memory=100 + 1000 + 15)
+    by_kind = {k: [t for t in tasks if t["kind"] == k] for k in ("train", "attack", "score", "poison")}
+    assert [t["model"] for t in by_kind["train"]] == [m.file_stem for m in work.models]
+    assert [t["perturbation"] for t in by_kind["attack"]] == [a.perturbation_id for a in work.attacks_to_run]
+    assert [t["cell"] for t in by_kind["score"]] == [c.cell_id for c in work.todo] and not by_kind["poison"]
+    for kind in ("train", "attack", "score"):
+        assert max(t["peak_bytes"] for t in by_kind[kind]) == fc.peak_task(kind)
+    assert {(t["kind"], t["fits"]) for t in tasks} == {("train", True), ("attack", False), ("score", False)}
+    fgsm = by_kind["attack"][0]
+    assert (fgsm["name"], fgsm["surrogate"]) == ("fgsm", "gcn")
+    assert fgsm["seconds"] == pytest.approx(1.0 + 0.5 + fgsm["steps"] * 0.25)
+    assert by_kind["score"][0]["seconds"] == 0.125
+    stored = forecast(p, work, cal, Cluster(cpus=1), stored=frozenset({work.models[0].file_stem}))
+    assert work.models[0].file_stem not in {t.get("model") for t in task_figures(work, cal, stored)}
 
 
 @pytest.mark.parametrize("cpus,gpus", [(0, 0), (1, -1)])
@@ -225,6 +248,7 @@ def _seconds(text: str) -> float:
     (["--calibration", "full"], "add --plan"),
     (["--plan", "--plan-budget", "0"], "--plan-budget must be"),
     (["--plan", "--calibration", "half"], "--calibration must be one of auto, sampled, full"),
+    (["--json"], "--json prints a plan: add --plan"),
 ])
 def test_plan_options_are_checked_before_any_work(tiny_job, tmp_path, flags, message):
     result = runner.invoke(app, ["sweep", "--job", str(tiny_job), "--out", str(tmp_path / "run"), *flags])
@@ -232,6 +256,12 @@ def test_plan_options_are_checked_before_any_work(tiny_job, tmp_path, flags, mes
     assert message in result.output
     assert not (tmp_path / "run").exists()
     assert not (tmp_path / "cache").exists()
+
+
+def test_json_without_plan_is_a_one_line_error(tiny_job, tmp_path):
+    result = runner.invoke(app, ["sweep", "--job", str(tiny_job), "--out", str(tmp_path / "run"), "--json"])
+    assert result.exit_code == 2
+    assert result.stdout == "" and result.stderr.strip().splitlines()[0].startswith("error: --json prints a plan")
 
 
 def test_plan_for_gpus_without_a_gpu_here_asks_for_the_gpu_kind(tiny_job, tmp_path):
@@ -309,3 +339,110 @@ def test_a_training_rate_is_read_inside_its_runs(monkeypatch, tmp_path):
     assert rate.unit == pytest.approx(statistics.median(b - a for a, b in zip(ends, ends[1:])))
     assert rate.fixed + n * rate.unit == pytest.approx(runs[-1][0])
     assert rate.peak == max(p for _, p in runs[1:])
+
+
+# ---------------------------------------------- every scenario, poisoning's trainings, --json
+
+#: A small job of every scenario: poisoning trains each defense on the clean graph
+#: (``<defense>-<seed>-clean``) and on each poisoned graph, trainings of their own.
+EVERY_SCENARIO = small(scenario="all", repeats=1, train={"epochs": 10, "patience": 5},
+                       modification={"attacks": {"dice": {}}},
+                       poisoning={"attack": {"ratio_edge_mod": 0.05}, "attacks": {"dice": {}}})
+
+
+class _NoRay:
+    """Ray's start-up, not timed: these tests plan, they do not measure a local Ray's start."""
+
+    def __init__(self, cpus, dashboard):
+        pass
+
+    def result(self):
+        return Startup(1.0, 1.0, 1.0, 1.0, 100 * 2**20)
+
+    def cancel(self):
+        pass
+
+
+@pytest.fixture(scope="module")
+def plan_cache(tmp_path_factory):
+    """One calibration cache for the module's plans of :data:`EVERY_SCENARIO`: a figure one
+    test measured, the next reuses."""
+    return tmp_path_factory.mktemp("plan-cache")
+
+
+@pytest.fixture
+def every_scenario(tmp_path, monkeypatch, plan_cache):
+    import grb_dist.sweep.cost.calibrate as cal
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(plan_cache))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(cal, "StartupProbe", _NoRay)
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(EVERY_SCENARIO))
+    return job
+
+
+@pytest.mark.parametrize("calibration", ["full", "sampled"])
+def test_a_plan_prices_poisonings_trainings_on_the_graph_and_on_samples(every_scenario, tmp_path, calibration):
+    """Regression: the calibration looked a training figure's model up among the job's
+    models, which poisoning's trainings are not (``KeyError: 'gcn-0-clean'``); they are
+    priced like any training, on the whole graph and on samples."""
+    r = runner.invoke(app, ["sweep", "--job", str(every_scenario), "--out", str(tmp_path / "run"), "--no-dashboard",
+                            "--plan", "--scenario", "poisoning", "--calibration", calibration])
+    assert r.exit_code == 0, r.output
+    # the attacker's surrogate (trained on the whole graph), and per defense (gcn, mlp) a
+    # training on the clean graph and one on dice's; 2 x 2 x 2 difficulties cells
+    assert "| train | 5 models |" in r.stdout and "| attack | 1 perturbation |" in r.stdout, r.stdout
+    assert "| score | 8 cells |" in r.stdout and "predicted wall time:" in r.stdout
+    assert ("on samples of" in r.stdout) == (calibration == "sampled")
+    assert "warning:" not in r.stdout and not (tmp_path / "run").exists()
+
+
+def test_plan_json_lists_every_pending_task(every_scenario, tmp_path):
+    """``--plan --json``: one JSON document on stdout (progress on stderr) with the
+    cluster, the totals, the stages and every task of the pending work."""
+    from grb_dist.sweep.session import pending_work, prepare
+
+    r = runner.invoke(app, ["sweep", "--job", str(every_scenario), "--out", str(tmp_path / "run"), "--no-dashboard",
+                            "--plan", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert "calibrating" in r.stderr and not (tmp_path / "run").exists()
+    work = pending_work(prepare(parse_job(EVERY_SCENARIO), out=tmp_path / "run"))
+    tasks = doc["tasks"]
+    listed = {k: sorted(t[field] for t in tasks if t["kind"] == k)
+              for k, field in (("train", "model"), ("attack", "perturbation"), ("poison", "model"), ("score", "cell"))}
+    assert listed == {"train": sorted(m.file_stem for m in work.models),
+                      "attack": sorted(a.perturbation_id for a in work.attacks_to_run),
+                      "poison": sorted(pt.model.file_stem for pt in work.poisoned),
+                      "score": sorted(c.cell_id for c in work.todo if c.scenario != "poisoning")}
+    assert any(t["model"].endswith("-clean") for t in tasks if t["kind"] == "poison")
+    for t in tasks:
+        assert t["name"] and t["seconds"] >= 0 and isinstance(t["peak_bytes"], int) and t["peak_bytes"] > 0, t
+        assert t["fits"] is True
+    assert all(t["surrogate"] and t["difficulty"] for t in tasks if t["kind"] == "attack")
+    stages = doc["stages"]
+    assert stages["train"]["count"] == len(listed["train"]) + len(listed["poison"])
+    assert (stages["attack"]["count"], stages["score"]["count"]) == (len(listed["attack"]), len(work.todo))
+    assert max(t["peak_bytes"] for t in tasks if t["kind"] in ("train", "poison")) == stages["train"]["peak_bytes"]
+    assert doc["totals"]["seconds"] > 0 and doc["cluster"]["memory_of"] == "this machine"
+    assert doc["scenarios"] == ["injection", "modification", "poisoning"] and doc["to_compute"] == len(work.todo)
+
+
+def test_plan_warns_of_a_task_larger_than_the_machine(every_scenario, tmp_path, monkeypatch):
+    """A task whose peak memory exceeds this machine's: one line after the table names the
+    largest and its figure; in --json no task fits."""
+    import grb_dist.sweep.cost.forecast as fc
+
+    monkeypatch.setattr(fc, "machine_memory", lambda: 2**20)  # 1 MiB: no task fits
+    args = ["sweep", "--job", str(every_scenario), "--out", str(tmp_path / "run"), "--no-dashboard", "--plan",
+            "--scenario", "poisoning"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    warning = [line for line in r.stdout.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1, r.stdout
+    assert re.match(r"warning: training \w+.* \(\d+\.\d MiB\) does not fit this machine \(1\.0 MiB\); "
+                    r"\d+ other tasks do not either", warning[0]), warning[0]
+    doc = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    assert doc["tasks"] and not any(t["fits"] for t in doc["tasks"])

@@ -55,6 +55,7 @@ def sweep(
     gpu_kind: Optional[str] = typer.Option(None, "--gpu-kind", help="With --plan and --gpus: the cluster's GPU (h100, a100 ...), calibrated once on a node with it; default: this machine's GPU."),
     plan_budget: Optional[float] = typer.Option(None, "--plan-budget", help="With --plan: stop measuring after SECONDS; the figures left are estimated from the measured ones of their kind, and the prediction comes with bounds."),
     calibration: str = typer.Option("auto", "--calibration", help="With --plan: where to measure: auto (samples of a graph above 60,000 nodes, else the graph itself), sampled or full."),
+    as_json: bool = typer.Option(False, "--json", help="With --plan: print the plan as one JSON document on stdout instead of the tables: the cluster, the totals, each stage, and every task to compute with its predicted seconds, peak memory in bytes and whether it fits this machine (progress goes to stderr)."),
 ) -> None:
     """Run the benchmark: every attack of the scenario(s) against every defense, per difficulty, on Ray.
 
@@ -65,7 +66,7 @@ def sweep(
     from grb_dist.sweep.session import prepare, resolve_job
 
     _check_run_options(address, keep_ray, threads, flush_rows, flush_seconds)
-    _check_plan_options(plan_only, cpus, gpus, gpu_kind, plan_budget, calibration)
+    _check_plan_options(plan_only, cpus, gpus, gpu_kind, plan_budget, calibration, as_json)
     overrides = dict(attacks=attacks, defenses=defenses, surrogates=surrogates, difficulties=difficulties,
                      repeats=repeats, seed=seed, n_inject=n_inject, edges_per_node=edges_per_node, steps=steps,
                      scenario=scenario, ratio_edge_mod=ratio_edge_mod, adaptive=adaptive)
@@ -77,7 +78,7 @@ def sweep(
             # the sweep's own start: this process so far (its start, imports, the graph)
             started = _process_age(time.perf_counter() - loading)
             _plan(prepared, _plan_cluster(address, num_cpus, cpus, gpus, threads), gpu_kind, started, dashboard,
-                  described=cpus is not None, budget=plan_budget, calibration=calibration)
+                  described=cpus is not None, budget=plan_budget, calibration=calibration, as_json=as_json)
             return
 
         def settings():
@@ -243,10 +244,13 @@ def _check_run_options(address: Optional[str], keep_ray: bool, threads: Optional
 
 
 def _check_plan_options(plan_only: bool, cpus: Optional[float], gpus: Optional[float],
-                        gpu_kind: Optional[str], budget: Optional[float] = None, calibration: str = "auto") -> None:
+                        gpu_kind: Optional[str], budget: Optional[float] = None, calibration: str = "auto",
+                        as_json: bool = False) -> None:
     from grb_dist.core.errors import ConfigError
     from grb_dist.sweep.cost.calibrate import SAMPLING
 
+    if as_json and not plan_only:
+        raise ConfigError("--json prints a plan: add --plan (or leave it out)")
     given = [flag for flag, v in (("--cpus", cpus), ("--gpus", gpus), ("--gpu-kind", gpu_kind),
                                   ("--plan-budget", budget), ("--calibration", None if calibration == "auto" else 1))
              if v is not None]
@@ -269,18 +273,20 @@ def _check_plan_options(plan_only: bool, cpus: Optional[float], gpus: Optional[f
 def _plan_cluster(address: Optional[str], num_cpus: Optional[int], cpus: Optional[float], gpus: Optional[float],
                   threads: Optional[int]):
     """The cluster of ``--plan``: the one described by ``--cpus``/``--gpus``, else the joined
-    cluster's size (``--address``), else the local Ray's (this machine, ``--num-cpus``)."""
+    cluster's size and largest node's memory (``--address``), else the local Ray's (this
+    machine, ``--num-cpus``)."""
     import os
 
     from grb_dist.sweep.cost.forecast import Cluster
 
+    memory = 0
     if cpus is None and address:
-        from grb_dist.cluster.ray_edge import cluster_size, connect, disconnect
+        from grb_dist.cluster.ray_edge import cluster_size, connect, disconnect, largest_node_memory
         from grb_dist.cluster.settings import RaySettings
 
         ctx = connect(RaySettings(address=address, include_dashboard=False))
         try:
-            cpus, found = cluster_size()
+            (cpus, found), memory = cluster_size(), largest_node_memory()
         finally:
             disconnect(ctx)
         gpus = found if gpus is None else gpus
@@ -289,7 +295,7 @@ def _plan_cluster(address: Optional[str], num_cpus: Optional[int], cpus: Optiona
 
         cpus = float(num_cpus or os.cpu_count() or 1)
         gpus = float(torch.cuda.device_count()) if gpus is None else gpus
-    return Cluster(cpus=cpus, gpus=gpus or 0.0, local=not address, threads=threads or 1)
+    return Cluster(cpus=cpus, gpus=gpus or 0.0, local=not address, threads=threads or 1, memory=memory)
 
 
 def _process_age(fallback: float) -> float:
@@ -305,71 +311,138 @@ def _process_age(fallback: float) -> float:
 
 
 def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashboard: Optional[bool], *,
-          described: bool, budget: Optional[float] = None, calibration: str = "auto") -> None:
-    """``--plan``: calibrate, forecast and print the plan (stdout: Markdown; stderr: progress)."""
+          described: bool, budget: Optional[float] = None, calibration: str = "auto", as_json: bool = False) -> None:
+    """``--plan``: calibrate, forecast and print the plan (stdout: Markdown, or with
+    ``as_json`` one JSON document; stderr: progress)."""
+    import contextlib
+    import sys
+
     from grb_dist.sweep.cost.predict import predict_cost
 
-    from grb_dist.sweep.cost.calibrate import sample_sizes
-
-    spec = prepared.spec
-    sizes = sample_sizes(prepared.graph.num_nodes, calibration)
-    measured_on = (f"samples of {' and '.join(f'{k:,}' for k in sizes)} of its {prepared.graph.num_nodes:,} nodes, "
-             "extrapolated" if sizes else "the whole graph")
-    status = base.err_console.status("calibrating") if base.err_console.is_terminal else None
-    if status is None:  # a pipe: a line now, then one whenever a measurement starts 5 s after the last line
-        base.err_console.print(f"calibrating for a {gpu_kind} GPU (from its cached figures, or on this machine's if it is one) ..." if gpu_kind else
-                               f"calibrating on this machine: a few epochs and steps of each kind of task on {measured_on}"
-                               + (f", for at most {_duration(budget)}" if budget else "") + " ...",
-                               highlight=False, markup=False, soft_wrap=True)
-        last = [time.perf_counter()]
-
-        def step(what: str) -> None:
-            if time.perf_counter() - last[0] >= 5.0:
-                last[0] = time.perf_counter()
-                base.err_console.print(f"calibrating: {what}", highlight=False, markup=False, soft_wrap=True)
-    else:
-        status.start()
-        step = lambda what: status.update(f"calibrating: {what}")  # noqa: E731
+    step, stop = _calibration_progress(prepared, gpu_kind, budget, calibration)
     try:
-        work, cal, fc = predict_cost(prepared, cluster, load_seconds=load_seconds, gpu_kind=gpu_kind,
-                                     dashboard=dashboard, on_step=step, sample=calibration, budget=budget)
+        # --json: stdout holds the document alone; whatever prints while measuring goes to stderr
+        with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+            work, cal, fc = predict_cost(prepared, cluster, load_seconds=load_seconds, gpu_kind=gpu_kind,
+                                         dashboard=dashboard, on_step=step, sample=calibration, budget=budget)
     finally:
-        if status is not None:
-            status.stop()
+        stop()
     where = gpu_kind or (described and "described by --cpus/--gpus") or (
         "this machine" if cluster.local else "the cluster at --address")
+    if as_json:
+        _print_json(prepared, work, cal, fc, where)
+    else:
+        _print_plan(prepared, work, cal, fc, where)
+
+
+def _calibration_progress(prepared, gpu_kind: Optional[str], budget: Optional[float], calibration: str):
+    """The calibration's progress on stderr: a spinner on a terminal; on a pipe a line now,
+    then one whenever a measurement starts 5 s after the last line. Returns the function
+    each measurement calls and the one that ends the display."""
+    from grb_dist.sweep.cost.calibrate import sample_sizes
+
+    sizes = sample_sizes(prepared.graph.num_nodes, calibration)
+    if base.err_console.is_terminal:
+        status = base.err_console.status("calibrating")
+        status.start()
+        return (lambda what: status.update(f"calibrating: {what}")), status.stop
+    measured_on = (f"samples of {' and '.join(f'{k:,}' for k in sizes)} of its {prepared.graph.num_nodes:,} nodes, "
+                   "extrapolated" if sizes else "the whole graph")
+    base.err_console.print(f"calibrating for a {gpu_kind} GPU (from its cached figures, or on this machine's if it is "
+                           "one) ..." if gpu_kind else
+                           f"calibrating on this machine: a few epochs and steps of each kind of task on {measured_on}"
+                           + (f", for at most {_duration(budget)}" if budget else "") + " ...",
+                           highlight=False, markup=False, soft_wrap=True)
+    last = [time.perf_counter()]
+
+    def step(what: str) -> None:
+        if time.perf_counter() - last[0] >= 5.0:
+            last[0] = time.perf_counter()
+            base.err_console.print(f"calibrating: {what}", highlight=False, markup=False, soft_wrap=True)
+
+    return step, lambda: None
+
+
+def _print_json(prepared, work, cal, fc, where: str) -> None:
+    """``--plan --json``: the plan as one JSON document on stdout
+    (:func:`~grb_dist.sweep.cost.forecast.plan_summary`, with the job's identity)."""
+    import json
+
+    from grb_dist.sweep.cost.forecast import plan_summary
+
+    spec = prepared.spec
+    summary = plan_summary(work, cal, fc)
+    summary["cluster"]["where"] = where
+    doc = {"dataset": spec.dataset, "nodes": prepared.graph.num_nodes, "scenarios": list(spec.scenarios),
+           "run_dir": str(prepared.run_dir), "cells": len(prepared.cells.scores), "to_compute": len(work.todo),
+           **summary}
+    base.console.out(json.dumps(doc, indent=2), highlight=False)
+
+
+def _print_plan(prepared, work, cal, fc, where: str) -> None:
+    """The plan's Markdown on stdout: the job, the calibration, a table of the stages, the
+    predicted wall time, a warning for a task that does not fit the machine."""
+    spec = prepared.spec
     print_ = lambda text: base.console.print(text, highlight=False, markup=False, soft_wrap=True)  # noqa: E731
     print_(f"plan: {spec.dataset} ({plural(prepared.graph.num_nodes, 'node')}, {' + '.join(spec.scenarios)}): "
            f"{plural(len(prepared.cells.scores), 'cell')}, {len(work.todo):,} to compute -> {prepared.run_dir} "
            "(nothing computed or written)")
-    for line in _calibration_lines(cal, cluster, where):
+    for line in _calibration_lines(cal, fc.cluster, where):
         print_(line)
     if not work.todo:
         print_("nothing to compute: every cell of this job is stored")
         return
+    print_("")
+    for line in _stage_table(fc):
+        print_(line)
+    warning = _memory_warning(work, cal, fc)
+    if warning:
+        print_(warning)
+    print_("")
+    print_(f"predicted wall time: {_duration(fc.total)}" + (
+        f" (at most {_duration(fc.upper)} if no training stops early)" if fc.upper > fc.total * 1.005 else "")
+        + (f"; between {_duration(fc.bounds[0])} and {_duration(fc.bounds[1])} with the estimated figures"
+           if fc.bounds else ""))
+    if fc.stages["train"].upper > fc.stages["train"].task_seconds * 1.005:
+        for note in fc.notes:
+            print_(f"note: {note}")
+
+
+def _stage_table(fc) -> list[str]:
+    """The plan's table: per stage what it computes, its task time, when it runs, the peak
+    memory of one of its tasks; then the total."""
     s = fc.stages
     more = s["train"].upper > s["train"].task_seconds * 1.005
     rows = [("train", f"{plural(s['train'].count, 'model')}", _duration(s["train"].task_seconds)
              + (f" (at most {_duration(s['train'].upper)})" if more else "")),
             ("attack", f"{plural(s['attack'].count, 'perturbation')}", _duration(s["attack"].task_seconds)),
             ("score", f"{plural(s['score'].count, 'cell')}", _duration(s["score"].task_seconds))]
-    print_("")
-    print_("| stage | to compute | task time | runs, in the schedule | peak memory per task |")
-    print_("|---|---|---|---|---|")
+    lines = ["| stage | to compute | task time | runs, in the schedule | peak memory per task |", "|---|---|---|---|---|"]
     for name, count, task_time in rows:
         st = s[name]
         span = f"{_clock(st.start)} - {_clock(st.end)}" if st.count else "-"
-        print_(f"| {name} | {count} | {task_time} | {span} | {_gib(fc.peak_task(name))} |")
-    print_(f"| total | | | setup {_duration(fc.setup)} + schedule {_duration(fc.schedule)} + end "
-           f"{_duration(fc.total - fc.setup - fc.schedule)} | |")
-    print_("")
-    print_(f"predicted wall time: {_duration(fc.total)}" + (
-        f" (at most {_duration(fc.upper)} if no training stops early)" if fc.upper > fc.total * 1.005 else "")
-        + (f"; between {_duration(fc.bounds[0])} and {_duration(fc.bounds[1])} with the estimated figures"
-           if fc.bounds else ""))
-    if more:
-        for note in fc.notes:
-            print_(f"note: {note}")
+        lines.append(f"| {name} | {count} | {task_time} | {span} | {_gib(fc.peak_task(name))} |")
+    lines.append(f"| total | | | setup {_duration(fc.setup)} + schedule {_duration(fc.schedule)} + end "
+                 f"{_duration(fc.total - fc.setup - fc.schedule)} | |")
+    return lines
+
+
+def _memory_warning(work, cal, fc) -> Optional[str]:
+    """A line naming the largest task whose peak memory exceeds this machine's (or the
+    joined cluster's largest node's), and how many more do; ``None`` when all fit."""
+    from grb_dist.core.resources import format_bytes
+    from grb_dist.sweep.cost.forecast import memory_limit, task_figures
+
+    limit, where = memory_limit(fc.cluster)
+    over = [t for t in task_figures(work, cal, fc, limit) if not t["fits"]]
+    if not over:
+        return None
+    top = max(over, key=lambda t: t["peak_bytes"])
+    more = len(over) - 1
+    others = f"{plural(more, 'other task')} {'does' if more == 1 else 'do'} not either; " if more else ""
+    return (f"warning: {top['what']} ({format_bytes(top['peak_bytes'])}) does not fit {where} "
+            f"({format_bytes(limit)}); {others}the sweep cannot run it there: plan for a machine with more "
+            "memory, or lighten the job (fewer or smaller models, a smaller graph)")
 
 
 def _calibration_lines(cal, cluster, where: str) -> list[str]:

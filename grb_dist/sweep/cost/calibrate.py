@@ -107,7 +107,7 @@ class _Calibrator:
         self.machine = dict(machine) if machine is not None else machine_identity(device, threads)
         self.path = cache_path(self.machine)
         self.cache = entries(self.path)
-        self.tasks = {t.file_stem: t for t in cells.models}
+        self.tasks = {t.file_stem: t for t in cells.trainings}  # the poisoning scenario's too
         self.models: dict[str, Any] = {}  # file stem -> a briefly trained model
         self.perturbation: Any = None  # the last one an attack made (what scoring is timed on)
         self.perturbation_scenario = ""

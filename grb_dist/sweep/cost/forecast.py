@@ -25,6 +25,10 @@ optimistic (figures: docs/performance.md).
 Around the schedule: the command's start and loading the graph (timed by the plan itself),
 the driver's imports, starting a local Ray and its workers and stopping it (calibrated:
 :class:`~grb_dist.sweep.cost.calibrate.Startup`), and the reduction at the end (:data:`REDUCE_S`).
+
+:func:`task_figures` gives each task of the work its own figures (seconds, peak memory,
+whether it fits the machine), :func:`plan_summary` the whole plan, both as plain data
+(``sweep --plan --json``; what sizes Ray's memory requests).
 """
 
 from __future__ import annotations
@@ -33,9 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grb_dist.core.errors import ConfigError
+from grb_dist.core.resources import machine_memory
 from grb_dist.sweep.cost.calibrate import Calibration
-from grb_dist.core.names import POISONING
-from grb_dist.sweep.cells import ATTACK_BATCH, Cells, PoisonTask, ScoreCell, Work
+from grb_dist.core.names import POISONING, TRANSFER
+from grb_dist.sweep.cells import ATTACK_BATCH, AttackCell, Cells, ModelTask, PoisonTask, ScoreCell, Work
 
 #: Seconds of a scoring call beyond its forward passes (the actor call, assembling the
 #: perturbed graph).
@@ -47,13 +52,15 @@ REDUCE_S = 1.0
 
 @dataclass(frozen=True)
 class Cluster:
-    """The cluster a sweep would run on: CPUs, GPUs, whether Ray starts locally, and the
-    torch threads of each task."""
+    """The cluster a sweep would run on: CPUs, GPUs, whether Ray starts locally, the
+    torch threads of each task, and the memory of its largest node (bytes; 0: unknown,
+    this machine's is taken: :func:`memory_limit`)."""
 
     cpus: float
     gpus: float = 0.0
     local: bool = True
     threads: int = 1
+    memory: int = 0
 
     def __post_init__(self) -> None:
         if not self.cpus >= 1:
@@ -92,6 +99,7 @@ class Forecast:
     graph_bytes: int
     notes: list[str] = field(default_factory=list)
     bounds: tuple[float, float] | None = None  # the total's range when some figures were estimated, not measured
+    stored: frozenset[str] = frozenset()  # file stems of the models the run holds (loaded, not trained)
 
     def peak_task(self, stage: str) -> int:
         """The resident memory of the stage's largest task: a worker, the graph, its work."""
@@ -110,6 +118,11 @@ def expected_epochs(train: dict[str, Any], best_epoch: int | None = None) -> flo
     return min(float(epochs), best + patience + 1)
 
 
+def training_seconds(task: ModelTask, cal: Calibration) -> float:
+    """Seconds a training is expected to take: :func:`expected_epochs` at its calibrated rate."""
+    return cal.train[task.file_stem].seconds(expected_epochs(dict(task.train), cal.best_epoch))
+
+
 def forecast(cells: Cells, work: Work, calibration: Calibration, cluster: Cluster, *, load_seconds: float = 0.0,
              graph_bytes: int = 0, stored: frozenset[str] = frozenset(), n_scorers: int = 0) -> Forecast:
     """The predicted cost of ``work`` on ``cluster``: ``stored`` are the file stems of the
@@ -121,8 +134,7 @@ def forecast(cells: Cells, work: Work, calibration: Calibration, cluster: Cluste
     # own, which its clean rows then load: counted once
     to_train = list({t.file_stem: t for t in work.trainings
                      if t.file_stem not in stored}.values())
-    epochs = {t.file_stem: expected_epochs(dict(t.train), cal.best_epoch) for t in to_train}
-    train_s = {t.file_stem: cal.train[t.file_stem].seconds(epochs[t.file_stem]) for t in to_train}
+    train_s = {t.file_stem: training_seconds(t, cal) for t in to_train}
     upper_s = sum(cal.train[t.file_stem].seconds(int(t.train.get("epochs", 200))) for t in to_train)
     stages = {
         "train": StageForecast("train", len(to_train), sum(train_s.values()),
@@ -146,7 +158,8 @@ def forecast(cells: Cells, work: Work, calibration: Calibration, cluster: Cluste
         notes.append("training assumes early stopping halfway through the epochs patience leaves open (the "
                      "surrogate's full training was too long to try); with every epoch run it is at most the "
                      "upper figure")
-    return Forecast(stages, setup, schedule, total, max(total, upper), cluster, up.worker_bytes, graph_bytes, notes)
+    return Forecast(stages, setup, schedule, total, max(total, upper), cluster, up.worker_bytes, graph_bytes, notes,
+                    stored=stored)
 
 
 class _Schedule:
@@ -289,4 +302,103 @@ class _Schedule:
                     self.scorer_busy[payload] = False
 
 
-__all__ = ["CALL_S", "Cluster", "Forecast", "REDUCE_S", "StageForecast", "expected_epochs", "forecast"]
+# ---------------------------------------------------------------- figures per task, as plain data
+
+def memory_limit(cluster: Cluster) -> tuple[int, str]:
+    """The memory a task must fit (bytes) and where: the largest node of a joined cluster
+    when it is known (:attr:`Cluster.memory`), else this machine's."""
+    if cluster.memory > 0:
+        return cluster.memory, "the largest node of the cluster"
+    return machine_memory(), "this machine"
+
+
+def task_figures(work: Work, calibration: Calibration, fc: Forecast, memory: int | None = None
+                 ) -> list[dict[str, Any]]:
+    """Every task of ``work`` as the forecast ``fc`` prices it, one dict each (JSON-ready):
+    trainings, attacks (one per perturbation), poisoning tasks (a defense trained on a
+    graph and scored there), score cells (one forward pass each; poisoning's cells are
+    scored by their poisoning task). Each has ``kind`` (``train``, ``attack``, ``poison``,
+    ``score``), ``key`` (``<kind>:<model file stem | perturbation id | defense>``), ``name``
+    (the model, attack or defense), ``what`` (in words), the fields that tell it apart
+    (``model``, ``surrogate``, ``difficulty``, ...), ``seconds`` (predicted, run alone: an
+    attack with its surrogate's clean pass, which an attack task's cells share),
+    ``task_bytes`` (its calibrated peak above a worker and the graph), ``peak_bytes``
+    (host memory: a worker, the graph and ``task_bytes``, the figure of
+    :meth:`Forecast.peak_task`) and ``fits``: ``peak_bytes`` at most ``memory`` (default
+    :func:`memory_limit` of the forecast's cluster). Models the run holds are not trained."""
+    limit = memory_limit(fc.cluster)[0] if memory is None else memory
+    base = fc.worker_bytes + fc.graph_bytes
+    tasks = [*(_train_task(t, calibration) for t in work.models if t.file_stem not in fc.stored),
+             *(_attack_task(a, calibration) for a in work.attacks_to_run),
+             *(_poison_task(pt, calibration, work, fc.stored) for pt in work.poisoned),
+             *(_score_task(c, calibration) for c in work.todo if c.scenario != POISONING)]
+    for t in tasks:
+        t.update(seconds=round(t["seconds"], 6), peak_bytes=base + t["task_bytes"],
+                 fits=base + t["task_bytes"] <= limit)
+    return tasks
+
+
+def _train_task(t: ModelTask, cal: Calibration) -> dict[str, Any]:
+    return {"kind": "train", "key": f"train:{t.file_stem}", "name": t.name, "what": f"training {t.name}",
+            "model": t.file_stem, "role": t.role, "seconds": training_seconds(t, cal),
+            "task_bytes": cal.train[t.file_stem].peak}
+
+
+def _attack_task(a: AttackCell, cal: Calibration) -> dict[str, Any]:
+    rate = cal.attack[a.perturbation_id]
+    threat = "" if a.threat == TRANSFER else f"{a.threat} "
+    return {"kind": "attack", "key": f"attack:{a.perturbation_id}", "name": a.attack,
+            "what": f"{a.scenario} {threat}{a.attack} on {a.surrogate}, {a.difficulty}", "surrogate": a.surrogate,
+            "difficulty": a.difficulty, "scenario": a.scenario, "threat": a.threat, "repeat": a.repeat,
+            "steps": a.steps, "perturbation": a.perturbation_id, "seconds": rate.clean + rate.seconds(a.steps),
+            "task_bytes": rate.peak}
+
+
+def _poison_task(pt: PoisonTask, cal: Calibration, work: Work, stored: frozenset[str]) -> dict[str, Any]:
+    """A poisoning task: it trains its model (unless a training task of its own or the run
+    does) and scores it on each of its cells, as the schedule prices it."""
+    t, score = pt.model, cal.score[pt.model.name]
+    trains = t.file_stem not in stored and t.file_stem not in {m.file_stem for m in work.models}
+    graph = f"poisoned graph {pt.perturbation_id[:16]}" if pt.perturbation_id else "clean graph"
+    return {"kind": "poison", "key": f"poison:{t.file_stem}", "name": t.name,
+            "what": f"training {t.name} on the {graph}" if trains else f"scoring {t.name} on the {graph}",
+            "model": t.file_stem, "perturbation": pt.perturbation_id, "cells": len(pt.cells),
+            "seconds": (training_seconds(t, cal) if trains else 0.0) + score.fixed * len(pt.cells),
+            "task_bytes": cal.train[t.file_stem].peak if trains else score.peak}
+
+
+def _score_task(c: ScoreCell, cal: Calibration) -> dict[str, Any]:
+    return {"kind": "score", "key": f"score:{c.defense}", "name": c.defense, "what": f"scoring {c.defense}",
+            "cell": c.cell_id, "attack": c.attack, "surrogate": c.surrogate, "difficulty": c.difficulty,
+            "scenario": c.scenario, "threat": c.threat, "repeat": c.repeat, "perturbation": c.perturbation_id,
+            "seconds": cal.score[c.defense].fixed, "task_bytes": cal.score[c.defense].peak}
+
+
+def plan_summary(work: Work, calibration: Calibration, fc: Forecast) -> dict[str, Any]:
+    """The plan as plain data (``sweep --plan --json``): the cluster and the memory a task
+    must fit, the calibration, the totals (seconds; ``bounds`` when figures were
+    estimated), each stage (as the plan's table: ``train`` counts the poisoning tasks'
+    trainings, ``peak_bytes`` is :meth:`Forecast.peak_task`) and :func:`task_figures`."""
+    cal, cluster = calibration, fc.cluster
+    limit, where = memory_limit(cluster)
+    return {
+        "cluster": {"cpus": cluster.cpus, "gpus": cluster.gpus, "local": cluster.local, "threads": cluster.threads,
+                    "memory_bytes": limit, "memory_of": where},
+        "calibration": {"device": cal.machine.get("device"), "processor": cal.machine.get("processor"),
+                        "measured": cal.measured, "reused": cal.reused, "seconds": round(cal.seconds, 3),
+                        "samples": list(cal.samples), "estimated": cal.estimated, "best_epoch": cal.best_epoch},
+        "totals": {"seconds": round(fc.total, 3), "upper_seconds": round(fc.upper, 3),
+                   "setup_seconds": round(fc.setup, 3), "schedule_seconds": round(fc.schedule, 3),
+                   "end_seconds": round(fc.total - fc.setup - fc.schedule, 3),
+                   "bounds": [round(b, 3) for b in fc.bounds] if fc.bounds else None},
+        "stages": {name: {"count": st.count, "task_seconds": round(st.task_seconds, 3),
+                          "upper_task_seconds": round(st.upper, 3) if name == "train" else None,
+                          "start": round(st.start, 3), "end": round(st.end, 3), "peak_bytes": fc.peak_task(name)}
+                   for name, st in fc.stages.items()},
+        "notes": list(fc.notes),
+        "tasks": task_figures(work, cal, fc, limit),
+    }
+
+
+__all__ = ["CALL_S", "Cluster", "Forecast", "REDUCE_S", "StageForecast", "expected_epochs", "forecast", "memory_limit",
+           "plan_summary", "task_figures", "training_seconds"]
