@@ -14,12 +14,23 @@ On a machine with a CUDA GPU it runs, each stage in its own process with its own
    steps, the job's GCN, random weights): seconds per step and peak GPU memory;
 4. ``precision``: attack strength in fp32, tf32 and bf16 (``bench/attacks/precision.py``), on
    cora-legacy where the data folders hold it, else on its twin ``csbm-grb-cora``;
-5. ``sweep-default``: the default sweep (``grb-dist sweep``), timed;
+5. ``sweep-default``: the default sweep (``grb-dist sweep``), timed; ``sweep-default-2cpu``: the
+   same on two of the machine's CPU cores with the GPU hidden, the baseline in the same run;
 6. ``sweep-aminer``: a ``csbm-grb-aminer`` injection sweep at GRB's budgets, full
    difficulty, one repeat, FGSM, on GCN and GCN+LN (what fits the stage's limit);
 7. ``sweep-poisoning``: a ``csbm-grb-aminer`` poisoning sweep: DICE at 5% of the edges, a GCN
    trained on the whole poisoned graph (and its clean rows' training, and the attacker's
-   surrogate): the trainings that dominate a poisoning sweep's cost at that scale.
+   surrogate): the trainings that dominate a poisoning sweep's cost at that scale;
+8. ``main-job``: the complete ``csbm-grb-aminer`` job (``grb-dist sweep --dataset
+   csbm-grb-aminer``: 1,472 cells) into ``--main-out`` (default ``results/gpu-main-job``), for
+   ``--main-limit`` seconds; stopped at its limit with SIGTERM (its rows written), so a second
+   run of the stage resumes it. Its figures: cells done, wall time, and per stage (train,
+   attack, score) the tasks, their task-seconds and the span from the run's timeline, and the
+   workers that ran them; the GPU's peak memory in use (``nvidia-smi``, every second) is
+   printed by every stage.
+
+Stages that start a sweep stop at their limit with SIGTERM, as ``ray job stop`` would, and
+are killed 30 s later if still running.
 
 Without a GPU (or with ``--tiny``) the same stages run on the built-in ``csbm`` graph with a
 few steps, so the suite cannot rot: ``tests/test_gpu_suite.py`` runs it in CI. The last
@@ -32,6 +43,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -45,10 +58,11 @@ PAPER_STEPS = 5000
 
 
 def stages(args, device: str, tiny: bool) -> list[tuple[str, list[str], int]]:
-    """``(name, command, time limit in seconds)`` of every stage; on a GPU the limits add up
-    to 8.5 minutes (510 s), so that the whole suite and its set-up fit one 10-minute call."""
+    """``(name, command, time limit in seconds)`` of every stage; on a GPU the limits of the
+    first stages add up to 8.5 minutes (510 s), so that they and the set-up fit one 10-minute
+    call; the main job (``--only main-job``) has a call of its own."""
     py = sys.executable
-    grb = str(Path(sys.executable).parent / "grb-dist")
+    grb = [py, "-m", "grb_dist.cli"]
     steps = args.steps or (3 if tiny else 100)
     dataset = "csbm" if tiny else "csbm-grb-aminer"
     narrow = ["--attacks", "rnd,fgsm", "--defenses", "gcn", "--difficulties", "full", "--repeats", "1",
@@ -63,13 +77,17 @@ def stages(args, device: str, tiny: bool) -> list[tuple[str, list[str], int]]:
         ("precision", [py, str(BENCH / "attacks" / "precision.py"), "--device", device, "--attacks", "fgsm,tdgia"]
          + (["--dataset", "csbm", "--steps", "3", "--epochs", "5"] if tiny else ["--dataset", precision_data()]),
          limit(40)),
-        ("sweep-default", [grb, "sweep", "--out", str(args.out / "sweep-default")] + narrow, limit(80)),
-        ("sweep-aminer", [grb, "sweep", "--dataset", dataset, "--out", str(args.out / "sweep-aminer"),
+        ("sweep-default", [*grb, "sweep", "--out", str(args.out / "sweep-default")] + narrow, limit(80)),
+        ("sweep-default-2cpu", ["env", "CUDA_VISIBLE_DEVICES=", *grb, "sweep", "--num-cpus", "2",
+                                "--out", str(args.out / "sweep-default-2cpu")] + narrow, limit(80)),
+        ("sweep-aminer", [*grb, "sweep", "--dataset", dataset, "--out", str(args.out / "sweep-aminer"),
                           "--attacks", "fgsm", "--defenses", "gcn,gcn_ln", "--difficulties", "full",
                           "--repeats", "1"] + (["--steps", "3"] if tiny else []), limit(110)),
-        ("sweep-poisoning", [grb, "sweep", "--dataset", dataset, "--scenario", "poisoning",
+        ("sweep-poisoning", [*grb, "sweep", "--dataset", dataset, "--scenario", "poisoning",
                              "--out", str(args.out / "sweep-poisoning"), "--attacks", "dice", "--defenses", "gcn",
                              "--difficulties", "full", "--repeats", "1"], limit(100)),
+        ("main-job", [*grb, "sweep", "--dataset", dataset, "--out", str(args.main_out), "--no-dashboard"]
+         + (narrow if tiny else []), limit(args.main_limit)),
     ]
 
 
@@ -88,7 +106,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, help="folder for the stages' logs and runs (required)")
     ap.add_argument("--tiny", action="store_true", help="the CPU fallback on the built-in csbm graph")
     ap.add_argument("--steps", type=int, help="FGSM/TDGIA steps measured (default: 100 on a GPU, 3 with --tiny)")
-    ap.add_argument("--only", help="comma-separated stages to run (default: all)")
+    ap.add_argument("--only", help="comma-separated stages to run (default: all but main-job)")
+    ap.add_argument("--main-out", type=Path, default=ROOT / "results" / "gpu-main-job",
+                    help="run directory of the main-job stage (a second run resumes it)")
+    ap.add_argument("--main-limit", type=int, default=540, help="seconds of the main-job stage (default 540)")
     args = ap.parse_args()
     if args.out is None:
         ap.error("--out is required: a folder for the stages' logs and runs")
@@ -105,30 +126,88 @@ def main() -> None:
     print("env:", json.dumps(env), flush=True)
     if not cuda and not args.tiny:
         print("no CUDA GPU here: running the CPU fallback (--tiny)", flush=True)
-    only = set(args.only.split(",")) if args.only else None
+    only = set(args.only.split(",")) if args.only else {name for name, _, _ in stages(args, device, tiny)} - (
+        set() if tiny else {"main-job"})
     rows, failed = [("env", "ok", 0.0, f"{env['gpu'] or 'no GPU'}, torch {env['torch']}, {env['mode']}")], False
     for name, cmd, limit in stages(args, device, tiny):
-        if only and name not in only:
+        if name not in only:
             continue
         log = args.out / f"{name}.log"
         print(f"\n## {name}: {' '.join(Path(c).name if i < 2 else c for i, c in enumerate(cmd))}", flush=True)
-        start = time.perf_counter()
-        try:
-            done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=limit,
-                                  cwd=ROOT)
-            status, text = ("ok" if done.returncode == 0 else f"exit {done.returncode}"), done.stdout
-        except subprocess.TimeoutExpired as exc:
-            status, text = f"over {limit} s", (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        seconds = time.perf_counter() - start
+        with GpuMemory(cuda) as gpu:
+            status, text, seconds = run_stage(cmd, limit)
         log.write_text(text)
         failed |= status != "ok"
         print("\n".join(text.strip().splitlines()[-12:]), flush=True)
-        rows.append((name, status, seconds, summary(name, text, tiny)))
+        figures = summary(name, text, tiny) + (f"; GPU peak {gpu.peak_gib:.1f} GiB in use" if gpu.peak_gib else "")
+        if name == "main-job":
+            figures += "; " + main_job_figures(args.main_out)
+        rows.append((name, status, seconds, figures))
     print("\n| stage | status | seconds | figures |\n|---|---|---:|---|")
     for name, status, seconds, figures in rows:
         print(f"| {name} | {status} | {seconds:.0f} | {figures} |")
     print(f"\nlogs in {args.out}")
     raise SystemExit(1 if failed else 0)
+
+
+def run_stage(cmd: list[str], limit: int) -> tuple[str, str, float]:
+    """Run ``cmd`` for at most ``limit`` seconds, then SIGTERM (a sweep writes its rows and
+    stops; a resumable run), then SIGKILL 30 s later; its status, output and seconds."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    try:
+        text, _ = proc.communicate(timeout=limit)
+        status = "ok" if proc.returncode == 0 else f"exit {proc.returncode}"
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            text, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            text, _ = proc.communicate()
+        status = f"stopped at {limit} s"
+    return status, text or "", time.perf_counter() - start
+
+
+class GpuMemory:
+    """The GPU's peak memory in use while a stage runs, read by ``nvidia-smi`` every second
+    (all processes: the stage's workers and actors together); nothing without a GPU."""
+
+    def __init__(self, cuda: bool) -> None:
+        self.proc, self.peak_gib = None, 0.0
+        self.cuda = cuda and shutil.which("nvidia-smi") is not None
+
+    def __enter__(self) -> "GpuMemory":
+        if self.cuda:
+            self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
+                                          "-lms", "1000"], stdout=subprocess.PIPE, text=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            out, _ = self.proc.communicate()
+            used = [int(v) for v in out.split() if v.isdigit()]
+            self.peak_gib = max(used, default=0) / 1024
+
+
+def main_job_figures(run_dir: Path) -> str:
+    """Cells done and, per stage, the tasks, their task-seconds, the span in the run's
+    timeline (every invocation: a resumed run adds up) and the workers, from the run."""
+    import pandas as pd
+
+    try:
+        scores = pd.read_parquet(run_dir / "scores")
+        timeline = pd.concat([pd.read_parquet(f) for f in sorted((run_dir / "timeline").glob("*.parquet"))])
+    except (OSError, ValueError) as exc:
+        return f"no run to read ({exc})"
+    parts = [f"{len(scores)} cells stored, {timeline['invocation'].nunique()} invocation(s)"]
+    for stage, rows in timeline.groupby("stage"):
+        secs = (rows["finished"] - rows["started"]).dt.total_seconds()
+        span = (rows["finished"].max() - rows["started"].min()).total_seconds()
+        workers = rows["worker"].dropna().nunique() if "worker" in rows else 0
+        parts.append(f"{stage}: {len(rows)} tasks, {secs.sum():.0f} task-s, span {span:.0f} s, {workers} workers")
+    return "; ".join(parts)
 
 
 def summary(name: str, text: str, tiny: bool) -> str:
@@ -151,7 +230,7 @@ def summary(name: str, text: str, tiny: bool) -> str:
     if name == "precision":
         lines = [line for line in text.splitlines() if line.startswith("| ") and "precision" not in line]
         return "; ".join(" ".join(c.strip() for c in line.strip("|").split("|")[:3]) for line in lines)
-    if name.startswith("sweep"):
+    if name.startswith("sweep") or name == "main-job":
         lines = [line for line in text.splitlines() if "cells (" in line]
         return lines[-1].strip() if lines else ""
     return ""

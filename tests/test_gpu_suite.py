@@ -8,12 +8,14 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("env", "attacks", "prbcd", "precision", "sweep-default", "sweep-aminer", "sweep-poisoning")
+STAGES = ("env", "attacks", "prbcd", "precision", "sweep-default", "sweep-default-2cpu", "sweep-aminer",
+          "sweep-poisoning", "main-job")
 
 
 def test_the_cpu_fallback_runs_every_stage(tmp_path):
     out = tmp_path / "suite"
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_suite.py"), "--out", str(out), "--tiny"],
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_suite.py"), "--out", str(out), "--tiny",
+                           "--main-out", str(tmp_path / "main")],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-4000:]
     table = done.stdout[done.stdout.index("| stage | status |"):]
@@ -27,6 +29,8 @@ def test_the_cpu_fallback_runs_every_stage(tmp_path):
     assert "s/step" in rows["attacks"][2] and "fgsm" in rows["attacks"][2] and "tdgia" in rows["attacks"][2]
     assert "flips" in rows["prbcd"][2] and "bf16" in rows["precision"][2]
     assert "0 failed" in rows["sweep-default"][2] and "0 failed" in rows["sweep-poisoning"][2]
+    assert "0 failed" in rows["sweep-default-2cpu"][2]
+    assert "cells stored" in rows["main-job"][2] and "score:" in rows["main-job"][2]
     assert all((out / f"{stage}.log").is_file() for stage in STAGES[1:])
 
 

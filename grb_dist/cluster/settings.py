@@ -37,7 +37,7 @@ class RaySettings:
         workers_per_gpu: most device-worker actors per GPU (``0`` = as many as the job's
             largest task fits on the GPU, at most the node's CPUs per GPU).
         num_scorers: Scorer actors, each holding a share of the defenses (``0`` = one per
-            two cluster CPUs or per GPU, at most one per defense).
+            two cluster CPUs, or two per GPU, at most one per defense).
         max_retries: retries of a failed training or attack task (worker crash).
         max_restarts / max_task_retries: restarts of a dead Scorer and retries of its calls.
         resubmits: resubmissions of a scoring call that failed because its actor died.

@@ -21,6 +21,11 @@ from grb_dist.sweep.pool import DevicePool
 from grb_dist.sweep.sizing import Sizes, TaskSize, check_fits, device_layout
 
 
+#: Scorer actors per GPU (by default): two score side by side while a third call's
+#: perturbation is assembled; each holds half of the defenses.
+SCORERS_PER_GPU = 2
+
+
 @dataclass
 class Placement:
     """What a sweep got from Ray: its cluster's CPUs and GPUs, the bound on work in flight,
@@ -102,7 +107,8 @@ def place(cells: Cells, work: Work, graph: Graph, settings: RaySettings, defense
     :func:`check_placement`). ``defenses``: those the Scorers will hold."""
     sizes = sizes or Sizes(cells, graph)
     cpus, gpus = edge.cluster_size()
-    n_scorers = min(settings.num_scorers or max(1, int(gpus) if gpus else int(cpus) // 2), max(1, len(defenses)))
+    n_scorers = min(settings.num_scorers or max(1, SCORERS_PER_GPU * int(gpus) if gpus else int(cpus) // 2),
+                    max(1, len(defenses)))
     in_flight = settings.max_in_flight or max(2, int(2 * cpus))
     scorer = sizes.scorer(defenses)
     if not gpus:
