@@ -223,18 +223,23 @@ def test_train_memory_checked_before_training(workdir, monkeypatch):
 def test_cluster_memory_checked_once_joined(workdir, monkeypatch):
     import ray
 
-    from grb_dist.cli.sweep import _check_cluster_memory
+    from grb_dist.cluster.settings import RaySettings
     from grb_dist.core.errors import ConfigError
-    from grb_dist.sweep.session import prepare, resolve_job
+    from grb_dist.sweep.placement import check_placement
+    from grb_dist.sweep.session import pending_work, prepare, resolve_job
+    from grb_dist.sweep.sizing import Sizes
 
     spec = resolve_job("csbm", None, {"attacks": "rnd", "defenses": "gcn", "difficulties": "full", "repeats": 1,
                                       "n_inject": 5, "edges_per_node": 3})
     prepared = prepare(spec, out=workdir / "run")
-    small_node = {"Alive": True, "Resources": {"memory": 1 << 17, "object_store_memory": 1 << 17}}
-    dead_big_node = {"Alive": False, "Resources": {"memory": 1 << 40}}
+    work = pending_work(prepared)
+    sizes = Sizes(prepared.cells, prepared.graph)
+    small_node = {"Alive": True, "Resources": {"CPU": 2, "memory": 1 << 20, "object_store_memory": 1 << 17}}
+    dead_big_node = {"Alive": False, "Resources": {"CPU": 2, "memory": 1 << 40}}
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 4, "memory": (1 << 40) + (1 << 20)})
     monkeypatch.setattr(ray, "nodes", lambda: [small_node, dead_big_node])
-    with pytest.raises(ConfigError, match="largest node of the cluster has 256.0 KiB"):
-        _check_cluster_memory(prepared)
+    with pytest.raises(ConfigError, match="largest node has 1.0 MiB"):
+        check_placement(sizes, work, work.scored_defenses, RaySettings())
     monkeypatch.setattr(ray, "nodes", lambda: [small_node, {**dead_big_node, "Alive": True}])
-    _check_cluster_memory(prepared)
+    check_placement(sizes, work, work.scored_defenses, RaySettings())
     assert not (workdir / "run").exists()

@@ -176,3 +176,27 @@ def test_a_task_that_fits_no_node_is_refused_before_anything_is_written(tmp_path
     """, tmp_path)
     assert out["error"] and "\n" not in out["error"] and "training" in out["error"] and "1.0 GiB" in out["error"]
     assert out["written"] is False
+
+
+def test_the_sweep_reserves_what_the_last_plan_measured(tmp_path, monkeypatch):
+    from grb_dist.sweep.cost.machine import plan_path, read_plan_figures, save_plan_figures
+    from grb_dist.sweep.session import plan_figures, prepare, resolve_job
+    from grb_dist.sweep.sizing import Sizes, plan_key
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    spec = resolve_job("csbm", None, {"attacks": "rnd", "defenses": "gcn", "difficulties": "full", "repeats": 1})
+    prepared = prepare(spec, out=tmp_path / "run")
+    assert plan_figures(prepared) == {}
+    stem = prepared.cells.models[0].file_stem
+    save_plan_figures(spec.config_hash, prepared.fingerprint, "cpu", {plan_key("train", stem): 5 * GIB})
+    assert plan_figures(prepared) == {plan_key("train", stem): 5 * GIB}
+    size = Sizes(prepared.cells, prepared.graph, plan_figures(prepared)).train(prepared.cells.models[0])
+    assert size.own == 5 * GIB and size.source == "plan"
+    other = Sizes(prepared.cells, prepared.graph, {}).train(prepared.cells.models[0])
+    assert other.source == "estimate" and 0 < other.own < GIB
+    # a damaged or forged file counts as no plan: the estimates stand
+    path = plan_path(spec.config_hash, prepared.fingerprint)
+    for text in ("{", '{"device": "cpu", "figures": {"train:x": -1}}', '{"device": "cpu", "figures": {"a": 1.5}}',
+                 '{"device": 3, "figures": {}}', "[]"):
+        path.write_text(text)
+        assert read_plan_figures(spec.config_hash, prepared.fingerprint) == ({}, "")

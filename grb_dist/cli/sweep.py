@@ -163,8 +163,6 @@ def _announce(prepared, settings, ctx) -> None:
 
     missing = missing_cells(prepared)
     adaptive = sum(c.threat != "transfer" for c in p.scores)
-    if settings.resolved_address():  # a joined cluster: its memory is known only now
-        _check_cluster_memory(prepared)
     base.console.print(
         Text.assemble(("sweep", "bold"), " ")
         + f"{spec.dataset} ({plural(prepared.graph.num_nodes, 'node')}, {' + '.join(spec.scenarios)}): "
@@ -218,18 +216,6 @@ def _show(prepared, outcome, elapsed: float, ctx=None) -> None:
         raise typer.Exit(1)
 
 
-def _check_cluster_memory(prepared) -> None:
-    """The sweep's largest task must fit the largest live node of the joined cluster (its Ray
-    memory plus object store); before anything is written."""
-    from grb_dist.core.resources import check_memory
-    from grb_dist.sweep.preflight import sweep_memory
-    from grb_dist.cluster.ray_edge import largest_node_memory
-
-    size = largest_node_memory()
-    if size > 0:
-        check_memory(sweep_memory(prepared.resolved, prepared.graph), size, "the largest node of the cluster")
-
-
 def _check_run_options(address: Optional[str], keep_ray: bool, threads: Optional[int], flush_rows: int,
                        flush_seconds: float) -> None:
     """The sweep's own options, before anything is loaded."""
@@ -281,12 +267,12 @@ def _plan_cluster(address: Optional[str], num_cpus: Optional[int], cpus: Optiona
 
     memory = 0
     if cpus is None and address:
-        from grb_dist.cluster.ray_edge import cluster_size, connect, disconnect, largest_node_memory
+        from grb_dist.cluster.ray_edge import cluster_size, connect, disconnect, nodes
         from grb_dist.cluster.settings import RaySettings
 
         ctx = connect(RaySettings(address=address, include_dashboard=False))
         try:
-            (cpus, found), memory = cluster_size(), largest_node_memory()
+            (cpus, found), memory = cluster_size(), int(max((n["memory"] for n in nodes()), default=0))
         finally:
             disconnect(ctx)
         gpus = found if gpus is None else gpus
@@ -327,12 +313,24 @@ def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashb
                                          dashboard=dashboard, on_step=step, sample=calibration, budget=budget)
     finally:
         stop()
+    _keep_figures(prepared, work, cal, fc)
     where = gpu_kind or (described and "described by --cpus/--gpus") or (
         "this machine" if cluster.local else "the cluster at --address")
     if as_json:
         _print_json(prepared, work, cal, fc, where)
     else:
         _print_plan(prepared, work, cal, fc, where)
+
+
+def _keep_figures(prepared, work, cal, fc) -> None:
+    """The peak memory of every task of the plan, kept for the job's sweep: each of its tasks
+    reserves its figure of Ray (:mod:`grb_dist.sweep.sizing`; the task's own bytes, the
+    graph's copy included)."""
+    from grb_dist.sweep.cost.forecast import task_figures
+    from grb_dist.sweep.cost.machine import save_plan_figures
+
+    figures = {t["key"]: int(t["task_bytes"] + fc.graph_bytes) for t in task_figures(work, cal, fc)}
+    save_plan_figures(prepared.spec.config_hash, prepared.fingerprint, str(cal.machine.get("device", "")), figures)
 
 
 def _calibration_progress(prepared, gpu_kind: Optional[str], budget: Optional[float], calibration: str):

@@ -356,14 +356,6 @@ def cluster_size() -> tuple[float, float]:
     return float(res.get("CPU", 0)), float(res.get("GPU", 0))
 
 
-def largest_node_memory() -> int:
-    """Ray memory plus object store of the largest live node of the connected cluster (0
-    when Ray does not say)."""
-    sizes = [n.get("Resources", {}).get("memory", 0) + n.get("Resources", {}).get("object_store_memory", 0)
-             for n in ray.nodes() if n.get("Alive")]
-    return int(max(sizes)) if sizes else 0
-
-
 def nodes() -> list[dict[str, float]]:
     """The live nodes of the connected cluster: ``cpus``, ``gpus`` and ``memory`` (the bytes
     Ray lets tasks and actors reserve there, its ``memory`` resource)."""
@@ -545,5 +537,5 @@ def run_units(fn: Callable[..., Any], work: Iterable[tuple[str, tuple]], on_resu
 
 
 __all__ = ["ActorLost", "RayContext", "TaskFailed", "call", "cancel", "cluster_size", "connect", "device",
-           "disconnect", "get", "gpu_memory", "in_worker", "kill", "largest_node_memory", "nodes", "options", "put", "put_registrations",
+           "disconnect", "get", "gpu_memory", "in_worker", "kill", "nodes", "options", "put", "put_registrations",
            "resolve", "run_units", "start_actor", "startup_report", "submit", "wait"]

@@ -62,6 +62,17 @@ def machine_memory() -> int:
     return int(total)
 
 
+#: The share of this machine's memory a local Ray lets its tasks and actors reserve (Ray's
+#: ``memory`` resource, set explicitly): the rest is the driver's, Ray's own and the object
+#: store's, which fills as objects are put.
+LOCAL_RAY_SHARE = 0.9
+
+
+def reservable_memory() -> int:
+    """The bytes a local Ray started by grb-dist lets its tasks and actors reserve."""
+    return int(machine_memory() * LOCAL_RAY_SHARE)
+
+
 def format_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
@@ -82,4 +93,5 @@ def check_memory(tasks: list[TaskMemory], available: int, where: str) -> None:
         )
 
 
-__all__ = ["TaskMemory", "check_memory", "check_ray_address", "format_bytes", "machine_memory"]
+__all__ = ["LOCAL_RAY_SHARE", "TaskMemory", "check_memory", "check_ray_address", "format_bytes", "machine_memory",
+           "reservable_memory"]

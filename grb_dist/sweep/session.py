@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 from grb_dist.core.errors import GrbDistError
+from grb_dist.core.resources import reservable_memory
 from grb_dist.core.graph import Graph
 from grb_dist.core.text import plural
 from grb_dist.leaderboard.reduce import reduce_run
@@ -149,6 +150,14 @@ def pending_work(prepared: Prepared) -> Any:
     return needed_work(prepared.cells, done, stored)
 
 
+def plan_figures(prepared: Prepared) -> dict[str, int]:
+    """The peak memory of each task the last ``sweep --plan`` of this job on this dataset
+    measured (:func:`~grb_dist.sweep.cost.machine.read_plan_figures`); empty without one."""
+    from grb_dist.sweep.cost.machine import read_plan_figures
+
+    return read_plan_figures(prepared.spec.config_hash, prepared.fingerprint)[0]
+
+
 def open_store(prepared: Prepared, lock: RunLock) -> RunStore:
     """Create or grow the run directory (under ``lock``): manifest, recovery, quarantine."""
     return RunStore.open(prepared.run_dir, dataset=prepared.dataset, components=prepared.components,
@@ -269,6 +278,16 @@ def run(prepared: Prepared, settings: Callable[[], Any], *, local: bool, on_lock
         return outcome
     check_sweep(prepared, local=local)  # run directory writable, stored models, memory: before Ray
     ray_settings = settings()
+    if plan is None:  # the last --plan of this job measured its tasks' memory
+        plan = plan_figures(prepared)
+    if local:  # a local Ray: every task must fit what it lets a task reserve, known before it starts
+        if ray_settings.memory is None:
+            ray_settings = dataclasses.replace(ray_settings, memory=reservable_memory())
+        from grb_dist.sweep.sizing import Sizes, check_fits
+
+        sizes, work = Sizes(prepared.cells, prepared.graph, plan), pending_work(prepared)
+        check_fits(sizes.of_work(work) + [sizes.scorer(work.scored_defenses)], host=ray_settings.memory,
+                   where="this machine (what a local Ray lets a task reserve)")
     lock, prepared = lock_run(prepared, wait=wait, on_wait=on_wait)
     try:
         display = on_locked(prepared)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grb_dist.core.errors import ConfigError
-from grb_dist.core.resources import machine_memory
+from grb_dist.core.resources import reservable_memory
 from grb_dist.sweep.cost.calibrate import Calibration
 from grb_dist.core.names import POISONING, TRANSFER
 from grb_dist.sweep.cells import ATTACK_BATCH, AttackCell, Cells, ModelTask, PoisonTask, ScoreCell, Work
@@ -309,7 +309,7 @@ def memory_limit(cluster: Cluster) -> tuple[int, str]:
     when it is known (:attr:`Cluster.memory`), else this machine's."""
     if cluster.memory > 0:
         return cluster.memory, "the largest node of the cluster"
-    return machine_memory(), "this machine"
+    return reservable_memory(), "this machine (what a local Ray lets a task reserve)"
 
 
 def task_figures(work: Work, calibration: Calibration, fc: Forecast, memory: int | None = None

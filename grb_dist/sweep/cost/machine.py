@@ -165,3 +165,37 @@ def measure_startup(cpus: int, dashboard: bool | None) -> Startup:
 
 __all__ = ["CALIBRATION_VERSION", "Startup", "StartupProbe", "measure_startup", "cache_dir", "cache_path", "code_hash", "cpu_model", "entries", "gpu_machine",
            "machine_identity", "read_cache"]
+
+
+# ---------------------------------------------------------------- the plan's memory figures
+
+def plan_path(config_hash: str, fingerprint: str) -> Path:
+    """The file of the last plan's memory figures of a job on a dataset."""
+    return cache_dir() / "plans" / f"{content_hash({'config': config_hash, 'dataset': fingerprint})}.json"
+
+
+def save_plan_figures(config_hash: str, fingerprint: str, device: str, figures: Mapping[str, int]) -> None:
+    """Keep the peak memory of every task of a plan (bytes, keyed by
+    :func:`~grb_dist.sweep.sizing.plan_key`) for the job's sweep, which reserves them of Ray.
+    A cache that cannot be written costs the sweep the estimates, nothing else."""
+    from grb_dist.core.config import canonical_json
+    from grb_dist.core.fileio import write_bytes
+
+    path = plan_path(config_hash, fingerprint)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes(canonical_json({"device": device, "figures": dict(figures)}).encode(), path)
+    except OSError:
+        pass
+
+
+def read_plan_figures(config_hash: str, fingerprint: str) -> tuple[dict[str, int], str]:
+    """The memory figures and the device of the last plan of a job on a dataset
+    (:func:`save_plan_figures`); ``({}, "")`` without one. A damaged or foreign file counts as
+    none: only string keys with whole, non-negative numbers of bytes are taken."""
+    data = read_cache(plan_path(config_hash, fingerprint))
+    figures, device = data.get("figures"), data.get("device")
+    if not isinstance(figures, dict) or not isinstance(device, str):
+        return {}, ""
+    good = {k: v for k, v in figures.items() if isinstance(k, str) and type(v) is int and 0 <= v < 2**50}
+    return (good, device) if len(good) == len(figures) else ({}, "")
