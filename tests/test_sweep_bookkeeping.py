@@ -15,7 +15,7 @@ import pytest
 
 from grb_dist.core.names import CLEAN
 from grb_dist.store import RunLock, RunStore, graph_fingerprint
-from grb_dist.sweep import runner, worker
+from grb_dist.sweep import placement, runner, worker
 from grb_dist.sweep.job import parse_job
 from grb_dist.sweep.cells import run_cells, run_components
 from grb_dist.cluster.ray_edge import ActorLost, TaskFailed
@@ -59,11 +59,14 @@ class InProcessEdge:
     def put_registrations(self):
         return [self._ref({})]
 
-    def options(self, settings, kind, use_gpu):
-        return {"kind": kind}
+    def options(self, settings, kind, **sizes):
+        return {"kind": kind, **sizes}
 
     def cluster_size(self):
         return 2.0, 0.0
+
+    def nodes(self):
+        return [{"cpus": 2.0, "gpus": 0.0, "memory": float(2**34)}]
 
     def submit_train(self, graph_ref, task, registrations, opts, name):
         self.submitted["train"] += 1
@@ -123,6 +126,7 @@ def graph():
 
 def run(tmp_path, graph, edge, monkeypatch, job=JOB):
     monkeypatch.setattr(runner, "edge", edge)
+    monkeypatch.setattr(placement, "edge", edge)
     spec = parse_job(job)
     p = run_cells(spec, graph_fingerprint(graph, spec.normalize))
     seen = []

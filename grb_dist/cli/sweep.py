@@ -182,6 +182,13 @@ def _announce(prepared, settings, ctx) -> None:
                       f"or the contents of {ctx.dashboard_token})")
     base.console.print(f"Ray: {ctx.cpus:g} CPUs, {ctx.gpus:g} GPUs; dashboard: {dashboard}", highlight=False,
                        soft_wrap=True)
+    from grb_dist.sweep.session import plan_figures
+
+    measured = "as the last --plan of this job measured it" if plan_figures(prepared) else \
+        "estimated from the sizes of the graph, models and attacks (sweep --plan measures it)"
+    where = "in device workers on the GPUs" if ctx.gpus else "as Ray tasks"
+    base.console.print(f"memory: each task reserves its peak, {measured}; training and attacks run {where}",
+                       highlight=False, soft_wrap=True)
 
 
 def _show(prepared, outcome, elapsed: float, ctx=None) -> None:
