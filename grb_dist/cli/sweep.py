@@ -53,7 +53,7 @@ def sweep(
     cpus: Optional[float] = typer.Option(None, "--cpus", help="With --plan: the CPUs of the cluster to plan for (default: the cluster of --address, else this machine's or --num-cpus)."),
     gpus: Optional[float] = typer.Option(None, "--gpus", help="With --plan: the GPUs of that cluster (default: 0 with --cpus, else the cluster's)."),
     gpu_kind: Optional[str] = typer.Option(None, "--gpu-kind", help="With --plan and --gpus: the cluster's GPU (h100, a100 ...), calibrated once on a node with it; default: this machine's GPU."),
-    plan_budget: Optional[float] = typer.Option(None, "--plan-budget", help="With --plan: stop measuring after SECONDS; the figures left are estimated from the measured ones of their kind, and the prediction comes with bounds."),
+    plan_budget: Optional[float] = typer.Option(None, "--plan-budget", help="With --plan: stop measuring after SECONDS (default: what keeps the whole --plan within 3 minutes); the figures left are estimated from the measured ones of their kind, and the prediction comes with bounds."),
     calibration: str = typer.Option("auto", "--calibration", help="With --plan: where to measure: auto (samples of a graph above 60,000 nodes, else the graph itself), sampled or full."),
     as_json: bool = typer.Option(False, "--json", help="With --plan: print the plan as one JSON document on stdout instead of the tables: the cluster, the totals, each stage, and every task to compute with its predicted seconds, peak memory in bytes and whether it fits this machine (progress goes to stderr)."),
 ) -> None:
@@ -78,7 +78,8 @@ def sweep(
             # the sweep's own start: this process so far (its start, imports, the graph)
             started = _process_age(time.perf_counter() - loading)
             _plan(prepared, _plan_cluster(address, num_cpus, cpus, gpus, threads), gpu_kind, started, dashboard,
-                  described=cpus is not None, budget=plan_budget, calibration=calibration, as_json=as_json)
+                  described=cpus is not None, budget=plan_budget or _default_budget(), calibration=calibration,
+                  as_json=as_json)
             return
 
         def settings():
@@ -93,6 +94,22 @@ def sweep(
 
 #: What an interrupted sweep (Ctrl-C, SIGTERM) says.
 INTERRUPTED = "interrupted: finished cells are kept; run the same command again to resume"
+
+
+#: The whole ``--plan`` command answers within this many seconds by default (its start and
+#: the graph's loading, the calibration and the forecast), however fast the machine.
+PLAN_SECONDS = 180.0
+#: Seconds of a default plan kept for what follows the measuring budget: the full-size
+#: checks of a sampled calibration (an epoch of a training and an attack on the whole
+#: graph), the cleanup and the forecast.
+PLAN_RESERVE = 60.0
+
+
+def _default_budget() -> float:
+    """The measuring budget that keeps the whole ``--plan`` within :data:`PLAN_SECONDS`:
+    what is left after this process's start and the graph's loading, less
+    :data:`PLAN_RESERVE` (at least 10 s: the first figure of each kind is measured anyway)."""
+    return max(10.0, PLAN_SECONDS - _process_age(0.0) - PLAN_RESERVE)
 
 
 def _plan_interrupted() -> str:
@@ -475,8 +492,9 @@ def _calibration_lines(cal, cluster, where: str) -> list[str]:
                      f"{_duration(predicted)} extrapolated; the attacks' growth beyond the samples is taken "
                      f"{scale:.2f}x")
     if cal.estimated:
-        lines.append(f"--plan-budget: {plural(cal.estimated, 'figure')} not measured, each taken as the median "
-                     "measured figure of its kind; the bounds take them at the fastest and the slowest")
+        lines.append(f"the measuring budget ran out: {plural(cal.estimated, 'figure')} not measured, each taken as the "
+                     "median measured figure of its kind; the bounds take them at the fastest and the slowest "
+                     "(--plan-budget SECONDS measures longer)")
     return lines
 
 
