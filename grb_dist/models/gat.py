@@ -9,6 +9,11 @@ softmax is weighted, ``alpha_ij = w_ij exp(e_ij) / sum_k w_ik exp(e_ik)`` (self-
 smooth interpolation in between, with a finite gradient at weight 0. The declared program's
 ``attend`` stays unweighted (the incremental injection path), so the attacks use
 ``weighted_forward`` for GAT.
+
+Training and inference compute the layers with :func:`grb_dist.models.attention.gat_conv`:
+``GATConv``'s parameters and values, aggregated with sparse products instead of per-edge
+messages (an E x heads x C tensor per layer kept for the backward pass), over the graph's
+:class:`~grb_dist.models.attention.AttentionGraph`, built once per graph.
 """
 
 from dataclasses import dataclass
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 from torch_geometric.nn import GATConv
 
 from grb_dist.core.errors import ConfigError
+from grb_dist.models.attention import AttentionGraph, gat_conv, lean_attention
 from grb_dist.models.base import GraphModel, ModelConfig
 from grb_dist.models.weighted import gat_layer
 
@@ -52,6 +58,16 @@ class GAT(GraphModel):
 
     def make_layer(self, index, in_width, out_width, last):
         return attention_layer(GATConv, in_width, out_width, 1 if last else self.config.heads)
+
+    def propagation_graph(self, edge_index, num_nodes):
+        """The edges ``GATConv`` attends over (self-loops replaced by one per node), with
+        their sparse structures."""
+        return AttentionGraph.of(edge_index, num_nodes)
+
+    def call_layer(self, i, layer, h, edge_index):
+        if not lean_attention(layer, h):
+            return layer(h, edge_index)
+        return gat_conv(layer, h, self._cached_propagation_graph(edge_index, h.size(0), h.dtype))
 
     def incremental_layer(self, ops, i, layer, h):
         heads, c = layer.heads, layer.out_channels

@@ -39,6 +39,7 @@ from torch_geometric.nn import GATConv, GCNConv
 from torch_geometric.utils import scatter, softmax
 
 from grb_dist.core.errors import ConfigError
+from grb_dist.models.attention import AttentionGraph, gat_conv, lean_attention
 from grb_dist.models.base import GraphModel, ModelConfig
 from grb_dist.models.propagation import product
 from grb_dist.models.weighted import (
@@ -186,7 +187,17 @@ def guard_weights(
     """
     n = h.size(0)
     pattern = edge_index if isinstance(edge_index, EdgePattern) else EdgePattern.of(edge_index, n)
+    return guard_edges(h, pattern, threshold, self_weight, edge_weight)[1:]
+
+
+def guard_edges(
+    h: torch.Tensor, pattern: EdgePattern, threshold: float, self_weight: bool, edge_weight: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`guard_weights` on an :class:`EdgePattern`, and ahead of its results the mask of
+    the pattern's edges that are kept (the returned edges are those, in their order, then
+    the self-loops)."""
     ei, w = pattern.edge_index, pattern.weights(edge_weight)
+    n = h.size(0)
     sim = edge_cosine(h, pattern)
     keep = sim >= threshold
     # Edges exactly at a zero similarity carry no weight either (threshold 0).
@@ -204,7 +215,7 @@ def guard_weights(
         loops = torch.arange(n, device=h.device)
         ei = torch.cat([ei, torch.stack([loops, loops])], dim=1)
         weight = torch.cat([weight, 1.0 / (1.0 + kept_deg)])
-    return ei, weight
+    return keep, ei, weight
 
 
 class GuardGATConv(GATConv):
@@ -264,7 +275,9 @@ class GNNGuard(GraphModel):
 
 
 class GATGuard(GraphModel):
-    """GAT + GNNGuard (``gatguard``): hidden layers concatenate ``heads`` heads.
+    """GAT + GNNGuard (``gatguard``): hidden layers concatenate ``heads`` heads, each layer a
+    ``GuardGATConv`` computed with sparse products (:func:`grb_dist.models.attention.gat_conv`
+    over the kept edges' structures, derived from the graph's :class:`EdgePattern`).
 
     ``weighted_forward``: GNNGuard's weighted guard weights (see :class:`GNNGuard`) in a
     weighted attention softmax ``a_ij exp(e_ij) / sum_k a_ik exp(e_ik)`` (the forward's
@@ -280,9 +293,14 @@ class GATGuard(GraphModel):
     propagation_graph = GNNGuard.propagation_graph
 
     def call_layer(self, i, layer, h, edge_index):
+        c = self.config
         pattern = self._cached_propagation_graph(edge_index, h.size(0), h.dtype)
-        ei, w = guard_weights(h, pattern, self.config.threshold, self.config.self_weight)
-        return layer(h, ei, edge_attr=w)
+        keep, ei, w = guard_edges(h, pattern, c.threshold, c.self_weight)
+        if not lean_attention(layer, h):
+            return layer(h, ei, edge_attr=w)
+        # GuardGATConv's forward with sparse products (grb_dist.models.attention)
+        graph = AttentionGraph(pattern.edge_index, pattern.by_dst, pattern.by_src).derived(keep, c.self_weight)
+        return gat_conv(layer, h, graph, torch.log(w.clamp_min(1e-12)))
 
     def weighted_forward(self, x, edge_index, edge_weight):
         """Eval-mode logits with edge weights: guard weights of the weighted edges in a
