@@ -200,8 +200,9 @@ def test_plan_calibrates_once_prints_the_forecast_and_writes_nothing_of_the_run(
     assert len(best) == 2
     assert len(entries) == 1 + 2 + 2 + 2 + 1 + 2
     median = int((best[0] + best[1]) / 2)
+    predicted = next(line for line in out.splitlines() if line.startswith("predicted wall time:"))
     assert f"early stopping where it ended trainings in full (median best epoch {median})" in out \
-        or "at most" not in out  # the note comes with the upper figure
+        or "at most" not in predicted  # the note comes with the upper figure
     second = runner.invoke(app, args)
     assert second.exit_code == 0, second.output
     assert "every figure from the cache" in second.output
@@ -223,7 +224,7 @@ def test_a_plan_on_samples_within_a_budget_gives_bounds(tiny_job, tmp_path):
     assert re.search(r"attacks checked on the whole graph: \w+ on gcn, \w+, \d+ steps would take", r.output), r.output
     cached = next((tmp_path / "cache" / "grb-dist" / "calibration").glob("*.json"))
     assert sum(k.startswith("check-epoch:") for k in json.loads(cached.read_text())["entries"]) == 1
-    found = re.search(r"--plan-budget: (\d+) figures not measured", r.output)
+    found = re.search(r"the measuring budget ran out: (\d+) figures not measured", r.output)
     # 3 models, 2 attack shapes, 2 defenses' forward pass, 1 perturbed graph: one of each kind measured
     assert found and int(found.group(1)) == (3 + 2 + 2 + 1) - 4, r.output
     low, high = re.search(r"between (.*?) and (.*?) with the estimated figures", r.output).groups()
@@ -435,7 +436,7 @@ def test_plan_warns_of_a_task_larger_than_the_machine(every_scenario, tmp_path, 
     largest and its figure; in --json no task fits."""
     import grb_dist.sweep.cost.forecast as fc
 
-    monkeypatch.setattr(fc, "machine_memory", lambda: 2**20)  # 1 MiB: no task fits
+    monkeypatch.setattr(fc, "reservable_memory", lambda: 2**20)  # 1 MiB: no task fits
     args = ["sweep", "--job", str(every_scenario), "--out", str(tmp_path / "run"), "--no-dashboard", "--plan",
             "--scenario", "poisoning"]
     r = runner.invoke(app, args)
@@ -446,3 +447,17 @@ def test_plan_warns_of_a_task_larger_than_the_machine(every_scenario, tmp_path, 
                     r"\d+ other tasks do not either", warning[0]), warning[0]
     doc = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
     assert doc["tasks"] and not any(t["fits"] for t in doc["tasks"])
+
+
+def test_the_default_budget_keeps_the_whole_plan_within_three_minutes(monkeypatch):
+    import time as clock
+
+    import grb_dist.cli.sweep as cli_sweep
+
+    entered = clock.perf_counter() - 40.0  # the command loaded its graph for 40 s
+    monkeypatch.setattr(cli_sweep, "_process_age", lambda fallback: fallback + 2.0)  # a fresh process
+    fresh = cli_sweep._default_budget(entered)
+    assert 180 - 2 - 40 - 60 - 1 <= fresh <= 180 - 2 - 40 - 60
+    monkeypatch.setattr(cli_sweep, "_process_age", lambda fallback: fallback + 3600.0)  # a long-lived one
+    assert 180 - 15 - 40 - 60 - 1 <= cli_sweep._default_budget(entered) <= 180 - 15 - 40 - 60
+    assert cli_sweep._default_budget(clock.perf_counter() - 500.0) == 10.0  # late: the first figures still

@@ -65,6 +65,7 @@ def sweep(
     """
     from grb_dist.sweep.session import prepare, resolve_job
 
+    entered = time.perf_counter()
     _check_run_options(address, keep_ray, threads, flush_rows, flush_seconds)
     _check_plan_options(plan_only, cpus, gpus, gpu_kind, plan_budget, calibration, as_json)
     overrides = dict(attacks=attacks, defenses=defenses, surrogates=surrogates, difficulties=difficulties,
@@ -78,7 +79,7 @@ def sweep(
             # the sweep's own start: this process so far (its start, imports, the graph)
             started = _process_age(time.perf_counter() - loading)
             _plan(prepared, _plan_cluster(address, num_cpus, cpus, gpus, threads), gpu_kind, started, dashboard,
-                  described=cpus is not None, budget=plan_budget or _default_budget(), calibration=calibration,
+                  described=cpus is not None, budget=plan_budget or _default_budget(entered), calibration=calibration,
                   as_json=as_json)
             return
 
@@ -105,11 +106,19 @@ PLAN_SECONDS = 180.0
 PLAN_RESERVE = 60.0
 
 
-def _default_budget() -> float:
+#: At most this much of the process's life before the command counts as its start (seconds):
+#: a process that ran other commands first (a test runner, a notebook) counts the command's.
+START_CAP = 15.0
+
+
+def _default_budget(entered: float) -> float:
     """The measuring budget that keeps the whole ``--plan`` within :data:`PLAN_SECONDS`:
-    what is left after this process's start and the graph's loading, less
-    :data:`PLAN_RESERVE` (at least 10 s: the first figure of each kind is measured anyway)."""
-    return max(10.0, PLAN_SECONDS - _process_age(0.0) - PLAN_RESERVE)
+    what is left after the process's start (at most :data:`START_CAP`) and the command's
+    work since it was ``entered`` (a ``time.perf_counter()``; the graph's loading), less
+    :data:`PLAN_RESERVE`; at least 10 s (the first figure of each kind is measured anyway)."""
+    command = time.perf_counter() - entered
+    before = min(START_CAP, max(0.0, _process_age(command) - command))
+    return max(10.0, PLAN_SECONDS - before - command - PLAN_RESERVE)
 
 
 def _plan_interrupted() -> str:

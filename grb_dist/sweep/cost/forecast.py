@@ -306,10 +306,11 @@ class _Schedule:
 
 def memory_limit(cluster: Cluster) -> tuple[int, str]:
     """The memory a task must fit (bytes) and where: the largest node of a joined cluster
-    when it is known (:attr:`Cluster.memory`), else this machine's."""
+    when it is known (:attr:`Cluster.memory`), else what a local Ray lets a task reserve
+    on this machine (:func:`~grb_dist.core.resources.reservable_memory`)."""
     if cluster.memory > 0:
         return cluster.memory, "the largest node of the cluster"
-    return reservable_memory(), "this machine (what a local Ray lets a task reserve)"
+    return reservable_memory(), "this machine"
 
 
 def task_figures(work: Work, calibration: Calibration, fc: Forecast, memory: int | None = None
