@@ -515,8 +515,10 @@ def _figures(cells: Cells, work: Work) -> tuple[list[_Figure], dict[str, tuple[s
         figures.setdefault((kind, name), _Figure(kind, name, measure))
 
     trained = work.trainings
-    # the first surrogate's rate tells whether its full training (the best epoch) is affordable
-    for t in (*trained, *(cells.surrogates[:1] if any(t in cells.models for t in trained) else ())):
+    # the first surrogate first: its rate tells whether its full training (the best epoch) is
+    # affordable, and the full-size check of a sampled calibration reads it, so a budget that
+    # runs out early still leaves both
+    for t in (*(cells.surrogates[:1] if any(t in cells.models for t in trained) else ()), *trained):
         add("train", t.file_stem, lambda c, t=t: c.train_rate(t))
     last = cells.spec.difficulties[-1]
     transfer = {(a.scenario, a.attack, a.difficulty): a for a in cells.attacks if a.threat == TRANSFER}
@@ -543,7 +545,20 @@ def _figures(cells: Cells, work: Work) -> tuple[list[_Figure], dict[str, tuple[s
         add("score", d, lambda c, d=d: c.score_rate(d))
     for sc in sorted({cell.scenario for cell in work.todo}):
         add("perturb", sc, lambda c, sc=sc: c.perturb_rate(sc))
-    return list(figures.values()), priced
+    return _interleaved(list(figures.values())), priced
+
+
+def _interleaved(figures: list[_Figure]) -> list[_Figure]:
+    """``figures`` taken from each kind in turn (each kind in its own order): a budget that
+    runs out leaves measured figures of every kind in proportion, not every training and
+    one attack."""
+    by_kind: dict[str, list[_Figure]] = {}
+    for f in figures:
+        by_kind.setdefault(f.kind, []).append(f)
+    order: list[_Figure] = []
+    for i in range(max((len(v) for v in by_kind.values()), default=0)):
+        order += [of_kind[i] for of_kind in by_kind.values() if i < len(of_kind)]
+    return order
 
 
 def _attacks(figures: Mapping[str, Rate], priced: Mapping[str, tuple[str, ...]]) -> dict[str, Rate]:
