@@ -336,6 +336,7 @@ def test_leaderboard_terminal_shows_tables(run, monkeypatch):
     (["--scenario", "poisoning"], "poisoning"),
     (["--scenario", ""], "scenario"),
     (["--difficulty", "extreme"], "extreme"),
+    (["--difficulty", "medium"], "medium"),  # a difficulty the run does not hold: no empty boards
     (["--format", "csv", "--output", "missing/dir/boards"], "does not exist"),
 ])
 def test_leaderboard_bad_input_one_line_nothing_written(run, tmp_path, args, word):

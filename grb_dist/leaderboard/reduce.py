@@ -35,6 +35,11 @@ def reduce_run(store: RunStore, difficulties: list[str] | None = None, *, save: 
     if absent:
         raise GrbDistError(f"{store.root} has no scores of scenario {', '.join(absent)}; "
                            f"it holds: {', '.join(present)}")
+    held = sorted(set(scores["difficulty"]), key=str)
+    missing = [d for d in difficulties or [] if d not in held]
+    if missing:  # empty boards (and empty files) would look like a run without results
+        raise GrbDistError(f"{store.root} has no scores of difficulty {', '.join(missing)}; "
+                           f"it holds: {', '.join(held)}")
     boards = leaderboards(scores, difficulties, scenarios)
     if save:
         for name, board in boards.items():
