@@ -224,3 +224,19 @@ def test_a_read_only_finished_run_resumes_to_nothing_to_do(ray_local, workdir, m
     assert r.exit_code == 0, r.output
     assert "nothing to do: all 8 cells" in r.output and "Defenses over attacks (full" in r.output, r.output
     assert "not writable" not in r.output and after == before
+
+
+def test_a_catalogue_dataset_without_a_shipped_job_says_it_runs_the_default_job(tmp_path, monkeypatch):
+    from grb_dist.cli.sweep import _note_default_job
+
+    import grb_dist.cli.base as base
+    from rich.console import Console
+
+    lines = []
+    monkeypatch.setattr(base, "err_console", Console(file=None, force_terminal=False, width=300))
+    monkeypatch.setattr(base.err_console, "print", lambda text, **_: lines.append(text))
+    _note_default_job("prognn-citeseer")  # in the catalogue, no jobs/prognn-citeseer.yaml
+    assert len(lines) == 1 and "prognn-citeseer has no shipped job" in lines[0] and "csbm.yaml" in lines[0]
+    for shipped in ("prognn-cora", "grb-cora", "csbm", None, str(tmp_path)):  # a shipped job, the default, a path
+        _note_default_job(shipped)
+    assert len(lines) == 1

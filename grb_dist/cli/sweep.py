@@ -73,6 +73,8 @@ def sweep(
                      scenario=scenario, ratio_edge_mod=ratio_edge_mod, adaptive=adaptive)
     with interruptible(_plan_interrupted() if plan_only else INTERRUPTED):  # Ctrl-C and SIGTERM: a clean stop
         spec = resolve_job(dataset, job, overrides, allow_import=allow_import)
+        if job is None:
+            _note_default_job(dataset)
         loading = time.perf_counter()
         prepared = prepare(spec, out=out, data_dir=data_dir, download=download, verify=verify)  # writes nothing
         if plan_only:
@@ -91,6 +93,19 @@ def sweep(
 
         _run(prepared, settings, local=address is None, wait=wait, flush_rows=flush_rows,
              flush_seconds=flush_seconds)
+
+
+def _note_default_job(dataset: Optional[str]) -> None:
+    """A catalogue dataset without a shipped job runs the default job's hyper-parameters:
+    say so (on stderr), not silently."""
+    from grb_dist.datasets.catalog import CATALOG
+    from grb_dist.sweep.job import DEFAULT_JOB, default_job_path
+
+    if dataset and dataset in CATALOG.names() and dataset != DEFAULT_JOB and \
+            default_job_path(dataset).stem == DEFAULT_JOB:
+        base.err_console.print(f"note: {dataset} has no shipped job (grb_dist/jobs/{dataset}.yaml); it runs the default "
+                               f"job's models and hyper-parameters ({DEFAULT_JOB}.yaml); --job FILE sets your own",
+                               highlight=False, markup=False, soft_wrap=True)
 
 
 #: What an interrupted sweep (Ctrl-C, SIGTERM) says.
