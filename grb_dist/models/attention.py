@@ -27,10 +27,8 @@ compares the two); under autocast and inside :func:`~grb_dist.models.weighted.pl
 from __future__ import annotations
 
 import warnings
-from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -39,7 +37,7 @@ from torch.autograd.function import once_differentiable
 from torch_geometric.utils import softmax
 
 from grb_dist.models.propagation import product
-from grb_dist.models.weighted import csr_structure, finish_heads, plain_kernels_on
+from grb_dist.models.weighted import csr_structure, finish_heads, plain_kernels_on, switched_on
 
 #: Edges per block of the backward pass's sampled product (a block is whole target rows).
 EDGE_CHUNK = 1 << 20
@@ -49,15 +47,10 @@ Structure = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # (crow, col, perm)
 _PYG: ContextVar[bool] = ContextVar("grb_dist_pyg_attention", default=False)
 
 
-@contextmanager
-def pyg_attention() -> Iterator[None]:
+def pyg_attention():
     """Within this block, GAT and GATGuard run ``GATConv``'s own forward (per-edge messages),
     for comparisons. Reentrant."""
-    token = _PYG.set(True)
-    try:
-        yield
-    finally:
-        _PYG.reset(token)
+    return switched_on(_PYG)
 
 
 def lean_attention(layer: nn.Module, h: torch.Tensor) -> bool:

@@ -77,18 +77,23 @@ _PLAIN: ContextVar[bool] = ContextVar("grb_dist_plain_kernels", default=False)
 
 
 @contextmanager
-def plain_kernels() -> Iterator[None]:
+def switched_on(var: ContextVar[bool]) -> Iterator[None]:
+    """``var`` set to True within this block (reentrant; restored on the way out)."""
+    token = var.set(True)
+    try:
+        yield
+    finally:
+        var.reset(token)
+
+
+def plain_kernels():
     """Within this block, models whose fused kernels have a backward pass that is not
     itself differentiable (GNNGuard's edge cosine, R-GCN's Gaussian messages) compute the
     same values with plain autograd operators instead. A meta-gradient (the gradient
     through an unrolled training, adaptive poisoning) differentiates the backward pass; the
     plain forms allow that at the cost of the E x d and N x F intermediates the fused
     kernels avoid. Reentrant."""
-    token = _PLAIN.set(True)
-    try:
-        yield
-    finally:
-        _PLAIN.reset(token)
+    return switched_on(_PLAIN)
 
 
 def plain_kernels_on() -> bool:

@@ -35,14 +35,12 @@ class Placement:
     settings: RaySettings
     sizes: Sizes
     cpus: float
-    gpus: float
     max_in_flight: int
     n_scorers: int
     scorer_opts: dict
     graph_ref: Any
     registrations: list
     pool: DevicePool | None = None
-    gpu_memory: int = 0
 
     def can_submit(self) -> bool:
         """Whether a training, attack or poisoning call can start now (on a GPU cluster: a
@@ -90,7 +88,7 @@ def check_placement(sizes: Sizes, work: Work, defenses: list[str], settings: Ray
     one GPU's. Before the run directory is opened. ``settings`` with the GPU's memory
     (asked of the cluster once)."""
     cpus, gpus = edge.cluster_size()
-    every = sizes.of_work(work) + [sizes.scorer(defenses)]
+    every = sizes.every(work, defenses)
     if not gpus:
         check_fits(every, host=max((n["memory"] for n in edge.nodes()), default=0))
         return settings
@@ -112,18 +110,18 @@ def place(cells: Cells, work: Work, graph: Graph, settings: RaySettings, defense
     in_flight = settings.max_in_flight or max(2, int(2 * cpus))
     scorer = sizes.scorer(defenses)
     if not gpus:
-        return Placement(settings, sizes, cpus, gpus, in_flight, n_scorers,
+        return Placement(settings, sizes, cpus, in_flight, n_scorers,
                          edge.options(settings, "scorer", memory=scorer.host(False)), edge.put(graph),
                          edge.put_registrations())
     pooled = sizes.of_work(work)
-    gpu_memory = settings.gpu_memory or 0
-    layout = device_layout(max((s.gpu() for s in pooled), default=0), scorer.gpu(), gpu_memory=gpu_memory,
-                           gpus=int(gpus), cpus=cpus, scorers=n_scorers, cap=settings.workers_per_gpu)
+    layout = device_layout(max((s.gpu() for s in pooled), default=0), scorer.gpu(),
+                           gpu_memory=settings.gpu_memory or 0, gpus=int(gpus), cpus=cpus, scorers=n_scorers,
+                           cap=settings.workers_per_gpu)
     host = max((s.host(True) for s in pooled), default=0)
     pool = DevicePool(layout.workers, edge.options(settings, "device", memory=host, gpu_share=layout.worker_share))
     scorer_opts = edge.options(settings, "scorer", memory=scorer.host(True), gpu_share=layout.scorer_share)
-    return Placement(settings, sizes, cpus, gpus, in_flight, n_scorers, scorer_opts, edge.put(graph),
-                     edge.put_registrations(), pool, gpu_memory)
+    return Placement(settings, sizes, cpus, in_flight, n_scorers, scorer_opts, edge.put(graph),
+                     edge.put_registrations(), pool)
 
 
 __all__ = ["Placement", "check_placement", "place"]

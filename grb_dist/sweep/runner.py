@@ -122,9 +122,7 @@ def run_sweep(
     seconds, whichever comes first. ``sizes``: the peak memory of each task, which it
     reserves of Ray (default: :class:`~grb_dist.sweep.sizing.Sizes` from the estimates).
     """
-    sweep = _Sweep(cells, graph, store, settings, on_progress, flush_rows, flush_seconds)
-    sweep.sizes = sizes or Sizes(cells, graph)
-    return sweep.run()
+    return _Sweep(cells, graph, store, settings, on_progress, flush_rows, flush_seconds, sizes).run()
 
 
 class _Sweep:
@@ -133,7 +131,7 @@ class _Sweep:
 
     def __init__(self, cells: Cells, graph: Graph, store: RunStore, settings: RaySettings,
                  on_progress: Callable[[SweepProgress], None] | None, flush_rows: int,
-                 flush_seconds: float) -> None:
+                 flush_seconds: float, sizes: Sizes | None = None) -> None:
         self.start = time.perf_counter()
         self.cells, self.graph, self.store, self.settings = cells, graph, store, settings
         self.on_progress = on_progress
@@ -145,7 +143,7 @@ class _Sweep:
         identity = store.manifest()["dataset"]
         self.label, self.fingerprint = identity["label"], identity["fingerprint"]
         work = self.work = needed_work(cells, store.done_cells(), store.has_perturbation)
-        self.sizes: Sizes | None = None
+        self.sizes = sizes or Sizes(cells, graph)
         self.todo = list(work.todo)
         self.total = len(cells.scores)
         self.skipped = self.total - len(self.todo)

@@ -286,7 +286,7 @@ def run(prepared: Prepared, settings: Callable[[], Any], *, local: bool, on_lock
         from grb_dist.sweep.sizing import Sizes, check_fits
 
         sizes, work = Sizes(prepared.cells, prepared.graph, plan), pending_work(prepared)
-        check_fits(sizes.of_work(work) + [sizes.scorer(work.scored_defenses)], host=ray_settings.memory,
+        check_fits(sizes.every(work, work.scored_defenses), host=ray_settings.memory,
                    where="this machine (what a local Ray lets a task reserve)")
     lock, prepared = lock_run(prepared, wait=wait, on_wait=on_wait)
     try:

@@ -141,6 +141,11 @@ class Sizes:
         sizes += [self.poison(p) for p in work.poisoned]
         return sorted(sizes, key=lambda s: -s.own)
 
+    def every(self, work: Work, defenses: Iterable[str]) -> list[TaskSize]:
+        """The figures of every task of ``work`` and of the Scorer holding ``defenses``: what
+        must fit a node."""
+        return self.of_work(work) + [self.scorer(defenses)]
+
 
 def check_fits(sizes: list[TaskSize], *, host: float, gpu: float = 0.0, where: str = "the largest node") -> None:
     """Refuse, in one line, the largest task that fits no node: ``host``: the largest node's
