@@ -19,7 +19,7 @@ from grb_dist.evaluation.evaluate import evaluate
 from grb_dist.models import build_model, check_name
 from grb_dist.models.robust import prognn as prognn_module
 from grb_dist.models.robust.prognn import Smoothness, Structure, dense_adjacency, project, prox_l1, prox_nuclear
-from grb_dist.models.robust.softmedian import SoftMedianConfig, soft_median, topk_ppr
+from grb_dist.models.robust.softmedian import SoftMedianConfig, TopK, soft_median, symmetric_normalized, topk_ppr
 from grb_dist.models.tensors import graph_tensors
 from grb_dist.models.train import TrainConfig
 
@@ -139,6 +139,45 @@ def reference_topk_ppr(ei: torch.Tensor, n: int, alpha: float, k: int) -> tuple[
     return index, weight
 
 
+def numpy_gdc(adj: np.ndarray, alpha: float, k: int) -> np.ndarray:
+    """Geisler et al.'s GDC matrix from its definition, dense, in numpy: the PPR of the
+    GCN-normalised graph, each row's ``k`` largest entries scaled to sum 1, a self-loop of
+    weight 1 where a row lost its own entry, then ``D^-1/2 P D^-1/2`` with ``D`` the
+    column sums."""
+    n = adj.shape[0]
+    a = adj + np.eye(n)
+    d = a.sum(1)
+    t = a / np.sqrt(np.outer(d, d))
+    ppr = alpha * np.linalg.inv(np.eye(n) - (1 - alpha) * t)
+    p = np.zeros((n, n))
+    for i in range(n):
+        top = np.argsort(-ppr[i])[:k]
+        p[i, top] = ppr[i, top] / ppr[i, top].sum()
+    return sym_normalized_dense(p)
+
+
+def sym_normalized_dense(p: np.ndarray) -> np.ndarray:
+    p = p.copy()
+    for i in range(p.shape[0]):
+        if p[i, i] == 0:
+            p[i, i] = 1.0
+    c = p.sum(0)
+    return p / np.sqrt(np.outer(c, c))
+
+
+def dense_topk(ppr: TopK, n: int) -> np.ndarray:
+    out = np.zeros((n, n))
+    np.add.at(out, (np.repeat(np.arange(n), ppr.index.shape[1]), ppr.index.reshape(-1).numpy()),
+              ppr.weight.reshape(-1).double().numpy())
+    return out
+
+
+def rows_of(dense: np.ndarray) -> tuple[list[list[int]], list[list[float]]]:
+    """The non-zero entries of every row: the ``(index, weight)`` lists of a node's sources."""
+    index = [np.flatnonzero(row).tolist() for row in dense]
+    return index, [dense[i, cols].tolist() for i, cols in enumerate(index)]
+
+
 def reference_soft_median(h: np.ndarray, index, weight, temperature: float) -> np.ndarray:
     """The soft median of every node from its definition, one node at a time."""
     n, d = h.shape
@@ -175,6 +214,32 @@ def test_topk_ppr_equals_the_dense_diffusion():
         np.testing.assert_allclose(got.weight[i, order].numpy(), weight[i], rtol=1e-4, atol=1e-6)
 
 
+def test_gdc_matrix_is_the_symmetrically_normalised_topk_ppr():
+    """The propagation matrix is ``D^-1/2 P D^-1/2`` of the row-normalised top-k PPR ``P``
+    (Geisler et al.'s GCN normalising the GDC matrix once more), not ``P`` itself."""
+    n, k = 12, 4
+    ei = random_graph(n, 0.3, seed=11)
+    adj = np.zeros((n, n))
+    adj[ei[0].numpy(), ei[1].numpy()] = 1.0
+    want = numpy_gdc(adj, 0.15, k)
+    model = build_model("softmedian", 3, 2, {"hidden_sizes": [4], "k": k, "ppr_tol": 1e-10})
+    got = dense_topk(model.propagation_graph(ei, n), n)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+    totals = want.sum(1)
+    assert np.abs(totals - 1).max() > 0.05, "the test graph must tell the two normalisations apart"
+
+
+def test_gdc_normalisation_adds_a_missing_self_loop():
+    """A node whose own entry is not among its kept sources gets a self-loop of weight 1
+    before the column sums (the reference adds the missing self-loops)."""
+    index = torch.tensor([[1, 2], [1, 0], [2, 0]])
+    weight = torch.tensor([[0.7, 0.3], [0.6, 0.4], [1.0, 0.0]])  # node 0 lacks itself; node 2: one empty slot
+    p = dense_topk(TopK(index, weight), 3)
+    got = symmetric_normalized(TopK(index, weight))
+    assert got.index.shape == (3, 3)
+    np.testing.assert_allclose(dense_topk(got, 3), sym_normalized_dense(p), rtol=1e-6, atol=1e-7)
+
+
 def test_soft_median_equals_a_plain_reference():
     n, k, d = 9, 5, 4
     rng = np.random.default_rng(0)
@@ -200,7 +265,9 @@ def test_soft_median_model_equals_the_reference_composition():
     torch.manual_seed(0)
     params = {"hidden_sizes": [6], "k": k, "temperature": temperature, "ppr_tol": 1e-10}
     model = build_model("softmedian", d, 3, params).eval()
-    index, weight = reference_topk_ppr(ei, n, 0.15, k)
+    adj = np.zeros((n, n))
+    adj[ei[0].numpy(), ei[1].numpy()] = 1.0
+    index, weight = rows_of(numpy_gdc(adj, 0.15, k))
     l0, l1 = model.layers
     with torch.no_grad():
         h = l0.lin(x).double().numpy()

@@ -2,15 +2,27 @@
 Scale"): a GCN whose neighbourhood mean is replaced by the soft median, on the GDC
 propagation matrix.
 
-**Propagation matrix (GDC, Klicpera et al., NeurIPS 2019).** The personalised PageRank
-diffusion of the input graph, ``PPR = alpha (I - (1 - alpha) T)^-1`` with
-``T = D~^-1/2 (A + I) D~^-1/2`` (``alpha = 0.15``), sparsified to the ``k = 64`` largest
-entries of every node's column and normalised so that every node's kept weights sum to 1
-(GDC's top-k sparsification with column normalisation; ``T`` is symmetric, so a node's
-column is also its row). Node ``i`` aggregates its ``k`` sources ``j`` with weights
-``a_ij``. It is computed for the graph of every forward pass (the perturbed graph in evasion
-and in poisoning) and kept while the edges stay the same tensor (training epochs, an
-attack's fixed graph).
+**Propagation matrix (GDC, Klicpera et al., NeurIPS 2019, as Geisler et al.'s code builds
+it).** Two steps:
+
+1. ``P``: the personalised PageRank diffusion of the input graph,
+   ``PPR = alpha (I - (1 - alpha) T)^-1`` with ``T = D~^-1/2 (A + I) D~^-1/2``
+   (``alpha = 0.15``), sparsified to the ``k = 64`` largest entries of every node's row and
+   normalised so that every node's kept weights sum to 1 (GDC's top-k sparsification;
+   ``T`` is symmetric, so a node's row is also its column): :func:`topk_ppr`.
+2. ``a_ij = P_ij / sqrt(c_i c_j)``, ``c_j = sum_i P_ij`` the column sums of ``P`` (how much
+   weight node ``j`` gives out as a source): the GCN's symmetric normalisation, which
+   Geisler et al.'s GCN applies once more to the GDC matrix (its ``do_normalize_adj_once``,
+   on by default, with symmetric rather than row normalisation). Before it, a node whose own
+   entry is not among its kept ones gets a self-loop of weight 1, as that normalisation
+   adds the missing self-loops (rare: the diagonal of the PPR matrix is in practice among
+   the largest entries of its row; no node of prognn-cora lacks it). A node's weights no
+   longer sum to 1: on prognn-cora their totals range from 0.35 to 1.26.
+   :func:`symmetric_normalized`.
+
+Node ``i`` aggregates its ``k`` sources ``j`` with weights ``a_ij``. The matrix is computed
+for the graph of every forward pass (the perturbed graph in evasion and in poisoning) and
+kept while the edges stay the same tensor (training epochs, an attack's fixed graph).
 
 How it is computed: never an N x N matrix. The columns are taken in blocks of ``B`` nodes
 (``N x B`` dense, at most :data:`BLOCK_VALUES` values) and each block is iterated
@@ -113,9 +125,9 @@ class SoftMedianConfig(ModelConfig):
 
 
 class TopK(NamedTuple):
-    """A sparse propagation matrix with at most ``k`` sources per node: ``index[i, s]`` is
-    the source in slot ``s`` of node ``i`` and ``weight[i, s]`` its weight (0 for an empty
-    slot, whose index is ``i`` itself)."""
+    """A sparse propagation matrix with at most ``k`` sources per node (``k + 1`` where a
+    self-loop was added): ``index[i, s]`` is the source in slot ``s`` of node ``i`` and
+    ``weight[i, s]`` its weight (0 for an empty slot, whose index is ``i`` itself)."""
 
     index: torch.Tensor
     weight: torch.Tensor
@@ -147,7 +159,7 @@ def sym_transition(edge_index: torch.Tensor, num_nodes: int, dtype: torch.dtype)
 @torch.no_grad()
 def topk_ppr(edge_index: torch.Tensor, num_nodes: int, config: SoftMedianConfig,
              dtype: torch.dtype = torch.float32) -> TopK:
-    """GDC's top-k PPR matrix of the graph, rows normalised (module docstring)."""
+    """GDC's top-k PPR matrix ``P`` of the graph, rows normalised (module docstring, step 1)."""
     n = num_nodes
     t = sym_transition(edge_index, n, dtype)
     check_ppr_work(n, int(t.values().numel()), config)
@@ -169,6 +181,24 @@ def topk_ppr(edge_index: torch.Tensor, num_nodes: int, config: SoftMedianConfig,
     index = torch.where(empty, torch.arange(n, device=index.device).unsqueeze(1), index)
     weight = weight.masked_fill(empty, 0)
     return TopK(index, weight / weight.sum(1, keepdim=True))
+
+
+@torch.no_grad()
+def symmetric_normalized(ppr: TopK) -> TopK:
+    """``a_ij = P_ij / sqrt(c_i c_j)`` with ``c`` the column sums of ``P`` (module docstring,
+    step 2), after a self-loop of weight 1 is given to every node whose own entry is not
+    among its kept ones (one more slot then, empty for the other nodes)."""
+    index, weight = ppr
+    n = index.shape[0]
+    own = torch.arange(n, device=index.device).unsqueeze(1)
+    missing = ~((index == own) & (weight > 0)).any(1)
+    if bool(missing.any()):
+        index = torch.cat([index, own], dim=1)
+        weight = torch.cat([weight, missing.to(weight.dtype).unsqueeze(1)], dim=1)
+    column = torch.zeros(n, dtype=weight.dtype, device=weight.device).index_add_(0, index.reshape(-1),
+                                                                                 weight.reshape(-1))
+    inv = column.rsqrt().masked_fill_(column <= 0, 0)
+    return TopK(index, weight * inv.unsqueeze(1) * inv[index])
 
 
 def median_slots(h: torch.Tensor, index: torch.Tensor, weight: torch.Tensor, empty: torch.Tensor) -> torch.Tensor:
@@ -217,7 +247,7 @@ def soft_median(h: torch.Tensor, index: torch.Tensor, weight: torch.Tensor, temp
 
 class SoftMedianGDC(GraphModel):
     """Soft-Median GDC (``softmedian``): GCN layers (linear map, soft median aggregation on
-    the top-k PPR matrix, bias)."""
+    the symmetrically normalised top-k PPR matrix, bias)."""
 
     Config = SoftMedianConfig
 
@@ -227,7 +257,8 @@ class SoftMedianGDC(GraphModel):
         check_ppr_work(graph.num_nodes, 2 * graph.num_edges + graph.num_nodes, config, f"model {name}")
 
     def propagation_graph(self, edge_index: torch.Tensor, num_nodes: int) -> TopK:
-        return topk_ppr(edge_index, num_nodes, self.config, torch.get_default_dtype())
+        """The GDC matrix ``a`` of the module docstring (both steps)."""
+        return symmetric_normalized(topk_ppr(edge_index, num_nodes, self.config, torch.get_default_dtype()))
 
     def make_layer(self, index, in_width, out_width, last):
         return GCNConv(in_width, out_width, normalize=False), out_width
