@@ -1,6 +1,6 @@
 """The GPU suite: every GPU figure the docs need, in one command, on the first CUDA machine.
 
-    python bench/gpu_suite.py --out /tmp/gpu            # on a CUDA machine (at most 8.5 minutes)
+    python bench/gpu_suite.py --out /tmp/gpu            # on a CUDA machine (at most 11 minutes)
     python bench/gpu_suite.py --out /tmp/gpu --tiny     # the CPU fallback: every stage on the built-in csbm graph
 
 On a machine with a CUDA GPU it runs, each stage in its own process with its own time limit:
@@ -12,16 +12,19 @@ On a machine with a CUDA GPU it runs, each stage in its own process with its own
    (FGSM 954.5 s, TDGIA 4079.4 s), peak GPU memory;
 3. ``prbcd``: PR-BCD on the same twin (``bench/attacks/modification_scale.py``: 5% budget, 5
    steps, the job's GCN, random weights): seconds per step and peak GPU memory;
-4. ``precision``: attack strength in fp32, tf32 and bf16 (``bench/attacks/precision.py``), on
+4. ``meta``: Metattack (Meta-Self and A-Meta-Self) and ``meta_prbcd`` on the grb-cora twin,
+   on the CPU and on the GPU in one process (``bench/poisoning/meta_device.py``): seconds per
+   flip and per step, peak GPU memory, the flips chosen on each;
+5. ``precision``: attack strength in fp32, tf32 and bf16 (``bench/attacks/precision.py``), on
    cora-legacy where the data folders hold it, else on its twin ``csbm-grb-cora``;
-5. ``sweep-default``: the default sweep (``grb-dist sweep``), timed; ``sweep-default-2cpu``: the
+6. ``sweep-default``: the default sweep (``grb-dist sweep``), timed; ``sweep-default-2cpu``: the
    same on two of the machine's CPU cores with the GPU hidden, the baseline in the same run;
-6. ``sweep-aminer``: a ``csbm-grb-aminer`` injection sweep at GRB's budgets, full
+7. ``sweep-aminer``: a ``csbm-grb-aminer`` injection sweep at GRB's budgets, full
    difficulty, one repeat, FGSM, on GCN and GCN+LN (what fits the stage's limit);
-7. ``sweep-poisoning``: a ``csbm-grb-aminer`` poisoning sweep: DICE at 5% of the edges, a GCN
+8. ``sweep-poisoning``: a ``csbm-grb-aminer`` poisoning sweep: DICE at 5% of the edges, a GCN
    trained on the whole poisoned graph (and its clean rows' training, and the attacker's
    surrogate): the trainings that dominate a poisoning sweep's cost at that scale;
-8. ``main-job``: the complete ``csbm-grb-aminer`` job (``grb-dist sweep --dataset
+9. ``main-job``: the complete ``csbm-grb-aminer`` job (``grb-dist sweep --dataset
    csbm-grb-aminer``: 1,472 cells) into ``--main-out`` (default ``results/gpu-main-job``), for
    ``--main-limit`` seconds; stopped at its limit with SIGTERM (its rows written), so a second
    run of the stage resumes it. Its figures: cells done, wall time, and per stage (train,
@@ -58,9 +61,9 @@ PAPER_STEPS = 5000
 
 
 def stages(args, device: str, tiny: bool) -> list[tuple[str, list[str], int]]:
-    """``(name, command, time limit in seconds)`` of every stage; on a GPU the limits of the
-    first stages add up to 8.5 minutes (510 s), so that they and the set-up fit one 10-minute
-    call; the main job (``--only main-job``) has a call of its own."""
+    """``(name, command, time limit in seconds)`` of every stage. On a GPU the limits of the
+    stages before the main job add up to 650 s: where one call may last 10 minutes, run them
+    in two (``--only``); the main job (``--only main-job``) has a call of its own."""
     py = sys.executable
     grb = [py, "-m", "grb_dist.cli"]
     steps = args.steps or (3 if tiny else 100)
@@ -74,6 +77,9 @@ def stages(args, device: str, tiny: bool) -> list[tuple[str, list[str], int]]:
                      "--device", device, "--train-epochs", "3"], limit(120)),
         ("prbcd", [py, str(BENCH / "attacks" / "modification_scale.py"), "--child", dataset, "prbcd",
                    "--steps", str(3 if tiny else 5), "--device", device], limit(60)),
+        ("meta", [py, str(BENCH / "poisoning" / "meta_device.py"), "--devices", "cpu" if tiny else f"cpu,{device}"]
+         + (["--dataset", "csbm", "--flips", "2", "--steps", "2"] if tiny else ["--flips", "5", "--steps", "5"]),
+         limit(60)),
         ("precision", [py, str(BENCH / "attacks" / "precision.py"), "--device", device, "--attacks", "fgsm,tdgia"]
          + (["--dataset", "csbm", "--steps", "3", "--epochs", "5"] if tiny else ["--dataset", precision_data()]),
          limit(40)),
@@ -227,6 +233,10 @@ def summary(name: str, text: str, tiny: bool) -> str:
         per_step = (r[f"seconds_{steps}"] - r["seconds_1"]) / (steps - 1)
         gpu = f", {r['peak_gpu_gib']:.2f} GiB GPU" if r.get("peak_gpu_gib") is not None else ""
         return f"{per_step:.3f} s/step on {r['nodes']:,} nodes, {r['flips']} flips{gpu}"
+    if name == "meta" and rows:
+        return "; ".join(f"{r['attack']} {r['device']} {r['s_per_unit']:.3f} s/{r['unit']}"
+                         + (f" ({r['peak_gpu_gib']:.2f} GiB GPU)" if r.get("peak_gpu_gib") is not None else "")
+                         for r in rows)
     if name == "precision":
         lines = [line for line in text.splitlines() if line.startswith("| ") and "precision" not in line]
         return "; ".join(" ".join(c.strip() for c in line.strip("|").split("|")[:3]) for line in lines)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("env", "attacks", "prbcd", "precision", "sweep-default", "sweep-default-2cpu", "sweep-aminer",
+STAGES = ("env", "attacks", "prbcd", "meta", "precision", "sweep-default", "sweep-default-2cpu", "sweep-aminer",
           "sweep-poisoning", "main-job")
 
 
@@ -28,6 +28,7 @@ def test_the_cpu_fallback_runs_every_stage(tmp_path):
         assert figures, f"{stage} reports no figure"
     assert "s/step" in rows["attacks"][2] and "fgsm" in rows["attacks"][2] and "tdgia" in rows["attacks"][2]
     assert "flips" in rows["prbcd"][2] and "bf16" in rows["precision"][2]
+    assert "metattack cpu" in rows["meta"][2] and "meta_prbcd cpu" in rows["meta"][2]
     assert "0 failed" in rows["sweep-default"][2] and "0 failed" in rows["sweep-poisoning"][2]
     assert "0 failed" in rows["sweep-default-2cpu"][2]
     assert "cells stored" in rows["main-job"][2] and "score:" in rows["main-job"][2]

@@ -4,6 +4,8 @@ interruption."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -112,6 +114,11 @@ def test_poisoning_targets_are_the_unlabelled_nodes(graph):
     t = poisoning_targets(graph)
     assert np.intersect1d(t, graph.split["train"]).size == 0
     assert t.size + graph.split["train"].size == graph.num_nodes
+    # a node of no split is not fought (Metattack's idx_unlabeled is val + test)
+    loose = int(graph.split["val"][0])
+    split = {k: v[v != loose] for k, v in graph.split.items()}
+    t = poisoning_targets(dataclasses.replace(graph, split=split))
+    assert loose not in t and t.size + graph.split["train"].size == graph.num_nodes - 1
 
 
 # ------------------------------------------------------------------------------ on Ray
@@ -262,27 +269,6 @@ def test_a_targeted_poisoning_perturbation_fights_its_difficultys_test_nodes(job
     # the global perturbation fights every unlabelled node, most of them outside the easy set
     glob = flips(next(a for a in job_plan(job, graph).attacks if a.attack == "dice" and a.repeat == 0))
     assert not np.isin(glob, easy).any(axis=0).all()
-
-
-def test_a_gpu_attack_task_runs_cpu_only_cells_on_its_cpu(graph, monkeypatch):
-    """An attack task with a GPU share runs Metattack's and meta_prbcd's cells on the CPU, with
-    their models loaded there, and the others on the GPU; results in the cells' order."""
-    from grb_dist.sweep import worker
-
-    job = parse_job({**JOB, "poisoning": {**JOB["poisoning"], "attacks": {"dice": {}, "meta_prbcd": {}, "rnd": {}}}})
-    cells = [a for a in job_plan(job, graph).attacks if a.repeat == 0]
-    assert [a.attack for a in cells] == ["dice", "meta_prbcd", "rnd"]
-    loaded, ran = [], []
-
-    def batch_on(g, batch, surrogate, device, labeler):
-        ran.append((device, surrogate, [c.attack for c in batch]))
-        return [(c.attack, device) for c in batch]
-
-    monkeypatch.setattr(worker, "attack_batch", batch_on)
-    results = worker.attack_on_devices(graph, cells, "cuda", lambda dev: loaded.append(dev) or [f"model on {dev}"])
-    assert results == [("dice", "cuda"), ("meta_prbcd", "cpu"), ("rnd", "cuda")]
-    assert loaded == ["cuda", "cpu"] and ran == [("cuda", "model on cuda", ["dice", "rnd"]),
-                                                 ("cpu", "model on cpu", ["meta_prbcd"])]
 
 
 # ------------------------------------------------------------------------------ adaptive poisoning

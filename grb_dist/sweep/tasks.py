@@ -34,9 +34,9 @@ def attack(graph: Graph, cells: list, models: list):
     fight when they have one (adaptive cells); one return value per cell (submitted with
     ``num_returns=len(cells)``), so each perturbation goes to the Scorers as soon as the
     batch ends, without passing through the driver."""
-    results = worker.attack_on_devices(graph, cells, device(),
-                                       lambda dev: [worker.load_model(graph, name, params, resolve(ref[0]), dev)
-                                                    for name, params, ref in models])
+    dev = device()
+    surrogate, *labeler = [worker.load_model(graph, name, params, resolve(ref[0]), dev) for name, params, ref in models]
+    results = worker.attack_batch(graph, cells, surrogate, device=dev, labeler=labeler[0] if labeler else None)
     return results[0] if len(results) == 1 else tuple(results)
 
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import torch
 
 from grb_dist.attacks import SurrogateCache, build_attack
-from grb_dist.attacks.registry import attack_class
 from grb_dist.attacks.poisoning.base import poisoning_targets
 from grb_dist.core.names import POISONING
 from grb_dist.defenses import build_defense, train_defense
@@ -134,23 +133,6 @@ def attacker_labels(graph: Graph, model: torch.nn.Module, device: str = "cpu") -
     defense's own predictions would push its mistakes towards the truth.)"""
     with torch.no_grad():
         return predict_tensors(model, graph_tensors(graph, device)).cpu().numpy()
-
-
-def attack_on_devices(graph: Graph, cells: list[AttackCell], device: str,
-                      load: Callable[[str], list[torch.nn.Module]]) -> list[AttackResult]:
-    """:func:`attack_batch` on ``device``, except for the cells whose attack computes on the
-    CPU only (``cpu_only``: Metattack, meta_prbcd), which run on the CPU with their models
-    loaded there; ``load(device)`` gives the surrogate (and the labeler, if any) on a device.
-    The results in the order of ``cells``."""
-    where = ["cpu" if getattr(attack_class(c.attack, c.scenario), "cpu_only", False) else device for c in cells]
-    out: dict[int, AttackResult] = {}
-    for dev in dict.fromkeys(where):
-        group = [i for i, w in enumerate(where) if w == dev]
-        surrogate, *labeler = load(dev)
-        for i, result in zip(group, attack_batch(graph, [cells[i] for i in group], surrogate, device=dev,
-                                                  labeler=labeler[0] if labeler else None)):
-            out[i] = result
-    return [out[i] for i in range(len(cells))]
 
 
 def attack_batch(graph: Graph, cells: list[AttackCell], surrogate: torch.nn.Module, *,

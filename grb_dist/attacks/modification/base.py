@@ -150,11 +150,16 @@ class ModificationAttack(Attack):
         propagation) steer the gradient towards nodes it is already sure of."""
         return {"loss": "prob_margin"} if self.edge_gradients else {}
 
+    def edge_budget(self, graph: Graph) -> int:
+        """The flips that ``ratio_edge_mod`` names on ``graph`` (rounded, at least one); an
+        attack whose authors round otherwise says so here."""
+        return max(1, round(self.config.ratio_edge_mod * graph.num_edges))
+
     def budget(self, graph: Graph, num_targets: int) -> Budget:
         """The budget of this config on ``graph`` with ``num_targets`` targets; raises
         :class:`ConfigError` when it is empty or exceeds what the graph allows."""
         cfg = self.config
-        n_edge = cfg.n_edge_mod if cfg.n_edge_mod is not None else max(1, round(cfg.ratio_edge_mod * graph.num_edges))
+        n_edge = cfg.n_edge_mod if cfg.n_edge_mod is not None else self.edge_budget(graph)
         if self.global_pairs:
             available, which = graph.num_nodes * (graph.num_nodes - 1) // 2, "node pairs"
         else:

@@ -51,10 +51,15 @@ def training_reason(model: torch.nn.Module) -> str | None:
 
 
 def poisoning_targets(graph: Graph) -> np.ndarray:
-    """The nodes a poisoning attack fights: every node outside the training split (the
-    unlabelled nodes of Metattack: validation and test nodes, and any node of no split)."""
+    """The nodes a poisoning attack fights: Metattack's unlabelled nodes, the validation and
+    test nodes (``idx_unlabeled = idx_val + idx_test`` in the authors' and Pro-GNN's
+    scripts; a node of no split is not fought). A graph without validation or test split
+    has every node outside the training split fought."""
     if "train" not in graph.split or graph.split["train"].size == 0:
         raise ConfigError(f"graph {graph.name!r} has no training split; poisoning needs one (the defender's labels)")
+    held_out = [graph.split[k] for k in ("val", "test_full") if k in graph.split]
+    if held_out:
+        return np.setdiff1d(np.concatenate(held_out), graph.split["train"]).astype(np.int64)
     keep = np.ones(graph.num_nodes, dtype=bool)
     keep[graph.split["train"]] = False
     return np.flatnonzero(keep).astype(np.int64)
@@ -112,9 +117,6 @@ class PoisoningAttack(ModificationAttack):
     Class flags (beyond the modification ones; ``global_pairs`` is on by default):
         trains: True when the attack trains models itself (meta-gradients through training):
             the forecast (``sweep --plan``) prices it as a training per step.
-        cpu_only: True when the attack computes on the CPU only (its meta-gradient
-            structures are built there): another device is refused in one line, and a
-            sweep's attack task with a GPU runs such a cell on its CPU.
     """
 
     scenario: ClassVar[str] = "poisoning"
@@ -122,7 +124,6 @@ class PoisoningAttack(ModificationAttack):
     global_pairs: ClassVar[bool] = True
     scenarios: ClassVar[tuple[str, ...]] = ("poisoning",)
     trains: ClassVar[bool] = False
-    cpu_only: ClassVar[bool] = False
 
     def attack(self, graph: Graph, surrogate: torch.nn.Module, targets: np.ndarray | None = None, *,
                device: str | torch.device = "cpu", cache: SurrogateCache | None = None,
@@ -134,8 +135,6 @@ class PoisoningAttack(ModificationAttack):
         replaces them); the other arguments as :meth:`ModificationAttack.attack`."""
         targets = poisoning_targets(graph) if targets is None else check_targets(graph, targets)
         _, budget = self.check_inputs(graph, targets)
-        if self.cpu_only and torch.device(device).type != "cpu":
-            raise ConfigError(f"{self.name} computes on the CPU only; give it device='cpu' and a surrogate on the CPU")
         gen = torch.Generator(device="cpu").manual_seed(self.config.seed)
         with surrogate_mode(surrogate):
             ctx = ModContext(graph, surrogate, targets, budget, torch.device(device), labels)

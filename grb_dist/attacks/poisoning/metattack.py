@@ -14,8 +14,12 @@ and flips the best one. The attacker's loss is ``lambda_ * L_train + (1 - lambda
 the cross-entropy on the training nodes (Meta-Train, ``lambda_=1``) and on the unlabelled
 nodes against self-training labels (Meta-Self, ``lambda_=0``, the default; the labels are
 :func:`~grb_dist.attacks.poisoning.base.self_training_labels`). ``approximate=True`` is the
-paper's A-Meta-Self: the sum over the training trajectory of the attacker loss's gradient at
-each step's weights (weights held fixed: nothing is differentiated through the training).
+paper's A-Meta-Self as the authors' code computes it: the surrogate trained by Adam
+(``approx_lr``, 0.01), and the sum over its ``train_iters`` steps of the attacker loss's
+gradient at each step's weights before the update (weights held fixed: nothing is
+differentiated through the training). The budget of ``ratio_edge_mod`` is rounded down, and
+the degree test's log-likelihood is the authors' (:func:`_powerlaw_ll`), so that a rate
+allows what Pro-GNN's published perturbations were made with.
 
 The meta-gradient is exact; what makes it cheap is the algebra of the linear surrogate:
 
@@ -34,7 +38,8 @@ The meta-gradient is exact; what makes it cheap is the algebra of the linear sur
 Memory is dominated by the N x N buffers (the pair gradient, and at most two more: the
 rows next to the training nodes and their transpose, or A-Meta-Self's dense chain); the
 estimate (:func:`state_bytes`) is checked against :data:`MEMORY_FRACTION` of the machine's
-memory before anything is allocated. The block-sparse alternative for larger graphs is
+memory before anything is allocated. Everything computes on the attack's device (a GPU's
+memory bounds it there); only the sparse ``Â[train] Â X`` of the CPU path goes through scipy. The block-sparse alternative for larger graphs is
 ``meta_prbcd`` (:mod:`grb_dist.attacks.poisoning.prbcd`).
 """
 
@@ -69,7 +74,8 @@ class MetattackConfig(ModificationConfig):
     per ``flips_per_step`` flips until the budget is spent):
         lambda_: weight of the training-node loss; ``0`` = Meta-Self, ``1`` = Meta-Train.
         train_iters: inner training steps of the surrogate per greedy step.
-        lr / momentum: the inner gradient descent (the paper's 0.1 and 0.9).
+        lr / momentum: Meta-Self's inner gradient descent (the paper's 0.1 and 0.9).
+        approx_lr: A-Meta-Self's inner Adam step size (the authors' 0.01).
         hidden: the surrogate's hidden width.
         approximate: A-Meta-Self (gradient summed along the trajectory, not through it).
         flips_per_step: pairs flipped per greedy step (the best ones that stay valid); 1 is
@@ -82,6 +88,7 @@ class MetattackConfig(ModificationConfig):
     train_iters: int = 100
     lr: float = 0.1
     momentum: float = 0.9
+    approx_lr: float = 0.01
     hidden: int = 16
     approximate: bool = False
     flips_per_step: int = 1
@@ -95,8 +102,10 @@ class MetattackConfig(ModificationConfig):
         check_int(self.train_iters, "metattack: train_iters", 1, 100_000)
         check_int(self.hidden, "metattack: hidden", 1, 16_384)
         check_int(self.flips_per_step, "metattack: flips_per_step", 1, 1_000_000)
-        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
-            raise ConfigError(f"metattack: lr must be a positive finite number, got {self.lr}")
+        for name in ("lr", "approx_lr"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ConfigError(f"metattack: {name} must be a positive finite number, got {value}")
         if not (isinstance(self.momentum, (int, float)) and 0 <= self.momentum < 1):
             raise ConfigError(f"metattack: momentum must be in [0, 1), got {self.momentum}")
         if not (isinstance(self.ll_cutoff, (int, float)) and math.isfinite(self.ll_cutoff) and self.ll_cutoff > 0):
@@ -139,9 +148,9 @@ def _csr(crow: torch.Tensor, col: torch.Tensor, val: torch.Tensor, shape: tuple[
 
 
 def csr_of(rows: torch.Tensor, cols: torch.Tensor, vals: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
-    """A CSR tensor from COO entries (no duplicates)."""
+    """A CSR tensor from COO entries (no duplicates), on their device."""
     order = torch.argsort(rows * shape[1] + cols)
-    crow = torch.zeros(shape[0] + 1, dtype=torch.long)
+    crow = torch.zeros(shape[0] + 1, dtype=torch.long, device=rows.device)
     crow[1:] = torch.cumsum(torch.bincount(rows, minlength=shape[0]), 0)
     return _csr(crow, cols[order], vals[order], shape)
 
@@ -150,25 +159,27 @@ class Adjacency:
     """A symmetric weighted adjacency without self-loops, given by canonical pairs
     ``(u < v)`` and weights, and its GCN normalisation ``Â = D^-1/2 (A + I) D^-1/2``
     (``D = 1 + `` weighted degree) as CSR. ``row, col, w`` list ``A + I``'s entries (both
-    directions and the diagonal, weight 1 there)."""
+    directions and the diagonal, weight 1 there). Everything lives on ``pairs``' device."""
 
     def __init__(self, n: int, pairs: torch.Tensor, weights: torch.Tensor):
         self.n = n
         self.pairs = pairs
-        loop = torch.arange(n)
+        ones = torch.ones(n, dtype=weights.dtype, device=pairs.device)
+        loop = torch.arange(n, device=pairs.device)
         self.row = torch.cat([pairs[0], pairs[1], loop])
         self.col = torch.cat([pairs[1], pairs[0], loop])
-        self.w = torch.cat([weights, weights, torch.ones(n, dtype=weights.dtype)])
-        self.deg = torch.ones(n, dtype=weights.dtype).index_add_(0, pairs[0], weights).index_add_(0, pairs[1], weights)
+        self.w = torch.cat([weights, weights, ones])
+        self.deg = ones.clone().index_add_(0, pairs[0], weights).index_add_(0, pairs[1], weights)
         self.s = self.deg.rsqrt()
         self.val = self.w * self.s[self.row] * self.s[self.col]
         self.csr = csr_of(self.row, self.col, self.val, (n, n))
 
     @classmethod
-    def unweighted(cls, n: int, keys: np.ndarray, dtype: torch.dtype = torch.float32) -> "Adjacency":
+    def unweighted(cls, n: int, keys: np.ndarray, dtype: torch.dtype = torch.float32,
+                   device: torch.device | str = "cpu") -> "Adjacency":
         """From sorted canonical keys ``u * n + v`` of the edges."""
-        k = torch.as_tensor(keys, dtype=torch.long)
-        return cls(n, torch.stack([k // n, k % n]), torch.ones(k.numel(), dtype=dtype))
+        k = torch.as_tensor(keys, dtype=torch.long, device=device)
+        return cls(n, torch.stack([k // n, k % n]), torch.ones(k.numel(), dtype=dtype, device=device))
 
     def prop(self, h: torch.Tensor) -> torch.Tensor:
         """``Â @ h``."""
@@ -177,8 +188,8 @@ class Adjacency:
     def columns(self, sel: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(nb, Â[nb][:, sel])``: the rows where ``Â[:, sel]`` is non-zero and that block
         as CSR (``Â`` is symmetric: the entries of rows ``sel``, transposed)."""
-        pos = torch.full((self.n,), -1, dtype=torch.long)
-        pos[sel] = torch.arange(sel.numel())
+        pos = torch.full((self.n,), -1, dtype=torch.long, device=sel.device)
+        pos[sel] = torch.arange(sel.numel(), device=sel.device)
         keep = pos[self.row] >= 0
         j, i, v = pos[self.row[keep]], self.col[keep], self.val[keep]
         nb, local = torch.unique(i, return_inverse=True)
@@ -212,7 +223,7 @@ def add_degree_terms(adj: Adjacency, scaled: torch.Tensor) -> torch.Tensor:
     normalisation's degree terms ``h_i + h_j`` with ``h_i = dL/dD_ii = -(1 / 2 D_ii)
     sum_k w_ik scaled_ik`` over ``A + I``'s entries (``Â_ik = w_ik s_i s_k``)."""
     vals = scaled[adj.row, adj.col] * adj.w
-    h = -torch.zeros(adj.n, dtype=scaled.dtype).index_add_(0, adj.row, vals) / (2 * adj.deg)
+    h = -torch.zeros(adj.n, dtype=scaled.dtype, device=scaled.device).index_add_(0, adj.row, vals) / (2 * adj.deg)
     ones = torch.ones_like(h)
     return scaled.addmm_(torch.stack([h, ones], 1), torch.stack([ones, h], 0))
 
@@ -236,28 +247,31 @@ class LinearizedGCN:
 
     ``labels``: a class per node (true labels on ``train``, self-training labels elsewhere);
     ``unlabelled``: the nodes of the self-training loss; ``lambda_``: weight of the
-    training-node loss."""
+    training-node loss; ``lr`` / ``momentum``: Meta-Self's inner gradient descent;
+    ``approx_lr``: A-Meta-Self's inner Adam. Every tensor lives on ``device``."""
 
     def __init__(self, features: np.ndarray, train: np.ndarray, labels: np.ndarray, unlabelled: np.ndarray,
                  num_classes: int, *, lambda_: float = 0.0, hidden: int = 16, iters: int = 100, lr: float = 0.1,
-                 momentum: float = 0.9, dtype: torch.dtype = torch.float32):
-        x = torch.as_tensor(np.asarray(features), dtype=dtype)
-        self.x = x
+                 momentum: float = 0.9, approx_lr: float = 0.01, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str = "cpu"):
+        x = torch.as_tensor(np.asarray(features), dtype=dtype, device=device)
+        self.x, self.device = x, torch.device(device)
         nz = x.nonzero().T
         if nz.shape[1] <= SPARSE_FEATURES * x.numel():  # bag-of-words: sparse products
             self.xs = csr_of(nz[0], nz[1], x[nz[0], nz[1]], tuple(x.shape))
             self.xs_t = csr_of(nz[1], nz[0], x[nz[0], nz[1]], (x.shape[1], x.shape[0]))
         else:
             self.xs, self.xs_t = x, x.T.contiguous()
-        self.x_scipy = sp.csr_matrix(x.numpy()) if self.xs is not x else x.numpy()
-        self.train = torch.as_tensor(np.asarray(train), dtype=torch.long)
+        on_cpu = self.device.type == "cpu"
+        self.x_scipy = (sp.csr_matrix(x.numpy()) if self.xs is not x else x.numpy()) if on_cpu else None
+        self.train = torch.as_tensor(np.asarray(train), dtype=torch.long, device=device)
         self.c, self.hidden, self.iters, self.lr, self.momentum = num_classes, hidden, iters, lr, momentum
-        self.dtype = dtype
-        y = torch.as_tensor(np.asarray(labels), dtype=torch.long)
+        self.approx_lr, self.dtype = approx_lr, dtype
+        y = torch.as_tensor(np.asarray(labels), dtype=torch.long, device=device)
         self.onehot = torch.nn.functional.one_hot(y, num_classes).to(dtype)
-        self.y_train = self.onehot[self.train]
-        weight = torch.zeros(x.shape[0], dtype=dtype)
-        unl = torch.as_tensor(np.asarray(unlabelled), dtype=torch.long)
+        self.y_train, self.train_labels = self.onehot[self.train], y[self.train]
+        weight = torch.zeros(x.shape[0], dtype=dtype, device=device)
+        unl = torch.as_tensor(np.asarray(unlabelled), dtype=torch.long, device=device)
         if lambda_ < 1 and unl.numel():
             weight[unl] = (1 - lambda_) / unl.numel()
         if lambda_ > 0:
@@ -268,25 +282,28 @@ class LinearizedGCN:
         """Glorot-uniform ``W1`` (D x h) and ``W2`` (h x C) drawn from ``gen``."""
         def glorot(a: int, b: int) -> torch.Tensor:
             bound = math.sqrt(6.0 / (a + b))
-            return (torch.rand(a, b, generator=gen, dtype=torch.float64) * 2 - 1).mul_(bound).to(self.dtype)
+            return (torch.rand(a, b, generator=gen, dtype=torch.float64) * 2 - 1).mul_(bound).to(self.x)
         return glorot(self.x.shape[1], self.hidden), glorot(self.hidden, self.c)
 
     def train_features(self, adj: Adjacency) -> torch.Tensor:
-        """``F_L = (Â² X)[train]``, as the sparse product ``Â[train] Â X`` (binary bag-of-words
-        features are about 1% dense: five times faster than two dense propagations)."""
+        """``F_L = (Â² X)[train]``: on the CPU the sparse product ``Â[train] Â X`` (binary
+        bag-of-words features are about 1% dense: five times faster than two dense
+        propagations), elsewhere two propagations of ``X``."""
+        if self.x_scipy is None:
+            return adj.prop(adj.prop(self.x))[self.train]
         a = sp.csr_matrix((adj.val.numpy(), (adj.row.numpy(), adj.col.numpy())), shape=(adj.n, adj.n))
         f = (a[self.train.numpy()] @ a) @ self.x_scipy  # scipy: torch's CSR @ CSR leaks memory (2.13)
         return torch.as_tensor(f.toarray() if sp.issparse(f) else np.asarray(f), dtype=self.dtype)
 
     # ------------------------------------------------------------------ training
 
-    def fit(self, f: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, keep: bool = True, on_step=None) -> _Trajectory:
+    def fit(self, f: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, keep: bool = True) -> _Trajectory:
         """Train ``W1 = w1 + f^T Q`` and ``W2`` by gradient descent with momentum on the
-        cross-entropy of the training rows ``f``; ``on_step(W1_t, W2_t)`` after each update.
-        (``e`` is ``softmax - onehot``; the mean's ``1 / n`` rides on the products.)"""
+        cross-entropy of the training rows ``f`` (Meta-Self's inner training). (``e`` is
+        ``softmax - onehot``; the mean's ``1 / n`` rides on the products.)"""
         n, lr, mom = f.shape[0], self.lr, self.momentum
         p0, kern = f @ w1, f @ f.T
-        q = torch.zeros(n, self.hidden, dtype=f.dtype)
+        q = torch.zeros(n, self.hidden, dtype=f.dtype, device=f.device)
         vq, v2, saved = torch.zeros_like(q), torch.zeros_like(w2), []
         for _ in range(self.iters):
             hid = torch.addmm(p0, kern, q)
@@ -297,8 +314,6 @@ class LinearizedGCN:
             vq = torch.addmm(vq, e, w2.T, beta=mom, alpha=1 / n)
             v2 = torch.addmm(v2, hid.T, e, beta=mom, alpha=1 / n)
             q, w2 = q.add(vq, alpha=-lr), w2.add(v2, alpha=-lr)
-            if on_step is not None:
-                on_step(torch.addmm(w1, f.T, q), w2)
         return _Trajectory(f, kern, w1, q, torch.addmm(w1, f.T, q), w2, saved)
 
     def _adjoint(self, run: _Trajectory, w1bar: torch.Tensor, w2bar: torch.Tensor) -> torch.Tensor:
@@ -354,32 +369,43 @@ class LinearizedGCN:
         return float(loss), add_degree_terms(adj, scaled)
 
     def approx_gradient(self, adj: Adjacency, w1: torch.Tensor, w2: torch.Tensor) -> tuple[float, torch.Tensor]:
-        """``(loss, G)`` of A-Meta-Self: ``G = sum_t dL(W_t) / dA`` over the weights after
-        each training step, each held fixed (N x N, as :meth:`meta_gradient`)."""
+        """``(loss, G)`` of A-Meta-Self: ``G = sum_t dL(W_t) / dA`` over the ``iters`` weights
+        of the inner training, each taken *before* its update and held fixed (N x N, as
+        :meth:`meta_gradient`). The inner training is Adam at ``approx_lr`` on the
+        training-node cross-entropy, as in the authors' ``GNNMetaApprox`` and DeepRobust's
+        ``MetaApprox``; nothing is differentiated through it."""
+        f = self.train_features(adj)
+        w1, w2 = w1.clone().requires_grad_(True), w2.clone().requires_grad_(True)
+        adam = torch.optim.Adam([w1, w2], lr=self.approx_lr)
         grad_f = torch.zeros_like(self.x)
-        last = []
-
-        def accumulate(w1_t: torch.Tensor, w2_t: torch.Tensor) -> None:
-            loss, delta, _, _ = self.evaluate(adj, w1_t, w2_t)
-            grad_f.addmm_(delta, (w1_t @ w2_t).T)  # dL/dF = delta W^T
-            last[:] = [loss]
-
-        self.fit(self.train_features(adj), w1, w2, keep=False, on_step=accumulate)
+        loss = torch.zeros(())
+        for _ in range(self.iters):
+            with torch.no_grad():
+                loss, delta, _, _ = self.evaluate(adj, w1, w2)
+                grad_f.addmm_(delta, (w1 @ w2).T)  # dL/dF = delta W^T at this step's weights
+            adam.zero_grad()
+            with torch.enable_grad():
+                torch.nn.functional.cross_entropy(f @ w1 @ w2, self.train_labels).backward()
+            adam.step()
         # F = Â (Â X): dL/dÂ = K Â + Â K with K = grad_f X^T; symmetrised and scaled
         kt = self.xs @ grad_f.T.contiguous()
         t = adj.prop(kt + kt.T)
         scaled = (t + t.T).mul_(adj.s[:, None]).mul_(adj.s[None, :])
-        return float(last[0]), add_degree_terms(adj, scaled)
+        return float(loss), add_degree_terms(adj, scaled)
 
 
 # ---------------------------------------------------------------------- degree likelihood
 
 
 def _powerlaw_ll(count: torch.Tensor, logsum: torch.Tensor) -> torch.Tensor:
-    """Log-likelihood of the degrees >= :data:`LL_DMIN` under their fitted power law
-    (``count`` of them, ``logsum`` of their logs)."""
+    """The "log-likelihood" of the degrees >= :data:`LL_DMIN` under their fitted power law
+    (``count`` of them, ``logsum`` of their logs), as the authors' code computes it:
+    ``n log(alpha) + n alpha log(d_min) + (alpha + 1) sum(log d)``. The paper prints the
+    last term with a minus (the true power-law log-likelihood); the authors' Nettack and
+    Metattack code, and DeepRobust after them, add it, and that sum decides which flips
+    their published perturbations allowed, so it is the one kept here."""
     alpha = 1 + count / (logsum - count * math.log(LL_DMIN - 0.5))
-    return count * torch.log(alpha) + count * alpha * math.log(LL_DMIN) - (alpha + 1) * logsum
+    return count * torch.log(alpha) + count * alpha * math.log(LL_DMIN) + (alpha + 1) * logsum
 
 
 def _degree_stats(deg: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -416,14 +442,14 @@ class DegreeTest:
     def mask(self, score: torch.Tensor, deg: np.ndarray, edges: tuple[torch.Tensor, torch.Tensor]) -> None:
         """Set ``score`` to -inf at every pair whose flip fails the test (current degrees
         ``deg``, current edges ``edges`` in both directions), in row blocks."""
-        d = torch.as_tensor(deg)
+        d = torch.as_tensor(deg, device=score.device)
         count, logsum = _degree_stats(d)
         add, rem = self._node_deltas(d, 1), self._node_deltas(d, -1)
         n = score.shape[0]
         rows = max(1, LL_BLOCK // n)
         for r0 in range(0, n, rows):
             r1 = min(n, r0 + rows)
-            is_edge = torch.zeros(r1 - r0, n, dtype=torch.bool)
+            is_edge = torch.zeros(r1 - r0, n, dtype=torch.bool, device=score.device)
             inside = (edges[0] >= r0) & (edges[0] < r1)
             is_edge[edges[0][inside] - r0, edges[1][inside]] = True
             c = torch.where(is_edge, rem[0][r0:r1, None] + rem[0][None, :], add[0][r0:r1, None] + add[0][None, :])
@@ -447,7 +473,12 @@ class Metattack(PoisoningAttack):
     Config = MetattackConfig
     name = "metattack"
     trains = True
-    cpu_only = True
+
+    def edge_budget(self, graph: Graph) -> int:
+        """``int(ratio_edge_mod * edges)``, rounded down as Pro-GNN's and DeepRobust's
+        Metattack scripts do (so a rate names the same number of flips as their
+        published graphs)."""
+        return max(1, int(self.config.ratio_edge_mod * graph.num_edges))
 
     def check_inputs(self, graph: Graph, targets: np.ndarray):
         targets, budget = super().check_inputs(graph, targets)
@@ -459,14 +490,14 @@ class Metattack(PoisoningAttack):
         budget = ctx.budget.n_edge_mod
         model = LinearizedGCN(graph.features, graph.split["train"], self_training_labels(ctx), ctx.targets,
                               int(graph.num_classes), lambda_=cfg.lambda_, hidden=cfg.hidden, iters=cfg.train_iters,
-                              lr=cfg.lr, momentum=cfg.momentum)
+                              lr=cfg.lr, momentum=cfg.momentum, approx_lr=cfg.approx_lr, device=ctx.device)
         clean = ctx.edge_keys
         deg = graph.degrees().astype(np.int64).copy()
         test = DegreeTest(deg, cfg.ll_cutoff) if cfg.ll_constraint else None
         flipped: list[int] = []
         while len(flipped) < budget:
             keys = np.setxor1d(clean, np.asarray(flipped, dtype=np.int64))
-            adj = Adjacency.unweighted(n, keys)
+            adj = Adjacency.unweighted(n, keys, device=ctx.device)
             w1, w2 = model.init_weights(gen)
             _, score = (model.approx_gradient if cfg.approximate else model.meta_gradient)(adj, w1, w2)
             picks = self._select(score, adj, keys, deg, flipped, test, min(cfg.flips_per_step, budget - len(flipped)))
@@ -489,10 +520,10 @@ class Metattack(PoisoningAttack):
         score[v, u] = -score[v, u]
         score.diagonal().fill_(-math.inf)
         if flipped:
-            f = torch.as_tensor(flipped)
+            f = torch.as_tensor(flipped, device=score.device)
             score[f // n, f % n] = -math.inf
             score[f % n, f // n] = -math.inf
-        lonely = torch.as_tensor((deg[u.numpy()] <= 1) | (deg[v.numpy()] <= 1))
+        lonely = torch.as_tensor((deg[u.cpu().numpy()] <= 1) | (deg[v.cpu().numpy()] <= 1), device=score.device)
         score[u[lonely], v[lonely]] = -math.inf
         score[v[lonely], u[lonely]] = -math.inf
         if test is not None:

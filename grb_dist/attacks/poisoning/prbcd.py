@@ -124,7 +124,7 @@ class SparseStructure:
 
     @staticmethod
     def _crow(index: torch.Tensor, n: int) -> torch.Tensor:
-        crow = torch.zeros(n + 1, dtype=torch.long)
+        crow = torch.zeros(n + 1, dtype=torch.long, device=index.device)
         crow[1:] = torch.cumsum(torch.bincount(index, minlength=n), 0)
         return crow
 
@@ -141,7 +141,7 @@ class SparseStructure:
 
     def sampled(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """``(a @ b^T)`` at the entries, in their given order (no E x F temporary)."""
-        mask = self._csr(self.crow, self.col_sorted, torch.zeros(self.row.numel(), dtype=a.dtype), self.shape)
+        mask = self._csr(self.crow, self.col_sorted, a.new_zeros(self.row.numel()), self.shape)
         out = torch.sparse.sampled_addmm(mask, a.contiguous(), b.T, beta=0.0).values()
         return torch.empty_like(out).index_copy_(0, self.order, out)
 
@@ -167,11 +167,14 @@ class SparseProduct(torch.autograd.Function):
 class RelaxedGraph:
     """The clean graph plus a block of pairs with relaxed weights: ``A + Delta(p)``
     (``+p`` on an absent pair, ``-p`` on an edge, both directions) and its normalisation
-    ``Â = D^-1/2 (A + Delta + I) D^-1/2`` as differentiable sparse products."""
+    ``Â = D^-1/2 (A + Delta + I) D^-1/2`` as differentiable sparse products, on the device
+    of ``pairs`` (``edges`` and ``train`` are moved there)."""
 
     def __init__(self, n: int, edges: torch.Tensor, pairs: torch.Tensor, sign: torch.Tensor,
                  train: torch.Tensor, dtype: torch.dtype):
-        loop = torch.arange(n)
+        device = pairs.device
+        edges, train = edges.to(device), train.to(device)
+        loop = torch.arange(n, device=device)
         self.n, self.dtype = n, dtype
         # raw entries: clean edges (both directions), the block's pairs (both), the diagonal;
         # a block pair that is an edge is one entry of weight 1 - p (duplicates merged)
@@ -182,8 +185,8 @@ class RelaxedGraph:
         self.row, self.col = keys // n, keys % n
         self.sign = sign
         self.full = SparseStructure(self.row, self.col, (n, n))
-        pos = torch.full((n,), -1, dtype=torch.long)
-        pos[train] = torch.arange(train.numel())
+        pos = torch.full((n,), -1, dtype=torch.long, device=device)
+        pos[train] = torch.arange(train.numel(), device=device)
         self.train_entries = torch.nonzero(pos[self.row] >= 0).squeeze(1)
         self.rows = SparseStructure(pos[self.row[self.train_entries]], self.col[self.train_entries],
                                     (train.numel(), n))
@@ -191,10 +194,9 @@ class RelaxedGraph:
     def values(self, p: torch.Tensor) -> torch.Tensor:
         """``Â``'s entries for block weights ``p``."""
         w_pairs = self.sign * p
-        raw = torch.cat([torch.ones(self.m_edges, dtype=self.dtype), w_pairs, w_pairs,
-                         torch.ones(self.n, dtype=self.dtype)])
-        w = torch.zeros(self.row.numel(), dtype=self.dtype).index_add(0, self.entry, raw)
-        deg = torch.zeros(self.n, dtype=self.dtype).index_add(0, self.row, w)
+        raw = torch.cat([p.new_ones(self.m_edges), w_pairs, w_pairs, p.new_ones(self.n)])
+        w = p.new_zeros(self.row.numel()).index_add(0, self.entry, raw)
+        deg = p.new_zeros(self.n).index_add(0, self.row, w)
         s = deg.rsqrt()
         return w * s[self.row] * s[self.col]
 
@@ -207,16 +209,17 @@ class RelaxedGraph:
 
 
 class MetaObjective:
-    """The attacker's loss of the linearised GCN trained on a :class:`RelaxedGraph`."""
+    """The attacker's loss of the linearised GCN trained on a :class:`RelaxedGraph`; its
+    tensors live on ``device``."""
 
     def __init__(self, features: np.ndarray, train: np.ndarray, labels: np.ndarray, targets: np.ndarray,
                  num_classes: int, *, kind: str = "ce", hidden: int = 16, iters: int = 100, lr: float = 0.1,
-                 momentum: float = 0.9, dtype: torch.dtype = torch.float32):
-        self.x = torch.as_tensor(np.asarray(features), dtype=dtype)
-        self.train = torch.as_tensor(np.asarray(train), dtype=torch.long)
-        y = torch.as_tensor(np.asarray(labels), dtype=torch.long)
+                 momentum: float = 0.9, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"):
+        self.x = torch.as_tensor(np.asarray(features), dtype=dtype, device=device)
+        self.train = torch.as_tensor(np.asarray(train), dtype=torch.long, device=device)
+        y = torch.as_tensor(np.asarray(labels), dtype=torch.long, device=device)
         self.y_train = y[self.train]
-        self.targets = torch.as_tensor(np.asarray(targets), dtype=torch.long)
+        self.targets = torch.as_tensor(np.asarray(targets), dtype=torch.long, device=device)
         self.y_targets = y[self.targets]
         self.c, self.kind, self.hidden, self.iters, self.lr, self.momentum = num_classes, kind, hidden, iters, lr, momentum
         self.dtype = dtype
@@ -233,7 +236,7 @@ class MetaObjective:
         """Glorot-uniform ``W1`` (D x h) and ``W2`` (h x C) drawn from ``gen``."""
         def glorot(a: int, b: int) -> torch.Tensor:
             bound = math.sqrt(6.0 / (a + b))
-            return (torch.rand(a, b, generator=gen, dtype=torch.float64) * 2 - 1).mul_(bound).to(self.dtype)
+            return (torch.rand(a, b, generator=gen, dtype=torch.float64) * 2 - 1).mul_(bound).to(self.x)
         return glorot(self.x.shape[1], self.hidden), glorot(self.hidden, self.c)
 
     def loss(self, graph: RelaxedGraph, p: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
@@ -289,8 +292,8 @@ class RelaxedEdges:
 
     def weights(self, p: torch.Tensor) -> torch.Tensor:
         w = self.sign * p
-        raw = torch.cat([torch.ones(self.m_edges, dtype=p.dtype), w, w])
-        return torch.zeros(self.edge_index.shape[1], dtype=p.dtype).index_add(0, self.inverse, raw)
+        raw = torch.cat([p.new_ones(self.m_edges), w, w])
+        return p.new_zeros(self.edge_index.shape[1]).index_add(0, self.inverse, raw)
 
 
 class ModelObjective:
@@ -305,25 +308,27 @@ class ModelObjective:
             raise ConfigError(f"meta_prbcd (inner: model): {reason}")
         self.module = _Weighted(model)  # functional_call swaps its parameters; it is never changed
         self.names = [name for name, _ in self.module.named_parameters()]
-        self.dtype = next(self.module.parameters(), torch.empty(0)).dtype
-        self.x = torch.as_tensor(np.asarray(features), dtype=self.dtype)
-        self.train = torch.as_tensor(np.asarray(train), dtype=torch.long)
-        y = torch.as_tensor(np.asarray(labels), dtype=torch.long)
+        first = next(self.module.parameters(), torch.empty(0))
+        self.dtype, device = first.dtype, first.device  # the surrogate's device: everything computes there
+        self.x = torch.as_tensor(np.asarray(features), dtype=self.dtype, device=device)
+        self.train = torch.as_tensor(np.asarray(train), dtype=torch.long, device=device)
+        y = torch.as_tensor(np.asarray(labels), dtype=torch.long, device=device)
         self.y_train = y[self.train]
-        self.targets = torch.as_tensor(np.asarray(targets), dtype=torch.long)
+        self.targets = torch.as_tensor(np.asarray(targets), dtype=torch.long, device=device)
         self.y_targets = y[self.targets]
         self.kind, self.iters, self.lr, self.momentum = kind, iters, lr, momentum
 
     def relax(self, ctx: ModContext, pairs: torch.Tensor, sign: torch.Tensor) -> RelaxedEdges:
-        return RelaxedEdges(ctx.n, torch.as_tensor(ctx.graph.edge_index), pairs, sign)
+        return RelaxedEdges(ctx.n, torch.as_tensor(ctx.graph.edge_index, device=pairs.device), pairs, sign)
 
     def init_weights(self, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
         """The model's parameters drawn afresh (every submodule's ``reset_parameters``) under
         a seed drawn from ``gen``; the surrogate's own weights are restored afterwards."""
         params = list(self.module.parameters())
         kept = [w.detach().clone() for w in params]
+        cuda = sorted({w.device.index or 0 for w in params if w.device.type == "cuda"})
         try:
-            with torch.random.fork_rng(devices=[]), torch.no_grad():
+            with torch.random.fork_rng(devices=cuda), torch.no_grad():
                 torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=gen)))
                 for module in self.module.modules():
                     if module is not self.module and callable(getattr(module, "reset_parameters", None)):
@@ -388,7 +393,7 @@ class ModelObjective:
                 seen[storage.data_ptr()] = storage.nbytes()
             return t
 
-        p = torch.zeros(graph.sign.numel(), dtype=self.dtype, requires_grad=True)
+        p = torch.zeros(graph.sign.numel(), dtype=self.dtype, device=self.x.device, requires_grad=True)
         params = tuple(w.detach().requires_grad_(True) for w in self.module.parameters())
         with torch.enable_grad(), plain_kernels(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             logits = self.logits(graph, graph.weights(p), params)
@@ -434,8 +439,9 @@ def check_unrolled_memory(objective: ModelObjective, ctx: ModContext, pairs: np.
     """Refuse (one line) an unrolled training whose saved tensors, ``iters + 1`` times one
     step's (measured on one step of the block's relaxed graph) with :data:`UNROLL_MARGIN`,
     exceed :data:`MEMORY_FRACTION` of this machine's memory."""
-    sign = torch.ones(pairs.shape[1], dtype=objective.dtype)
-    need = int(UNROLL_MARGIN * (iters + 1) * objective.step_bytes(objective.relax(ctx, torch.as_tensor(pairs), sign)))
+    sign = torch.ones(pairs.shape[1], dtype=objective.dtype, device=ctx.device)
+    relaxed = objective.relax(ctx, torch.as_tensor(pairs, device=ctx.device), sign)
+    need = int(UNROLL_MARGIN * (iters + 1) * objective.step_bytes(relaxed))
     total = machine_memory()
     if need > MEMORY_FRACTION * total:
         raise ConfigError(
@@ -451,7 +457,6 @@ class MetaPRBCD(PoisoningAttack):
     Config = MetaPRBCDConfig
     name = "meta_prbcd"
     trains = True
-    cpu_only = True
 
     @property
     def follows_gradients(self) -> bool:
@@ -488,7 +493,8 @@ class MetaPRBCD(PoisoningAttack):
         else:
             objective = MetaObjective(graph.features, graph.split["train"], labels, ctx.targets,
                                       int(graph.num_classes), kind=cfg.loss, hidden=cfg.hidden,
-                                      iters=cfg.train_iters, lr=cfg.train_lr, momentum=cfg.train_momentum)
+                                      iters=cfg.train_iters, lr=cfg.train_lr, momentum=cfg.train_momentum,
+                                      device=ctx.device)
         pairs = sample_global_pairs(ctx.n, min(size, available), gen)
         if cfg.inner == "model":
             check_unrolled_memory(objective, ctx, pairs, cfg.train_iters)
