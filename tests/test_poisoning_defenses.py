@@ -56,15 +56,15 @@ def dense_gcn_norm(adj: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------- GCN-Jaccard
 
 
-def reference_kept(x: np.ndarray, edge_index: torch.Tensor, threshold: float, binary: bool) -> set[tuple[int, int]]:
-    """The edges GCN-Jaccard keeps, one at a time from the definitions."""
+def reference_kept(x: np.ndarray, edge_index: torch.Tensor, threshold: float, measure: str) -> set[tuple[int, int]]:
+    """The edges GCN-Jaccard keeps, one at a time from the definitions: the Jaccard
+    similarity of the sets of non-zero features, or the cosine similarity."""
     kept = set()
     for i, j in edge_index.t().tolist():
         a, b = x[i], x[j]
-        if binary:
-            inter = sum(1 for u, v in zip(a, b) if u != 0 and v != 0)
-            union = sum(1 for u, v in zip(a, b) if u != 0 or v != 0)
-            sim = inter / union if union else 0.0
+        if measure == "jaccard":
+            sa, sb = set(np.flatnonzero(a).tolist()), set(np.flatnonzero(b).tolist())
+            sim = len(sa & sb) / len(sa | sb) if sa | sb else 0.0
         else:
             na, nb = math.sqrt(sum(u * u for u in a)), math.sqrt(sum(v * v for v in b))
             sim = sum(u * v for u, v in zip(a, b)) / (na * nb) if na and nb else 0.0
@@ -73,20 +73,33 @@ def reference_kept(x: np.ndarray, edge_index: torch.Tensor, threshold: float, bi
     return kept
 
 
-@pytest.mark.parametrize("binary", [True, False])
-def test_jaccard_equals_a_plain_reference(binary):
+def sparse_real_features(n: int, d: int, seed: int) -> np.ndarray:
+    """Non-binary features with zeros (TF-IDF-like: positive values on a random support)."""
+    rng = np.random.default_rng(seed)
+    return (rng.uniform(0.1, 3.0, (n, d)) * (rng.random((n, d)) < 0.4)).astype(np.float32)
+
+
+@pytest.mark.parametrize("features,params,measure", [
+    ("binary", {}, "jaccard"),
+    ("real", {}, "jaccard"),  # the default whatever the values: the non-zero patterns
+    ("real", {"similarity": "cosine"}, "cosine"),  # the variant, asked for by name
+], ids=["binary", "real-jaccard", "real-cosine"])
+def test_jaccard_equals_a_plain_reference(features, params, measure):
     n, d, threshold = 14, 8, 0.3
-    rng = np.random.default_rng(1)
     ei = random_graph(n, 0.35, seed=2)
-    x = (rng.random((n, d)) < 0.4).astype(np.float32) if binary else rng.normal(size=(n, d)).astype(np.float32)
+    x = sparse_real_features(n, d, seed=1)
+    if features == "binary":
+        x = (x != 0).astype(np.float32)
     x[3] = 0  # an empty feature set: similarity 0 with everything
-    kept = reference_kept(x, ei, threshold, binary)
+    kept = reference_kept(x, ei, threshold, measure)
     assert 0 < len(kept) < ei.shape[1], "the tiny graph must have edges on both sides of the threshold"
+    if features == "real":
+        other = "cosine" if measure == "jaccard" else "jaccard"
+        assert kept != reference_kept(x, ei, threshold, other), "the two measures must disagree here"
     torch.manual_seed(0)
-    model = build_model("jaccard", d, 3, {"hidden_sizes": [8], "threshold": threshold}).eval()
+    model = build_model("jaccard", d, 3, {"hidden_sizes": [8], "threshold": threshold, **params}).eval()
     xt = torch.as_tensor(x)
     assert {tuple(e) for e in model.pruned_edges(xt, ei).t().tolist()} == kept
-    assert int(model.measure) == (1 if binary else 2)  # "auto" decided on the first features
     adj = torch.zeros(n, n)
     for i, j in kept:
         adj[j, i] = 1.0  # row = target
@@ -99,7 +112,15 @@ def test_jaccard_equals_a_plain_reference(binary):
     torch.testing.assert_close(model.weighted_forward(xt, ei, ones), expected, rtol=1e-4, atol=1e-5)
 
 
-def test_jaccard_keeps_its_measure_and_ignores_a_dissimilar_edge():
+def test_jaccard_drops_every_edge_of_identity_features():
+    """Identity features (polblogs): distinct singleton sets, every edge's Jaccard is 0."""
+    n = 8
+    ei = random_graph(n, 0.5, seed=4)
+    model = build_model("jaccard", n, 2, {"hidden_sizes": [4]}).eval()
+    assert model.pruned_edges(torch.eye(n), ei).shape[1] == 0
+
+
+def test_jaccard_ignores_a_dissimilar_edge_and_keeps_its_measure():
     n, d = 10, 6
     x = torch.zeros(n, d)
     x[:5, :3] = 1
@@ -111,12 +132,12 @@ def test_jaccard_keeps_its_measure_and_ignores_a_dissimilar_edge():
     clean = model(x, ei)
     attacked = torch.cat([ei, torch.tensor([[0, 9], [9, 0]])], dim=1)  # an edge across the groups
     torch.testing.assert_close(model(x, attacked), clean)
-    fresh = build_model("jaccard", d, 2, {"hidden_sizes": [4]})
-    fresh.load_state_dict(model.state_dict())
-    assert int(fresh.measure) == 1  # Jaccard, kept when non-binary features come later
-    noisy = x.clone()
-    noisy[0, 5] = 0.37
-    assert fresh.measure_name(noisy) == "jaccard"
+    cosine = build_model("jaccard", d, 2, {"hidden_sizes": [4], "similarity": "cosine"})
+    assert cosine.measure_name() == "cosine"
+    cosine.load_state_dict(model.state_dict())
+    assert cosine.measure_name() == "jaccard"  # the measure the loaded weights were trained with
+    with pytest.raises(ConfigError, match="similarity must be one of jaccard, cosine"):
+        build_model("jaccard", d, 2, {"similarity": "auto"})
 
 
 # --------------------------------------------------------------------------- Soft-Median GDC

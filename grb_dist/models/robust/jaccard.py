@@ -5,18 +5,23 @@ Wu et al. observe that structure attacks mostly connect nodes whose features hav
 common, and that a clean citation graph rarely does; so before the GCN runs, every edge
 ``(i, j)`` of the *input* graph is scored by the similarity of its endpoints' features and
 dropped when the score is below ``threshold`` (default 0.01, the value used in the
-experiments of Pro-GNN (Jin et al., 2020) and of Geisler et al. (2021)):
+experiments of Pro-GNN (Jin et al., 2020) and of Geisler et al. (2021)). The score is
+``J_ij = |S_i AND S_j| / |S_i OR S_j|``, the Jaccard similarity of the endpoints' feature
+sets ``S_i = {f : x_if != 0}``: the non-zero pattern of the features, whatever their values
+(0 when both sets are empty, where the reference code would divide by zero). This is the reference implementation's measure (DeepRobust's
+``GCNJaccard``, ``binary_feature=True`` by default, which counts non-zero entries), for
+binary bag-of-words features and for any other features alike.
 
-- binary features (bag-of-words): the Jaccard similarity of the feature sets,
-  ``J_ij = |x_i AND x_j| / |x_i OR x_j|`` (0 when both sets are empty);
-- other features: the cosine similarity ``<x_i, x_j> / (|x_i| |x_j|)`` (0 for a zero row),
-  the usual substitute, since the Jaccard similarity is defined for sets only.
+Consequence on graphs without attributes: with identity features (polblogs) every node's
+set is its own index, so every edge has ``J = 0`` and is dropped; the GCN then sees self-loops
+only and is a per-node MLP of the identity features. The reference does the same. On
+dense real-valued features without zeros (a CSBM's Gaussian features) every set is full,
+every ``J`` is 1 and nothing is dropped: the model is a GCN.
 
-``similarity="auto"`` (the default) picks the measure from the features of the first graph
-the model sees (its training graph) and keeps the choice as a buffer, so that a trained
-model keeps it when it is saved and reloaded, and when an attack later gives it
-non-binary features (injected nodes with continuous features are then compared by the
-Jaccard similarity of their non-zero patterns).
+``similarity="cosine"`` is the variant, never the default: the cosine similarity
+``<x_i, x_j> / (|x_i| |x_j|)`` (0 for a zero row), what DeepRobust computes when built with
+``binary_feature=False``. The measure is kept as a buffer, so a saved model computes the
+measure it was trained with when reloaded.
 
 The scores are computed on the graph of every forward pass, so the defense acts on the
 perturbed graph in evasion (test time) and in poisoning (training): vectorised over the
@@ -49,7 +54,7 @@ from grb_dist.models.weighted import without_self_loops
 #: Features gathered per chunk of edges (rows x features), about 16 MiB of float32.
 CHUNK_VALUES = 1 << 22
 #: ``similarity`` values: the measure's code in the ``measure`` buffer.
-MEASURES = {"auto": 0, "jaccard": 1, "cosine": 2}
+MEASURES = {"jaccard": 1, "cosine": 2}
 
 
 @dataclass(frozen=True)
@@ -60,15 +65,15 @@ class JaccardConfig(ModelConfig):
         hidden_sizes: GCN widths (one hidden layer of 64, as in the benchmark of Geisler
             et al. 2021).
         threshold: edges whose similarity is below this are dropped (0.01).
-        similarity: ``jaccard`` (binary features; other values count as their non-zero
-            pattern), ``cosine``, or ``auto`` (Jaccard when the training features are
-            binary, else cosine; see the module docstring).
+        similarity: ``jaccard`` (the published method: the Jaccard similarity of the
+            features' non-zero patterns, whatever their values) or ``cosine`` (the
+            cosine-similarity variant; see the module docstring).
     """
 
     hidden_sizes: tuple[int, ...] = (64,)
     dropout: float = 0.5
     threshold: float = 0.01
-    similarity: str = "auto"
+    similarity: str = "jaccard"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -82,11 +87,6 @@ def trackable(*tensors: torch.Tensor) -> bool:
     """Whether a result computed from ``tensors`` may be kept for later calls (not under
     ``inference_mode``, no inference tensor: they have no version counter)."""
     return not torch.is_inference_mode_enabled() and not any(t.is_inference() for t in tensors)
-
-
-def is_binary(x: torch.Tensor) -> bool:
-    """Whether every feature value is 0 or 1."""
-    return bool(((x == 0) | (x == 1)).all())
 
 
 def _row_dots(a: torch.Tensor, b: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
@@ -139,7 +139,7 @@ class GCNJaccard(GraphModel):
 
     def __init__(self, in_features: int, num_classes: int, config: JaccardConfig | None = None):
         super().__init__(in_features, num_classes, config)
-        # 0: not decided yet (similarity "auto" before the first forward), 1: Jaccard, 2: cosine
+        # 1: Jaccard, 2: cosine (a buffer: a reloaded model keeps the measure it was trained with)
         self.register_buffer("measure", torch.tensor(MEASURES[self.config.similarity], dtype=torch.long))
         self._pruned_cache: list[tuple] = []
 
@@ -149,17 +149,15 @@ class GCNJaccard(GraphModel):
     def call_layer(self, i, layer, h, edge_index):
         return gcn_conv(layer, h, edge_index)
 
-    def measure_name(self, x: torch.Tensor) -> str:
-        """The similarity used: the configured one, or (``auto``) decided on the first
-        features seen and kept in the ``measure`` buffer."""
-        if int(self.measure) == 0:
-            self.measure.fill_(MEASURES["jaccard"] if is_binary(x) else MEASURES["cosine"])
-        return "jaccard" if int(self.measure) == MEASURES["jaccard"] else "cosine"
+    def measure_name(self) -> str:
+        """The similarity used (the ``measure`` buffer: the configured one, or a reloaded
+        state_dict's)."""
+        return "cosine" if int(self.measure) == MEASURES["cosine"] else "jaccard"
 
     def pruned_edges(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         """The input edges (self-loops removed) that the similarity test keeps."""
         ei = edge_index[:, edge_index[0] != edge_index[1]]
-        return ei[:, kept_mask(x, ei, self.config.threshold, self.measure_name(x))]
+        return ei[:, kept_mask(x, ei, self.config.threshold, self.measure_name())]
 
     def _propagation(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         # Keyed by the identities and in-place versions of both tensors (held, so their
@@ -182,6 +180,6 @@ class GCNJaccard(GraphModel):
         then the GCN on the kept pairs with their weights (module docstring)."""
         n = x.size(0)
         ei, w = without_self_loops(edge_index, edge_weight.to(x.dtype))
-        keep = kept_mask(x, ei, self.config.threshold, self.measure_name(x))
+        keep = kept_mask(x, ei, self.config.threshold, self.measure_name())
         ei, w = gcn_norm(ei[:, keep], w[keep], n, add_self_loops=True)
         return self.output(self.run_layers(x, lambda i, layer, h: layer(h, ei, w)), ei)
