@@ -8,7 +8,7 @@ training, and the robust architectures.
 - :mod:`grb_dist.defenses.at`: adversarial training, with injection or with flips;
 - :mod:`grb_dist.defenses.given`: :class:`GivenModule`, a trained module scored as given;
 - the robust architectures (R-GCN, GNNGuard, GATGuard, GCN-SVD, GCN-Jaccard, Soft-Median
-  GDC, Pro-GNN) live in :mod:`grb_dist.models.robust` and label propagation in
+  GDC, Pro-GNN and its cheaper variant) live in :mod:`grb_dist.models.robust` and label propagation in
   :mod:`grb_dist.models.lp`, on the models floor where the model table and the attacks'
   surrogates reach them; their classes are re-exported here.
 """
@@ -19,7 +19,7 @@ from grb_dist.defenses.given import GivenModule
 from grb_dist.models.lp import LabelPropagation, LabelPropagationOn, LPConfig
 from grb_dist.models.robust.gnnguard import GATGuard, GATGuardConfig, GNNGuard, GNNGuardConfig
 from grb_dist.models.robust.jaccard import GCNJaccard, JaccardConfig
-from grb_dist.models.robust.prognn import ProGNN, ProGNNConfig
+from grb_dist.models.robust.prognn import ProGNN, ProGNNConfig, ProGNNLite, ProGNNLiteConfig
 from grb_dist.models.robust.rgcn import RGCN, RGCNConfig
 from grb_dist.models.robust.softmedian import SoftMedianConfig, SoftMedianGDC
 from grb_dist.models.robust.svd import GCNSVD, GCNSVDConfig
@@ -28,6 +28,7 @@ __all__ = [
     "ATConfig", "GivenModule", "InjectionAT", "ModificationAT", "at_config", "training_attack", "build_defense",
     "check_fit", "resolve_params", "train_defense",
     "GATGuard", "GATGuardConfig", "GCNJaccard", "GCNSVD", "GCNSVDConfig", "GNNGuard", "GNNGuardConfig", "JaccardConfig",
-    "LabelPropagation", "LabelPropagationOn", "LPConfig", "ProGNN", "ProGNNConfig", "RGCN", "RGCNConfig",
+    "LabelPropagation", "LabelPropagationOn", "LPConfig", "ProGNN", "ProGNNConfig", "ProGNNLite",
+    "ProGNNLiteConfig", "RGCN", "RGCNConfig",
     "SoftMedianConfig", "SoftMedianGDC",
 ]

@@ -43,8 +43,10 @@ def resolve_params(name: str, models_section: Mapping[str, Any] | None) -> tuple
 
     The entry named exactly ``name`` is used when present, else the entry of its base name
     with the ``_ln``/``_at``/``_lp`` suffixes stripped, else nothing (defaults). The nested
-    ``train:`` mapping (e.g. ``{lr: 0.001}``) is split out as the overrides. Unknown keys of
-    the model config, of ``lp:`` or of ``train:`` raise :class:`ConfigError`.
+    ``train:`` mapping (e.g. ``{lr: 0.001}``) is split out as the overrides, on top of the
+    model's own training settings (:func:`train_defaults`: Pro-GNN's schedule), which so
+    replace a job's shared ``train:`` section for that model. Unknown keys of the model
+    config, of ``lp:`` or of ``train:`` raise :class:`ConfigError`.
     """
     spec = check_name(name)
     section = {normalize_name(k): v for k, v in (models_section or {}).items()}
@@ -58,10 +60,16 @@ def resolve_params(name: str, models_section: Mapping[str, Any] | None) -> tuple
     overrides = entry.pop(TRAIN_KEY, None) or {}
     if not isinstance(overrides, Mapping):
         raise ConfigError(f"models.{key}.train: expected a mapping of training options, got {overrides!r}")
-    overrides = dict(overrides)
+    overrides = {**train_defaults(name), **overrides}
     from_dict(TrainConfig, overrides, where=f"models.{key}.train")
     _configs(name, spec, entry)  # validates every key
     return entry, overrides
+
+
+def train_defaults(name: str) -> dict[str, Any]:
+    """The training settings of model ``name``'s published method (its class's
+    ``train_defaults``; ``{}`` for a model without a schedule of its own)."""
+    return dict(getattr(check_name(name).cls, "train_defaults", None) or {})
 
 
 def _configs(name: str, spec: ModelSpec, params: Mapping[str, Any]):
@@ -90,7 +98,8 @@ def _train_labels(graph: Graph) -> tuple[torch.Tensor, torch.Tensor]:
 def check_fit(name: str, graph: Graph, params: Mapping[str, Any] | None = None):
     """The checks of model/defense ``name`` that need ``graph``, without building it (the
     training split of label propagation, :meth:`GraphModel.check_graph` such as GCN-SVD's
-    rank); returns ``(spec, model config, label propagation config)``."""
+    rank); returns ``(spec, model config, label propagation config)``, the model config as
+    :meth:`GraphModel.config_for` settles it for ``graph``."""
     spec = check_name(name)
     config, lp = _configs(name, spec, params or {})
     if spec.uses_train_labels or spec.label_propagation:
@@ -98,6 +107,9 @@ def check_fit(name: str, graph: Graph, params: Mapping[str, Any] | None = None):
     check_graph = getattr(spec.cls, "check_graph", None)
     if check_graph is not None and config is not None:
         check_graph(name, config, graph)
+    config_for = getattr(spec.cls, "config_for", None)
+    if config_for is not None and config is not None:
+        config = config_for(config, graph)
     return spec, config, lp
 
 
@@ -136,7 +148,7 @@ def train_defense(
     name: str,
     graph: Graph,
     params: Mapping[str, Any] | None,
-    train_config: TrainConfig = TrainConfig(),
+    train_config: TrainConfig | None = None,
     *,
     at_config: Mapping[str, Any] | None = None,
     device: str | torch.device = "cpu",
@@ -153,10 +165,15 @@ def train_defense(
     validation figures are the underlying model's). ``lp`` alone has nothing to train: the
     result reports its validation loss/accuracy on the train+val subgraph, 0 epochs.
 
+    ``train_config`` ``None``: the trainer's defaults under the model's own training settings
+    (:func:`train_defaults`).
+
     Returns:
         :class:`TrainResult` whose ``model`` is the full module (as :func:`build_defense`
         makes it) with the best weights, in eval mode.
     """
+    if train_config is None:
+        train_config = TrainConfig(**train_defaults(name))
     spec = check_name(name)
     _configs(name, spec, params or {})
     augment = training_attack(at_config_or_error(name, at_config)) if spec.adversarial else None

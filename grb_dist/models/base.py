@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import ClassVar
+from types import MappingProxyType
+from typing import Any, ClassVar, Mapping
 
 import torch
 from torch import nn
@@ -78,11 +79,22 @@ class GraphModel(nn.Module):
     #: Graphs whose propagation structure is kept (training + validation graph, or an
     #: attack's fixed perturbed graph, are then built once instead of every forward).
     GRAPH_CACHE_SIZE: ClassVar[int] = 2
+    #: Training settings of the model's published method (``lr``, ``epochs`` ...), when it
+    #: has a schedule of its own (Pro-GNN's): they replace a job's shared ``train:`` section
+    #: for this model; a ``train:`` in its own entry, or a command's flags, override them
+    #: (:func:`grb_dist.defenses.resolve_params`).
+    train_defaults: ClassVar[Mapping[str, Any]] = MappingProxyType({})
 
     @classmethod
     def check_graph(cls, name: str, config: ModelConfig, graph: Graph) -> None:
         """Raise :class:`ConfigError` when ``config`` cannot fit ``graph`` (checked before
         building; GCN-SVD's rank must be below the number of training nodes)."""
+
+    @classmethod
+    def config_for(cls, config: ModelConfig, graph: Graph) -> ModelConfig:
+        """The config the model is built with for ``graph``: ``config`` itself, or with what
+        its published setting takes from the dataset filled in (Pro-GNN's coefficients)."""
+        return config
 
     def __init__(self, in_features: int, num_classes: int, config: ModelConfig | None = None):
         super().__init__()

@@ -1,10 +1,11 @@
 """The model and defense table: one entry per architecture, and registering more.
 
 :data:`MODELS` holds one entry per architecture: the GNNs, MLP, the robust models
-(``rgcn``, ``gnnguard``, ``gatguard``, ``gcnsvd``, ``jaccard``, ``softmedian``, ``prognn``),
-label propagation alone (``lp``), and what users add (:func:`register_model`,
-:func:`register_defense`, entry points of installed packages, ``module:Class`` specs). An
-entry says which wrappers its names may take (:meth:`ModelEntry.suffixes`), in this order:
+(``rgcn``, ``gnnguard``, ``gatguard``, ``gcnsvd``, ``jaccard``, ``softmedian``, ``prognn``
+and its cheaper variant ``prognn_lite``), label propagation alone (``lp``), and what users
+add (:func:`register_model`, :func:`register_defense`, entry points of installed packages,
+``module:Class`` specs). An entry says which wrappers its names may take
+(:meth:`ModelEntry.suffixes`), in this order:
 
 - ``_ln``: GRB layer normalisation (a config value, ``layer_norm=True``; for architectures
   whose config has a ``layer_norm`` field);
@@ -42,7 +43,7 @@ from grb_dist.models.lp import LabelPropagation
 from grb_dist.models.mlp import MLP
 from grb_dist.models.robust.gnnguard import GATGuard, GNNGuard
 from grb_dist.models.robust.jaccard import GCNJaccard
-from grb_dist.models.robust.prognn import ProGNN
+from grb_dist.models.robust.prognn import ProGNN, ProGNNLite
 from grb_dist.models.robust.rgcn import RGCN
 from grb_dist.models.robust.softmedian import SoftMedianGDC
 from grb_dist.models.robust.svd import GCNSVD
@@ -131,6 +132,7 @@ ROBUST_MODELS: dict[str, type[GraphModel]] = {
     "jaccard": GCNJaccard,
     "softmedian": SoftMedianGDC,
     "prognn": ProGNN,
+    "prognn_lite": ProGNNLite,
 }
 
 

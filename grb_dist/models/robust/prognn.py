@@ -30,20 +30,30 @@ The last epoch whose validation loss or validation accuracy was the best so far 
 adversarial edges late, after the validation loss has stopped falling, and the lowest loss
 alone (every other model's rule here) keeps an epoch from before.
 
-Defaults are those of the authors' published Cora setting (hidden 16, dropout 0.5,
-``lr_adj`` 0.01, ``alpha`` 5e-4, ``beta`` 1.5, ``gamma`` 1, ``lambda`` 1e-3, one step on
-``S`` and two on the GCN per epoch; their other graphs use ``lambda`` 1e-4 to 1e-3: on raw
-bag-of-words features a ``lambda`` near 1 lets the smoothness term rewire most of the graph
-within a few dozen steps), except two costs: ``nuclear=False`` (the nuclear-norm step is a
-full O(N^3) eigendecomposition per step on ``S``, which dominates an epoch by far on a CPU)
-and the GCN's optimisation, which is the trainer's (lr 0.01, 400 epochs, patience 50; later
-versions of the authors' Cora script train at lr 5e-4 for 700 to 1000 epochs without early
-stopping, their first one at lr 1e-3 for 400). ``nuclear=True`` with ``train: {lr: 0.0005,
-epochs: 1000, patience: 1000}`` in the model's entry is the authors' Cora setting. It needs
-the epochs: on Metattack's graphs the nuclear-norm step first shrinks added and clean edges
-alike, and only after about 600 epochs are the added ones gone while the low-rank graph
-keeps the rest (docs/poisoning.md). ``nuclear=False`` is the cheaper variant without the
-low-rank term, and ``lam=0`` the paper's "Pro-GNN-fs" ablation (no feature smoothness).
+**Two names.** ``prognn`` (:class:`ProGNN`) is the published method: the nuclear-norm step
+on, the coefficients of the authors' Metattack script for the graph's dataset
+(:data:`AUTHORS_SETTINGS`, read when the model is built for a graph or trained on it: a
+graph named ``<dataset>`` or ``prognn-<dataset>`` takes that dataset's row, any other
+graph cora's) and their optimisation of the GCN (:data:`PAPER_TRAINING`: Adam at lr 5e-4,
+weight decay 5e-4, 1000 epochs, no early stopping), which is the model's own
+``train_defaults``: it replaces a job's shared ``train:`` section for this model, while a
+``train:`` in the model's own entry, or a command's ``--epochs``/``--lr``, still overrides
+it. Every script also sets hidden 16, dropout 0.5, ``gamma`` 1, ``lr_adj`` 0.01, one step on
+``S`` and two on the GCN per epoch: this config's defaults. It needs the epochs: on
+Metattack's graphs the nuclear-norm step first shrinks added and clean edges alike, and only
+after about 600 epochs are the added ones gone while the low-rank graph keeps the rest
+(docs/performance.md). Its cost is the nuclear norm's full O(N^3) eigendecomposition per
+step on ``S``, which dominates an epoch by far on a CPU (a cora training: about 25 minutes
+on one core). Cora-ML has no script of the authors (it takes cora's row); Pubmed's script
+trains on a schedule of its own (lr 0.01, 100 epochs, 30 GCN steps per epoch) on a graph
+beyond the default ``max_dense_gb``, and is not in the table.
+
+``prognn_lite`` (:class:`ProGNNLite`) is the cheaper variant, not the paper's method: the
+same objective without the nuclear-norm term (``nuclear`` off, and refused on: that is
+``prognn``) and no schedule of its own, so the trainer's (a job's ``train:``, e.g. 200
+epochs at lr 0.01) with the same selection rule, ``patience`` counted from the kept epoch.
+On Metattack's graphs it is no more robust than a GCN. ``lam=0`` on either is the paper's
+"Pro-GNN-fs" ablation (no feature smoothness).
 
 **The learned structure is state.** ``S`` is the buffer ``learned_adj`` (N x N, float32)
 and the graph it was learned on is the buffer ``learned_edges`` (its sorted edge keys):
@@ -74,16 +84,18 @@ when the model is built for it (:meth:`ProGNN.check_graph`), when training start
 any larger graph given to ``forward``. Time is O(N^2 h) per step, plus O(N^3) with the
 nuclear norm.
 
-Adversarial training (``prognn_at``) is refused: Pro-GNN has its own training procedure,
+Adversarial training (``prognn_at``, ``prognn_lite_at``) is refused: Pro-GNN has its own training procedure,
 and perturbing its training graph every epoch would change the matrix ``S`` is learned on.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from dataclasses import dataclass
-from typing import NamedTuple
+from types import MappingProxyType
+from typing import Any, ClassVar, Mapping, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -105,21 +117,49 @@ DENSE_COPIES = 14
 NUCLEAR_COPIES = 4
 _GB = 1 << 30
 
+#: The coefficients of the authors' Metattack scripts (their repository's
+#: ``scripts/meta/<dataset>_meta.sh``; its README: the same for a dataset at every
+#: perturbation rate). Each script also sets ``gamma`` 1 and trains as :data:`PAPER_TRAINING`.
+AUTHORS_SETTINGS: Mapping[str, Mapping[str, float]] = MappingProxyType({
+    "cora": MappingProxyType({"alpha": 5e-4, "beta": 1.5, "lam": 1e-3}),
+    "citeseer": MappingProxyType({"alpha": 5e-4, "beta": 1.5, "lam": 1e-4}),
+    "polblogs": MappingProxyType({"alpha": 1e-4, "beta": 5.0, "lam": 0.0}),
+})
+#: The row of :data:`AUTHORS_SETTINGS` of a graph the authors did not tune for.
+REFERENCE_DATASET = "cora"
+#: The authors' optimisation of the GCN in those scripts (``--lr 5e-4 --epoch 1000``, their
+#: default weight decay 5e-4, every epoch run): ``prognn``'s own training settings.
+PAPER_TRAINING: Mapping[str, Any] = MappingProxyType({"lr": 5e-4, "weight_decay": 5e-4, "epochs": 1000,
+                                                      "patience": 1000})
+#: The coefficients a dataset's row sets (``None`` in a config: taken from the row).
+DATASET_KEYS = ("alpha", "beta", "lam")
+
+
+def authors_dataset(graph_name: str | None) -> str:
+    """The row of :data:`AUTHORS_SETTINGS` for a graph named ``graph_name``: its dataset
+    (``cora``, ``prognn-cora`` -> ``cora``) when the table has it, else cora's."""
+    key = (graph_name or "").strip().lower().replace("-", "_")
+    key = key.removeprefix("prognn_")
+    return key if key in AUTHORS_SETTINGS else REFERENCE_DATASET
+
 
 @dataclass(frozen=True)
 class ProGNNConfig(ModelConfig):
     """Pro-GNN hyper-parameters (module docstring; the GCN's ``lr``, ``weight_decay``,
-    ``epochs`` and ``patience`` are the trainer's).
+    ``epochs`` and ``patience`` are the trainer's, ``prognn``'s own by default:
+    :data:`PAPER_TRAINING`).
 
     Attributes:
-        alpha: weight of ``||S||_1`` (5e-4).
-        beta: weight of the nuclear norm ``||S||_*`` (1.5), used when ``nuclear``.
-        gamma: weight of the GCN loss in the steps on ``S`` (1).
-        lam: weight ``lambda`` of the feature smoothness ``tr(X^T L_S X)`` (1e-3; 0 is the
-            paper's Pro-GNN-fs).
+        alpha: weight of ``||S||_1``; ``None``: the authors' value for the graph's dataset
+            (:data:`AUTHORS_SETTINGS`; cora 5e-4).
+        beta: weight of the nuclear norm ``||S||_*``, used when ``nuclear``; ``None``: the
+            authors' (cora 1.5).
+        gamma: weight of the GCN loss in the steps on ``S`` (1, every script's).
+        lam: weight ``lambda`` of the feature smoothness ``tr(X^T L_S X)``; ``None``: the
+            authors' (cora 1e-3); 0 is the paper's Pro-GNN-fs.
         lr_adj: learning rate of the steps on ``S`` (0.01).
         momentum: momentum of the SGD on ``S`` (0.9).
-        nuclear: apply the nuclear-norm proximal step (O(N^3) per step; off by default).
+        nuclear: apply the nuclear-norm proximal step (on: the paper's; O(N^3) per step).
         fro_squared: the paper's ``||S - A||_F^2`` instead of the code's ``||S - A||_F``.
         outer_steps: steps on ``S`` per epoch (1).
         inner_steps: GCN steps per epoch (2).
@@ -130,13 +170,13 @@ class ProGNNConfig(ModelConfig):
 
     hidden_sizes: tuple[int, ...] = (16,)
     dropout: float = 0.5
-    alpha: float = 5e-4
-    beta: float = 1.5
+    alpha: float | None = None
+    beta: float | None = None
     gamma: float = 1.0
-    lam: float = 1e-3
+    lam: float | None = None
     lr_adj: float = 0.01
     momentum: float = 0.9
-    nuclear: bool = False
+    nuclear: bool = True
     fro_squared: bool = False
     outer_steps: int = 1
     inner_steps: int = 2
@@ -146,8 +186,9 @@ class ProGNNConfig(ModelConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         for key in ("alpha", "beta", "gamma", "lam"):
-            if not getattr(self, key) >= 0:
-                raise ConfigError(f"Pro-GNN {key} must be >= 0, got {getattr(self, key)}")
+            value = getattr(self, key)
+            if value is not None and not value >= 0:
+                raise ConfigError(f"Pro-GNN {key} must be >= 0, got {value}")
         if not self.lr_adj > 0 or not 0 <= self.momentum < 1:
             raise ConfigError(f"Pro-GNN needs lr_adj > 0 and momentum in [0, 1), got {self.lr_adj}, {self.momentum}")
         if self.outer_steps < 1 or self.inner_steps < 1 or self.purify_steps < 0:
@@ -155,6 +196,15 @@ class ProGNNConfig(ModelConfig):
                               f"{self.outer_steps}, {self.inner_steps}, {self.purify_steps}")
         if not self.max_dense_gb > 0:
             raise ConfigError(f"Pro-GNN max_dense_gb must be > 0, got {self.max_dense_gb}")
+
+    def for_dataset(self, graph_name: str | None) -> "ProGNNConfig":
+        """This config with its unset coefficients (``None``) taken from the authors'
+        setting of the graph's dataset (:func:`authors_dataset`); itself when none is."""
+        unset = [key for key in DATASET_KEYS if getattr(self, key) is None]
+        if not unset:
+            return self
+        row = AUTHORS_SETTINGS[authors_dataset(graph_name)]
+        return dataclasses.replace(self, **{key: row[key] for key in unset})
 
     def dense_bytes(self, num_nodes: int) -> int:
         """Estimated memory of the dense N x N matrices (float32)."""
@@ -170,6 +220,20 @@ class ProGNNConfig(ModelConfig):
                 f"{what}: Pro-GNN learns a dense {num_nodes:,} x {num_nodes:,} structure, about {need / _GB:.1f} GB, "
                 f"above max_dense_gb={self.max_dense_gb:g} ({largest:,} nodes at most); use a smaller graph "
                 "(or its largest component) or raise max_dense_gb")
+
+
+@dataclass(frozen=True)
+class ProGNNLiteConfig(ProGNNConfig):
+    """``prognn_lite``'s hyper-parameters: Pro-GNN's without the nuclear norm (``nuclear``
+    is off and may not be switched on: Pro-GNN with it is ``prognn``)."""
+
+    nuclear: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.nuclear:
+            raise ConfigError("prognn_lite is Pro-GNN without the nuclear norm (nuclear: false); for the "
+                              "nuclear-norm step use prognn (its train: settings may shorten its schedule)")
 
 
 # --------------------------------------------------------------------------- operators
@@ -268,7 +332,7 @@ class StructureSteps:
 
     def __init__(self, edge_index: torch.Tensor, x: torch.Tensor, config: ProGNNConfig):
         n = x.shape[0]
-        self.config = config
+        config = self.config = config.for_dataset(None)  # a config never settled for a graph: cora's
         self.s = dense_adjacency(edge_index, n, x.dtype)
         keys = _edge_keys(edge_index, n)
         self.rows, self.cols = keys // n, keys % n  # the entries of A (ones)
@@ -331,28 +395,39 @@ def _edge_keys(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
     return torch.unique(keys)
 
 
-def _suffixes(name: str) -> set[str]:
+def _split(name: str) -> tuple[str, set[str]]:
+    """``(base name, its wrapper suffixes)``: ``prognn_lite_ln_lp`` -> ``prognn_lite``, ``{_ln, _lp}``."""
     key, found = normalize_name(name), set()
     while any(key.endswith(s) and len(key) > len(s) for s in ("_ln", "_at", "_lp")):
         found.add(key[-3:])
         key = key[:-3]
-    return found
+    return key, found
 
 
 # --------------------------------------------------------------------------- the model
 
 
 class ProGNN(GraphModel):
-    """Pro-GNN (``prognn``): a GCN on a structure learned jointly (module docstring)."""
+    """Pro-GNN (``prognn``), the published method: a GCN on a structure learned jointly,
+    with the nuclear norm, the authors' coefficients for the graph's dataset and their
+    training schedule (module docstring)."""
 
     Config = ProGNNConfig
+    #: The authors' optimisation of the GCN, in place of a job's shared ``train:`` section.
+    train_defaults: ClassVar[Mapping[str, Any]] = PAPER_TRAINING
 
     @classmethod
     def check_graph(cls, name: str, config: ProGNNConfig, graph: Graph) -> None:
-        if "_at" in _suffixes(name):
+        base, suffixes = _split(name)
+        if "_at" in suffixes:
             raise ConfigError(f"model {name!r}: Pro-GNN trains with its own alternating procedure and takes no "
-                              "adversarial training (_at); use prognn, prognn_ln or prognn_lp")
+                              f"adversarial training (_at); use {base}, {base}_ln or {base}_lp")
         config.check_nodes(graph.num_nodes, f"model {name} on {graph.name!r}")
+
+    @classmethod
+    def config_for(cls, config: ProGNNConfig, graph: Graph) -> ProGNNConfig:
+        """``config`` with the authors' coefficients of ``graph``'s dataset where unset."""
+        return config.for_dataset(graph.name)
 
     def __init__(self, in_features: int, num_classes: int, config: ProGNNConfig | None = None):
         super().__init__(in_features, num_classes, config)
@@ -415,8 +490,8 @@ class ProGNN(GraphModel):
             if ei is edge_index and xx is x and ei_v == edge_index._version and x_v == x._version:
                 return value
         self.config.check_nodes(n, f"Pro-GNN on a graph of {n:,} nodes")
-        with torch.no_grad():
-            value = Structure.of(purify(edge_index, x, self.config))
+        with torch.no_grad():  # a module never built for a graph nor trained: cora's coefficients
+            value = Structure.of(purify(edge_index, x, self.config.for_dataset(None)))
         if trackable(edge_index, x):
             self._purified = [*self._purified, (edge_index, edge_index._version, x, x._version, value)]
             self._purified = self._purified[-self.GRAPH_CACHE_SIZE :]
@@ -431,11 +506,12 @@ class ProGNN(GraphModel):
                  transductive: bool = False) -> TrainResult:
         """Pro-GNN's alternating training (module docstring) on ``graph``: inductively, or on
         the whole graph with ``transductive`` (the poisoning setting); the trainer's
-        ``lr``, ``weight_decay``, ``epochs`` and ``patience`` drive the GCN steps."""
+        ``lr``, ``weight_decay``, ``epochs`` and ``patience`` drive the GCN steps. Unset
+        coefficients become those of the graph's dataset (:meth:`ProGNNConfig.for_dataset`)."""
         if augment is not None:
             raise ConfigError("Pro-GNN takes no adversarial training (_at): it trains with its own alternating "
                               "procedure; use prognn, prognn_ln or prognn_lp")
-        c = self.config
+        c = self.config = self.config.for_dataset(graph.name)
         train_view, val_view = training_views(graph, device, transductive)
         n = train_view.x.shape[0]
         c.check_nodes(max(n, val_view.x.shape[0]), f"Pro-GNN on {graph.name!r}")
@@ -496,3 +572,12 @@ class ProGNN(GraphModel):
         self.eval()
         return TrainResult(self, best[2], best[0], best[1], epoch + 1, time.perf_counter() - start, history,
                                  stopped_early)
+
+
+class ProGNNLite(ProGNN):
+    """``prognn_lite``: Pro-GNN without the nuclear norm and without a schedule of its own
+    (the trainer's, a job's ``train:``); the cheaper variant, not the paper's method
+    (module docstring)."""
+
+    Config = ProGNNLiteConfig
+    train_defaults: ClassVar[Mapping[str, Any]] = MappingProxyType({})
