@@ -79,7 +79,8 @@ it in closed form, :class:`Smoothness`), the best epoch's copy and a few tempora
 step, about :data:`DENSE_COPIES` N x N float32 matrices at the peak (more with the nuclear
 norm's decomposition); ``A`` is kept as its edge list and the GCN propagates with ``S``
 itself (:class:`Structure`). A graph whose estimate exceeds ``max_dense_gb`` (16 GB: about
-17,000 nodes) is refused with a one-line :class:`ConfigError` before anything is allocated,
+15,400 nodes for ``prognn``, whose nuclear norm adds :data:`NUCLEAR_COPIES`, and 17,500 for
+``prognn_lite``) is refused with a one-line :class:`ConfigError` before anything is allocated,
 when the model is built for it (:meth:`ProGNN.check_graph`), when training starts and for
 any larger graph given to ``forward``. Time is O(N^2 h) per step, plus O(N^3) with the
 nuclear norm.
