@@ -30,6 +30,7 @@ Each function imports what it needs when called, so ``import grb_dist`` stays li
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -129,7 +130,8 @@ def benchmark(
         scenario: ``injection``, ``modification``, ``poisoning`` or ``all``.
         attacks / difficulties: narrow the job's (lists or comma-separated strings).
         repeats: repeats of every attack. steps: attack optimisation steps (all attacks).
-        out: the run directory (kept, and resumed by a later call with the same arguments);
+        out: the run directory (kept, and resumed by a later call with the same arguments),
+            or a run in object storage (``s3://bucket/prefix``, :mod:`grb_dist.store.remote`);
             default: a temporary directory, removed afterwards.
         num_cpus: CPUs of the embedded local Ray (default: all).
         compare: also score the job's own defenses (default: only this model).
@@ -157,16 +159,19 @@ def benchmark(
         GrbDistError: invalid input (before anything runs), or cells that failed.
     """
     from grb_dist.cluster.settings import RaySettings
+    from grb_dist.store.remote import is_remote, staged
 
     # the options in four groups: what runs, where the run and its data live, which Ray, how progress shows
     what = JobChoice(scenario=scenario, attacks=_listed(attacks), difficulties=_listed(difficulties), repeats=repeats,
                      steps=steps, job=job, compare=compare, overrides=dict(job_overrides))
-    where = RunPlace(out=Path(out) if out is not None else None, data_dir=data_dir, download=download)
+    where = RunPlace(out=out if is_remote(out) else Path(out) if out is not None else None, data_dir=data_dir,
+                     download=download)
     shown = Display(on_progress=on_progress, progress=progress)
     key, given, spec, graph = _benchmark_inputs(model, name, dataset, what)
     settings = RaySettings(address=address, num_cpus=num_cpus)
-    with tempfile.TemporaryDirectory(prefix="grb-dist-benchmark-") as tmp:
-        outcome = _run(spec, where.out or Path(tmp) / "run", where, settings, shown, graph=graph, given=given)
+    with tempfile.TemporaryDirectory(prefix="grb-dist-benchmark-") as tmp, \
+            staged(where.out, write=True) if is_remote(where.out) else contextlib.nullcontext(where.out) as run_dir:
+        outcome = _run(spec, run_dir or Path(tmp) / "run", where, settings, shown, graph=graph, given=given)
         return benchmark_rows(outcome.store.read_scores(), outcome.boards, list(spec.defenses),
                               given={key} if given else set())
 
@@ -204,7 +209,7 @@ class RunPlace:
     """Where :func:`benchmark`'s run lives (``out``; ``None``: a temporary directory) and
     where its dataset is found (``data_dir``, ``download``)."""
 
-    out: Path | None = None
+    out: Path | str | None = None  # a run in object storage: its URI (s3://bucket/prefix)
     data_dir: str | Path | None = None
     download: bool = True
 
@@ -247,9 +252,11 @@ def _run(spec: Any, run_dir: Path, where: RunPlace, settings: Any, shown: Displa
     """The sweep of :func:`benchmark`: prepare, check a given module on the graph, then the
     session's steps as ``grb-dist sweep`` takes them (:func:`grb_dist.sweep.session.run`),
     reporting as ``shown`` says. Raises when cells failed."""
+    from grb_dist.store.remote import is_remote
     from grb_dist.sweep.session import prepare, run
 
-    prepared = prepare(spec, out=run_dir, data_dir=where.data_dir, download=where.download, graph=graph)
+    prepared = prepare(spec, out=run_dir, data_dir=where.data_dir, download=where.download, graph=graph,
+                       location=where.out if is_remote(where.out) else None)
     if given is not None:
         _check_given(given.module, prepared.graph)
     outcome = run(prepared, lambda: settings, local=settings.resolved_address() is None,

@@ -162,6 +162,14 @@ def error_line(message: str) -> Text:
 NAME_MAX, PATH_MAX = 255, 4095
 
 
+def out_value(value: str) -> Path | str:
+    """A run directory, or a run in object storage (``s3://bucket/prefix``, ``gs://...``:
+    kept as text, see :mod:`grb_dist.store.remote`)."""
+    from grb_dist.store.remote import is_remote
+
+    return value if isinstance(value, str) and is_remote(value) else path_value(value)
+
+
 def path_value(value: str) -> Path:
     """A path given on the command line (typer's ``parser`` of every path option): not empty
     (``--out ''`` would mean the working directory), no NUL, names and length a file system

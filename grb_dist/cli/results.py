@@ -13,15 +13,16 @@ from typing import Optional
 import typer
 
 import grb_dist.cli.base as base
-from grb_dist.cli.base import app, handle_errors, path_value, warn
+from grb_dist.cli.base import app, handle_errors, out_value, path_value, warn
 from grb_dist.core.errors import GrbDistError
 from grb_dist.core.text import plural
+from grb_dist.store.remote import is_remote, staged
 
 
 @app.command()
 @handle_errors
 def leaderboard(
-    run_dir: Path = typer.Argument(..., parser=path_value, help="Run directory of a (finished or partial) sweep."),
+    run_dir: Path = typer.Argument(..., parser=out_value, help="Run directory of a (finished or partial) sweep, or a run in object storage (s3://bucket/prefix)."),
     scenario: Optional[str] = typer.Option(None, "--scenario", help="One scenario: injection, modification or poisoning (default: every scenario in the run)."),
     difficulty: Optional[str] = typer.Option(None, "--difficulty", help="One difficulty (default: all in the run)."),
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help="md, csv, latex or html (default: tables on a terminal, Markdown otherwise)."),
@@ -29,7 +30,8 @@ def leaderboard(
 ) -> None:
     """Re-reduce the scores of a run into leaderboards per scenario and difficulty.
 
-    Also refreshes RUN_DIR/leaderboard/<scenario>/ (unless the run is read-only).
+    Also refreshes RUN_DIR/leaderboard/<scenario>/ (unless the run is read-only, or in object
+    storage: there the sweep refreshes them).
     """
     from grb_dist.core.paths import check_output_file, run_is_writable
     from grb_dist.core.errors import ConfigError
@@ -53,10 +55,11 @@ def leaderboard(
         check_output_dir(output)
     elif output is not None:
         check_output_file(output)
-    store = RunStore.existing(run_dir)
-    save = run_is_writable(store.root)  # a read-only run is reported, not refreshed
-    boards = reduce_run(store, ds, save=save, on_warning=warn, scenarios=[scenario] if scenario else None)
-    if not save:
+    with staged(run_dir, write=False) as local:  # a remote run: read from its staging copy
+        store = RunStore.existing(local)
+        save = not is_remote(run_dir) and run_is_writable(store.root)  # a read-only run is reported, not refreshed
+        boards = reduce_run(store, ds, save=save, on_warning=warn, scenarios=[scenario] if scenario else None)
+    if not save and not is_remote(run_dir):
         base.err_console.print(f"note: {run_dir} is read-only; its leaderboard/ files are not refreshed", highlight=False,
                                markup=False)
     if output is None and not stdout and fmt in (None, "md"):
@@ -75,8 +78,8 @@ def leaderboard(
 @app.command()
 @handle_errors
 def report(
-    run_dir: Path = typer.Argument(..., parser=path_value, help="Run directory of a (finished or partial) sweep, or a study directory (grb-dist study's OUT/<study>)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", parser=path_value, help="Directory of the report (default: RUN_DIR/report)."),
+    run_dir: Path = typer.Argument(..., parser=out_value, help="Run directory of a (finished or partial) sweep, a run in object storage (s3://bucket/prefix), or a study directory (grb-dist study's OUT/<study>)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", parser=path_value, help="Directory of the report (default: RUN_DIR/report; for a run in object storage a local directory must be given)."),
 ) -> None:
     """Write a self-contained HTML report of a run: metadata, leaderboards, figures.
 
@@ -84,10 +87,17 @@ def report(
     figure as PNG and PDF. Every file is written atomically. On a study directory (seed
     002, grb-dist study) the page shows the study's settings, reduced tables and figures.
     """
-    from grb_dist.report import build_report, check_output_dir, write_report
+    from grb_dist.report import check_output_dir, write_report
     from grb_dist.report.study import build_study_report, is_study_dir
     from grb_dist.store import RunStore
 
+    if is_remote(run_dir):
+        if output is None:
+            raise GrbDistError(f"the report of {run_dir} is written on this machine: give --output DIR")
+        out = check_output_dir(output)
+        with staged(run_dir, write=False) as local:
+            _write_run_report(RunStore.existing(local), out, run_dir)
+        return
     if not is_study_dir(run_dir) and run_dir.is_dir() and not (run_dir / "manifest.json").exists():
         # an output directory of grb-dist study (OUT, holding OUT/<study>): the study in it
         studies = sorted(d for d in run_dir.iterdir() if d.is_dir() and is_study_dir(d))
@@ -103,10 +113,16 @@ def report(
         base.console.print(f"wrote {page} and {plural(len(rep.figures), 'figure')} (PNG) in {out}", highlight=False)
         return
     store = RunStore.existing(run_dir)
-    out = check_output_dir(output if output is not None else store.root / "report")
+    _write_run_report(store, check_output_dir(output if output is not None else store.root / "report"), run_dir)
+
+
+def _write_run_report(store, out: Path, named) -> None:
+    """The HTML report of a sweep's run into ``out`` (``named``: the run as the user gave it)."""
+    from grb_dist.report import build_report, write_report
+
     scores = store.read_scores(on_warning=warn, complete=True)  # a run missing cells is refused, as by leaderboard
     if scores.empty:
-        raise GrbDistError(f"{run_dir} has no scores yet; run the sweep first")
+        raise GrbDistError(f"{named} has no scores yet; run the sweep first")
     rep = build_report(scores, store.manifest(), tasks=store.read_timeline())
     page = write_report(rep, out)
     base.console.print(f"wrote {page} and {plural(len(rep.figures), 'figure')} (PNG and PDF) in {out}", highlight=False)
@@ -115,7 +131,7 @@ def report(
 @app.command()
 @handle_errors
 def compact(
-    run_dir: Path = typer.Argument(..., parser=path_value, help="Run directory to compact."),
+    run_dir: Path = typer.Argument(..., parser=out_value, help="Run directory to compact, or a run in object storage (s3://bucket/prefix)."),
     min_rows: int = typer.Option(100_000, "--min-rows", min=2, help="Files with fewer rows than this are merged."),
     wait: bool = typer.Option(False, "--wait/--no-wait", help="Wait for a sweep that holds the run directory."),
 ) -> None:
@@ -125,14 +141,15 @@ def compact(
     """
     from grb_dist.store import RunLock, RunStore
 
-    store = RunStore.existing(run_dir)
-    lock = RunLock(store.root).acquire(wait=wait, on_wait=lambda who: base.err_console.print(
-        f"waiting for {who} to finish with {run_dir}", highlight=False))
-    try:
-        store.recover()
-        stats = store.compact(min_rows=min_rows)
-    finally:
-        lock.release()
+    with staged(run_dir, write=True, on_warning=warn) as local:  # a remote run: under its lease, uploaded after
+        store = RunStore.existing(local)
+        lock = RunLock(store.root).acquire(wait=wait, on_wait=lambda who: base.err_console.print(
+            f"waiting for {who} to finish with {run_dir}", highlight=False))
+        try:
+            store.recover()
+            stats = store.compact(min_rows=min_rows)
+        finally:
+            lock.release()
     base.console.print(f"compacted {run_dir}: {plural(stats['files_before'], 'score file')} -> {stats['files_after']:,} "
                        f"({plural(stats['partitions'], 'partition')} merged, {plural(stats['rows'], 'row')} rewritten "
                        "unchanged)", highlight=False, soft_wrap=True)

@@ -5,6 +5,7 @@ The sweep (:mod:`grb_dist.sweep`), torch and Ray are imported when the command r
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Optional
@@ -14,7 +15,7 @@ from rich.text import Text
 
 import grb_dist.cli.base as base
 from grb_dist.cli.base import (
-    AllowImport, DataDir, VerifyOption, app, check_threads, handle_errors, interruptible, path_value, warn,
+    AllowImport, DataDir, VerifyOption, app, check_threads, handle_errors, interruptible, out_value, path_value, warn,
 )
 from grb_dist.core.text import plural
 
@@ -37,7 +38,7 @@ def sweep(
     steps: Optional[int] = typer.Option(None, help="Attack optimisation steps."),
     ratio_edge_mod: Optional[str] = typer.Option(None, "--ratio-edge-mod", help="Modification budget: flipped edges as a share of the graph's edges, in (0, 1]; a comma-separated list (0.01,0.05) sweeps each value as attack <name>@<value>."),
     adaptive: Optional[bool] = typer.Option(None, "--adaptive/--no-adaptive", help="Also attack every defense with itself as the surrogate (white-box): the scenario's gradient attacks, scored on that defense, next to the transfer cells (default: the job's, off)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", parser=path_value, help="Run directory (default: results/<dataset>)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", parser=out_value, help="Run directory (default: results/<dataset>), or a run in object storage: s3://bucket/prefix, gs://bucket/prefix (docs/cluster.md)."),
     address: Optional[str] = typer.Option(None, "--address", envvar="RAY_ADDRESS", help="Ray cluster to join (auto, host:port); default: start a local Ray."),
     num_cpus: Optional[int] = typer.Option(None, "--num-cpus", help="CPUs of the local Ray (default: all)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch intra-op threads of each training, attack and scoring task (1..1024; default: Ray's, one per reserved CPU)."),
@@ -63,6 +64,7 @@ def sweep(
     (resume); a job with more attacks, defenses, surrogates, difficulties or repeats grows the
     run (only the new cells are computed). One sweep at a time per run directory.
     """
+    from grb_dist.store.remote import is_remote, staged
     from grb_dist.sweep.session import prepare, resolve_job
 
     entered = time.perf_counter()
@@ -76,23 +78,28 @@ def sweep(
         if job is None:
             _note_default_job(dataset)
         loading = time.perf_counter()
-        prepared = prepare(spec, out=out, data_dir=data_dir, download=download, verify=verify)  # writes nothing
-        if plan_only:
-            # the sweep's own start: this process so far (its start, imports, the graph)
-            started = _process_age(time.perf_counter() - loading)
-            _plan(prepared, _plan_cluster(address, num_cpus, cpus, gpus, threads), gpu_kind, started, dashboard,
-                  described=cpus is not None, budget=plan_budget or _default_budget(entered), calibration=calibration,
-                  as_json=as_json)
-            return
+        # a run in object storage: its staging copy, pulled (and for a sweep, under its lease,
+        # uploaded while the sweep writes and when it ends)
+        with staged(out, write=not plan_only, on_warning=warn) if is_remote(out) else \
+                contextlib.nullcontext(out) as run_dir:
+            prepared = prepare(spec, out=run_dir, data_dir=data_dir, download=download, verify=verify,
+                               location=out if is_remote(out) else None)  # writes nothing
+            if plan_only:
+                # the sweep's own start: this process so far (its start, imports, the graph)
+                started = _process_age(time.perf_counter() - loading)
+                _plan(prepared, _plan_cluster(address, num_cpus, cpus, gpus, threads), gpu_kind, started, dashboard,
+                      described=cpus is not None, budget=plan_budget or _default_budget(entered),
+                      calibration=calibration, as_json=as_json)
+                return
 
-        def settings():
-            from grb_dist.cluster.settings import RaySettings
+            def settings():
+                from grb_dist.cluster.settings import RaySettings
 
-            return RaySettings(address=address, num_cpus=num_cpus, include_dashboard=dashboard, threads=threads,
-                               keep=keep_ray)
+                return RaySettings(address=address, num_cpus=num_cpus, include_dashboard=dashboard, threads=threads,
+                                   keep=keep_ray)
 
-        _run(prepared, settings, local=address is None, wait=wait, flush_rows=flush_rows,
-             flush_seconds=flush_seconds)
+            _run(prepared, settings, local=address is None, wait=wait, flush_rows=flush_rows,
+                 flush_seconds=flush_seconds)
 
 
 def _note_default_job(dataset: Optional[str]) -> None:
@@ -183,9 +190,9 @@ def _run(prepared, settings, *, local: bool, wait: bool, flush_rows: int, flush_
     try:
         outcome = run(prepared, ray_settings, local=local, on_locked=on_locked, wait=wait,
                       on_wait=lambda who: base.err_console.print(
-                          f"waiting for {who} to finish with {prepared.run_dir}", highlight=False, markup=False),
+                          f"waiting for {who} to finish with {prepared.where}", highlight=False, markup=False),
                       on_warning=warn, on_connect=on_connect, flush_rows=flush_rows, flush_seconds=flush_seconds,
-                      job_name=f"grb-dist sweep {spec.dataset} -> {prepared.run_dir}")
+                      job_name=f"grb-dist sweep {spec.dataset} -> {prepared.where}")
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (interruptible): the rows are written, Ray is stopped
         if held.get("display") is not None:
             held["display"].stop()
@@ -211,7 +218,7 @@ def _announce(prepared, settings, ctx) -> None:
         f"{plural(len(spec.surrogates), 'surrogate')} x {plural(len(p.targets), 'defense')} x "
         f"{plural(len(spec.difficulties), 'difficulty')} x {plural(spec.repeats, 'repeat')}"
         + (f" + {adaptive:,} adaptive" if adaptive else "") + " = "
-        f"{plural(len(p.scores), 'cell')}, {len(missing):,} to compute -> {prepared.run_dir}"
+        f"{plural(len(p.scores), 'cell')}, {len(missing):,} to compute -> {prepared.where}"
         + (" (resuming or growing the run)" if prepared.resume else ""),
         highlight=False, soft_wrap=True,
     )
@@ -242,17 +249,17 @@ def _show(prepared, outcome, elapsed: float, ctx=None) -> None:
     base.print_boards(boards)
     others = [d for d in spec.difficulties if d not in show]
     if boards and others:
-        base.console.print(f"boards of {', '.join(others)}: grb-dist leaderboard {prepared.run_dir}", soft_wrap=True)
+        base.console.print(f"boards of {', '.join(others)}: grb-dist leaderboard {prepared.where}", soft_wrap=True)
     summary = outcome.summary
     if summary is None:
         one = len(p.scores) == 1
         base.console.print(f"nothing to do: {'the' if one else 'all'} {plural(len(p.scores), 'cell')} of this job "
-                           f"{'is' if one else 'are'} already in {prepared.run_dir}",
+                           f"{'is' if one else 'are'} already in {prepared.where}",
                       highlight=False)
         return
     base.console.print(
         f"{summary.done}/{plural(summary.total, 'cell')} ({summary.computed} computed, {summary.skipped} already done, "
-        f"{summary.failures} failed) in {elapsed:.1f}s; results in {prepared.run_dir}", highlight=False,
+        f"{summary.failures} failed) in {elapsed:.1f}s; results in {prepared.where}", highlight=False,
     )
     for e in summary.errors[:10]:
         base.err_console.print(f"failed: {e}", highlight=False, soft_wrap=True, markup=False)
@@ -348,7 +355,6 @@ def _plan(prepared, cluster, gpu_kind: Optional[str], load_seconds: float, dashb
           described: bool, budget: Optional[float] = None, calibration: str = "auto", as_json: bool = False) -> None:
     """``--plan``: calibrate, forecast and print the plan (stdout: Markdown, or with
     ``as_json`` one JSON document; stderr: progress)."""
-    import contextlib
     import sys
 
     from grb_dist.sweep.cost.predict import predict_cost
@@ -420,7 +426,7 @@ def _print_json(prepared, work, cal, fc, where: str) -> None:
     summary = plan_summary(work, cal, fc)
     summary["cluster"]["where"] = where
     doc = {"dataset": spec.dataset, "nodes": prepared.graph.num_nodes, "scenarios": list(spec.scenarios),
-           "run_dir": str(prepared.run_dir), "cells": len(prepared.cells.scores), "to_compute": len(work.todo),
+           "run_dir": prepared.where, "cells": len(prepared.cells.scores), "to_compute": len(work.todo),
            **summary}
     base.console.out(json.dumps(doc, indent=2), highlight=False)
 
@@ -431,7 +437,7 @@ def _print_plan(prepared, work, cal, fc, where: str) -> None:
     spec = prepared.spec
     print_ = lambda text: base.console.print(text, highlight=False, markup=False, soft_wrap=True)  # noqa: E731
     print_(f"plan: {spec.dataset} ({plural(prepared.graph.num_nodes, 'node')}, {' + '.join(spec.scenarios)}): "
-           f"{plural(len(prepared.cells.scores), 'cell')}, {len(work.todo):,} to compute -> {prepared.run_dir} "
+           f"{plural(len(prepared.cells.scores), 'cell')}, {len(work.todo):,} to compute -> {prepared.where} "
            "(nothing computed or written)")
     for line in _calibration_lines(cal, fc.cluster, where):
         print_(line)

@@ -48,10 +48,16 @@ class Prepared:
     dataset: dict[str, Any]  # identity of the loaded dataset (fingerprint and its parts)
     components: dict[str, Any]  # what each name of the job means (see cells.run_components)
     missing: tuple[ScoreCell, ...] | None = None  # the cells to compute, read under the run's lock
+    location: str | None = None  # the run as the user named it, when run_dir is its staging copy (s3://...)
 
     @property
     def fingerprint(self) -> str:
         return self.dataset["fingerprint"]
+
+    @property
+    def where(self) -> str:
+        """The run as the user named it: a remote run's URI, else the run directory."""
+        return self.location or str(self.run_dir)
 
 
 def resolve_job(dataset: str | None, job: str | Path | None, overrides: Mapping[str, Any], *,
@@ -80,12 +86,15 @@ def dataset_identity(spec: JobSpec, graph: Graph) -> dict[str, Any]:
 
 
 def prepare(spec: JobSpec, *, out: str | Path | None = None, data_dir: str | Path | None = None,
-            download: bool = True, verify: bool = True, graph: Graph | None = None) -> Prepared:
+            download: bool = True, verify: bool = True, graph: Graph | None = None,
+            location: str | None = None) -> Prepared:
     """Resolve the job (once: every later step reuses it), load the dataset, check the
     budgets and the models against it, list the cells and check the run directory.
     ``graph``: a graph already in memory (a PyG ``Data`` read by
     :func:`grb_dist.datasets.pyg.from_pyg`) used instead of loading ``spec.dataset``, which
-    then only names it; the run records its content fingerprint as for any dataset."""
+    then only names it; the run records its content fingerprint as for any dataset.
+    ``location``: the remote run (``s3://...``) whose staging copy ``out`` is
+    (:func:`grb_dist.store.remote.staged`)."""
     from grb_dist.datasets import load_dataset
     from grb_dist.defenses import check_fit
 
@@ -102,7 +111,7 @@ def prepare(spec: JobSpec, *, out: str | Path | None = None, data_dir: str | Pat
     run_dir = Path(out) if out is not None else default_run_dir(spec)
     components = run_components(p)
     resume = RunStore.check(run_dir, identity, components)
-    return Prepared(spec, resolved, p, graph, run_dir, resume, identity, components)
+    return Prepared(spec, resolved, p, graph, run_dir, resume, identity, components, location=location)
 
 
 def lock_run(prepared: Prepared, *, wait: bool = False, on_wait=None) -> tuple[RunLock, Prepared]:
@@ -236,7 +245,7 @@ def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None
 
     summary = None
     if missing_cells(prepared):
-        ctx = connect(settings, job_name=job_name or f"grb-dist {prepared.spec.dataset} -> {prepared.run_dir}")
+        ctx = connect(settings, job_name=job_name or f"grb-dist {prepared.spec.dataset} -> {prepared.where}")
         try:
             sizes, work = Sizes(prepared.cells, prepared.graph, plan), pending_work(prepared)
             # a task that fits no node of the cluster: refused before the run directory is made
