@@ -1,0 +1,96 @@
+"""A sweep as cluster users run one: submitted with ``ray job submit`` to a Ray head (started
+here, on free ports, with its dashboard: the Jobs API), stopped with ``ray job stop`` (the
+SIGTERM of an interrupted sweep: its rows written), resubmitted, every cell exactly once."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+
+RAY = str(Path(sys.executable).with_name("ray"))
+SWEEP = [sys.executable, "-m", "grb_dist.cli", "sweep", "--attacks", "rnd,fgsm,tdgia", "--defenses", "gcn,mlp,sage",
+         "--difficulties", "full,easy", "--repeats", "2", "--steps", "3", "--n-inject", "5", "--edges-per-node", "3",
+         "--flush-rows", "1"]
+CELLS = 3 * 3 * 2 * 2 + 3 * 2  # attack x defense x difficulty x repeat, and a clean row per defense and difficulty
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def head():
+    """A Ray head with its dashboard, in a process of its own (``--block``), its files in a
+    directory of its own: ended by killing what runs from there (``ray stop`` would stop
+    every Ray of the machine, the other tests' too)."""
+    temp = tempfile.mkdtemp(prefix="rj-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)
+    dashboard = free_port()
+    proc = subprocess.Popen([RAY, "start", "--head", "--block", "--port", str(free_port()), "--dashboard-port",
+                             str(dashboard), "--include-dashboard", "true", "--num-cpus", "2", "--temp-dir", temp],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    address = f"http://127.0.0.1:{dashboard}"
+    try:
+        deadline = time.time() + 120
+        while subprocess.run([RAY, "job", "list", "--address", address], env=env, capture_output=True).returncode:
+            assert proc.poll() is None and time.time() < deadline, "the Ray head did not start"
+            time.sleep(1)
+        yield address, env
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        for p in psutil.process_iter(["cmdline"]):
+            if any(temp in arg for arg in (p.info["cmdline"] or [])):
+                p.kill()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def job(head, *args: str) -> str:
+    address, env = head
+    done = subprocess.run([RAY, "job", args[0], "--address", address, *args[1:]], env=env, capture_output=True,
+                          text=True, timeout=600)
+    return done.stdout + done.stderr
+
+
+def submitted(output: str) -> str:
+    found = re.search(r"raysubmit_[A-Za-z0-9]+", output)
+    assert found, output[-3000:]
+    return found.group(0)
+
+
+def test_ray_job_submit_stop_and_resubmit_computes_every_cell_once(head, tmp_path):
+    run = tmp_path / "run"
+    first = submitted(job(head, "submit", "--no-wait", "--", *SWEEP, "--out", str(run)))
+    deadline = time.time() + 300
+    while not list((run / "scores").rglob("part-*.parquet")):  # scoring has begun
+        assert time.time() < deadline and "FAILED" not in job(head, "status", first), job(head, "logs", first)
+        time.sleep(1)
+    job(head, "stop", first)
+    logs = job(head, "logs", first)
+    assert "interrupted: finished cells are kept" in logs, logs[-3000:]
+    stopped = pd.read_parquet(run / "scores")
+    assert 0 < len(stopped) < CELLS and stopped["cell_id"].is_unique
+    # the resubmission joins the same cluster (not a Ray of its own) and computes the rest only
+    logs = " ".join(job(head, "submit", "--", *SWEEP, "--out", str(run)).split())  # lines wrap at 80 columns
+    assert f"{CELLS - len(stopped)} to compute" in logs and "Ray: 2 CPUs" in logs, logs[-3000:]
+    assert f"{CELLS}/{CELLS} cells ({CELLS - len(stopped)} computed, {len(stopped)} already done, 0 failed)" in logs
+    scores = pd.read_parquet(run / "scores")
+    assert len(scores) == CELLS and scores["cell_id"].is_unique
