@@ -22,7 +22,8 @@ from grb_dist.models import MODELS, build_model, check_name
 from grb_dist.models.grammar import is_model_name
 from grb_dist.models.robust.gnnguard import GNNGuard, GNNGuardConfig, guard_weights
 from grb_dist.models.lp import LPConfig, label_spreading
-from grb_dist.models.robust.svd import GCNSVD, GCNSVDConfig, svd_edge_weights
+from grb_dist.models.robust import svd as svd_module
+from grb_dist.models.robust.svd import GCNSVD, GCNSVDConfig, SparseGCNSVD, SparseGCNSVDConfig, svd_edge_weights
 from grb_dist.models.train import TrainConfig
 from grb_dist.models.views import induced
 from grb_dist.models.tensors import graph_tensors
@@ -31,7 +32,7 @@ from helpers import tiny_csbm
 
 JOBS = Path(__file__).resolve().parents[1] / "grb_dist" / "jobs"
 ARCHS = ["gcn", "gat", "gin", "appnp", "tagcn", "sage", "sgc", "mlp"]
-ROBUST = ["rgcn", "gnnguard", "gatguard", "gcnsvd"]
+ROBUST = ["rgcn", "gnnguard", "gatguard", "gcnsvd", "gcnsvd_sparse"]
 AT_SMALL = {"n_inject": 10, "edges_per_node": 5, "steps": 3, "step_size": 0.01, "warmup_epochs": 2}
 SMALL = {
     "gcn": {"hidden_sizes": [16]},
@@ -39,6 +40,7 @@ SMALL = {
     "gnnguard": {"hidden_sizes": [16], "dropout": 0.1},
     "gatguard": {"hidden_sizes": [8], "heads": 2, "dropout": 0.1},
     "gcnsvd": {"hidden_sizes": [16], "k": 20},
+    "gcnsvd_sparse": {"hidden_sizes": [16], "k": 20},
 }
 
 
@@ -193,7 +195,7 @@ def test_gnnguard_backprop_reaches_injected_features(tiny):
     assert inj.grad is not None and inj.grad[:2].abs().sum() > 0
 
 
-def test_gcnsvd_agrees_with_dense():
+def test_gcnsvd_sparse_agrees_with_dense():
     g = random_graph(14, 0.35, seed=1)
     t = graph_tensors(g)
     n, k = g.num_nodes, 4
@@ -207,12 +209,74 @@ def test_gcnsvd_agrees_with_dense():
     assert torch.allclose(got, ref, atol=1e-4)
     # the GCN runs on that weighted graph: A' + I, symmetric normalisation
     torch.manual_seed(0)
-    model = GCNSVD(5, 2, GCNSVDConfig(hidden_sizes=(), k=k, niter=6)).eval()
+    model = SparseGCNSVD(5, 2, SparseGCNSVDConfig(hidden_sizes=(), k=k, niter=6)).eval()
     conv = model.layers[0]
     a_hat = ref.T + torch.eye(n)  # messages flow source -> target
     dinv = a_hat.sum(1).rsqrt()
     ref_out = (dinv[:, None] * a_hat * dinv[None, :]) @ (t.x @ conv.lin.weight.T) + conv.bias
     assert torch.allclose(model(t.x, t.edge_index), ref_out, atol=1e-4)
+
+
+def numpy_gcnsvd_layer(ei: torch.Tensor, n: int, k: int, h: np.ndarray, weight: np.ndarray,
+                       bias: np.ndarray) -> np.ndarray:
+    """One GCN-SVD layer as DeepRobust computes it, in numpy: the rank-k truncation of the
+    adjacency's full SVD, ``D^-1/2 (R + I) D^-1/2`` with ``D`` its row sums, times ``h W^T``,
+    plus the bias."""
+    a = np.zeros((n, n))
+    a[ei[1].numpy(), ei[0].numpy()] = 1.0
+    u, s, vh = np.linalg.svd(a)
+    assert s[k - 1] - s[k] > 1e-3, "the test graph must have a well defined rank-k truncation"
+    m = (u[:, :k] * s[:k]) @ vh[:k] + np.eye(n)
+    d = m.sum(1)
+    assert (d > 0).all()
+    p = m / np.sqrt(np.outer(d, d))
+    return p @ (h @ weight.T) + bias
+
+
+def test_gcnsvd_is_a_gcn_on_the_dense_rank_k_reconstruction():
+    """``gcnsvd`` propagates over every pair of the rank-k reconstruction (not only the
+    graph's edges), on each graph it is given: its training graph and a larger one."""
+    g = random_graph(14, 0.35, seed=1)
+    t = graph_tensors(g)
+    n, k = g.num_nodes, 4
+    torch.manual_seed(0)
+    model = GCNSVD(5, 2, GCNSVDConfig(hidden_sizes=(), k=k)).eval()
+    conv = model.layers[0]
+    w, b = conv.lin.weight.detach().double().numpy(), conv.bias.detach().double().numpy()
+    want = numpy_gcnsvd_layer(t.edge_index, n, k, t.x.double().numpy(), w, b)
+    with torch.no_grad():
+        np.testing.assert_allclose(model(t.x, t.edge_index).double().numpy(), want, rtol=1e-4, atol=1e-5)
+        sparse = SparseGCNSVD(5, 2, SparseGCNSVDConfig(hidden_sizes=(), k=k, niter=6)).eval()
+        sparse.load_state_dict(model.state_dict())
+        assert not np.allclose(sparse(t.x, t.edge_index).double().numpy(), want, atol=1e-3)
+        ones = torch.ones(t.edge_index.shape[1])
+        np.testing.assert_allclose(model.weighted_forward(t.x, t.edge_index, ones).double().numpy(), want,
+                                   rtol=1e-4, atol=1e-5)
+        # evaluated on another graph (two injected nodes): that graph's own reconstruction
+        inj = torch.tensor([[n, n, n + 1, n + 1], [0, 3, 5, n]])
+        ei = torch.cat([t.edge_index, inj, inj.flip(0)], dim=1)
+        x = torch.cat([t.x, torch.ones(2, 5)])
+        want = numpy_gcnsvd_layer(ei, n + 2, k, x.double().numpy(), w, b)
+        np.testing.assert_allclose(model(x, ei).double().numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_gcnsvd_refuses_a_graph_whose_dense_reconstruction_does_not_fit(tiny, monkeypatch):
+    n = tiny.num_nodes  # 300: 3 x 300^2 float32 = 1.08 MB
+    with pytest.raises(ConfigError, match="gcnsvd_sparse is the scalable variant") as err:
+        build_defense("gcnsvd", tiny, {"k": 20, "max_dense_gb": 1e-4})
+    assert "\n" not in str(err.value)
+    monkeypatch.setattr(svd_module, "machine_memory", lambda: 2 * 10**6)  # default: half of it
+    with pytest.raises(ConfigError, match="half of this machine's memory"):
+        build_defense("gcnsvd", tiny, {"k": 20})
+    build_defense("gcnsvd_sparse", tiny, {"k": 20})  # the scalable variant has no such limit
+    # a model that fits its graph refuses a larger one given to forward, before allocating it
+    model = build_defense("gcnsvd", tiny, {"k": 20, "max_dense_gb": 1.5e6 / 2**30}).eval()
+    t = graph_tensors(tiny)
+    model(t.x, t.edge_index)
+    x, ei = apply_injection(t.x, t.edge_index, torch.zeros(100, tiny.num_features),
+                            torch.tensor([[n + i for i in range(100)], list(range(100))]))
+    with pytest.raises(ConfigError, match=f"{n + 100:,} nodes"):
+        model(x, ei)
 
 
 # --- label propagation -------------------------------------------------------------
@@ -292,7 +356,8 @@ def test_rgcn_kl_regulariser(tiny):
     assert reg is not None and reg.requires_grad and torch.isfinite(reg)
 
 
-KINDS = ["gcn", "gcn_ln", "gcn_at", "sage_ln", "rgcn", "rgcn_at", "gnnguard", "gatguard", "gcnsvd", "lp", "gcn_lp", "rgcn_ln_at_lp"]
+KINDS = ["gcn", "gcn_ln", "gcn_at", "sage_ln", "rgcn", "rgcn_at", "gnnguard", "gatguard", "gcnsvd", "gcnsvd_sparse", "lp",
+         "gcn_lp", "rgcn_ln_at_lp"]
 
 
 @pytest.mark.parametrize("name", KINDS)
@@ -366,7 +431,7 @@ def test_at_hook_restores_mode_and_appends_nodes(tiny):
 # --- training: every defense beats chance -------------------------------------------
 
 
-TRAINED = ["gcn_ln", "gcn_at", "rgcn", "rgcn_at", "gnnguard", "gatguard", "gcnsvd", "lp", "gcn_lp"]
+TRAINED = ["gcn_ln", "gcn_at", "rgcn", "rgcn_at", "gnnguard", "gatguard", "gcnsvd", "gcnsvd_sparse", "lp", "gcn_lp"]
 
 
 @pytest.mark.parametrize("name", TRAINED)

@@ -125,7 +125,7 @@ def test_keep_mask_of_an_odd_size():
     assert mask.shape == (3, 7, 5) and mask.dtype == torch.bool
 
 
-@pytest.mark.parametrize("name", ["gcn", "sgc", "appnp", "rgcn", "gcnsvd"])
+@pytest.mark.parametrize("name", ["gcn", "sgc", "appnp", "rgcn", "gcnsvd_sparse"])
 def test_models_on_the_kept_transpose_path_equal_the_plain_products(tiny, name, monkeypatch):
     """Every model that propagates with :func:`propagation.propagate` gives the values and
     gradients of ``torch.sparse.mm`` (autograd's own backward pass) bit for bit."""

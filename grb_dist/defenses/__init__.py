@@ -22,7 +22,7 @@ from grb_dist.models.robust.jaccard import GCNJaccard, JaccardConfig
 from grb_dist.models.robust.prognn import ProGNN, ProGNNConfig, ProGNNLite, ProGNNLiteConfig
 from grb_dist.models.robust.rgcn import RGCN, RGCNConfig
 from grb_dist.models.robust.softmedian import SoftMedianConfig, SoftMedianGDC
-from grb_dist.models.robust.svd import GCNSVD, GCNSVDConfig
+from grb_dist.models.robust.svd import GCNSVD, GCNSVDConfig, SparseGCNSVD, SparseGCNSVDConfig
 
 __all__ = [
     "ATConfig", "GivenModule", "InjectionAT", "ModificationAT", "at_config", "training_attack", "build_defense",
@@ -30,5 +30,5 @@ __all__ = [
     "GATGuard", "GATGuardConfig", "GCNJaccard", "GCNSVD", "GCNSVDConfig", "GNNGuard", "GNNGuardConfig", "JaccardConfig",
     "LabelPropagation", "LabelPropagationOn", "LPConfig", "ProGNN", "ProGNNConfig", "ProGNNLite",
     "ProGNNLiteConfig", "RGCN", "RGCNConfig",
-    "SoftMedianConfig", "SoftMedianGDC",
+    "SoftMedianConfig", "SoftMedianGDC", "SparseGCNSVD", "SparseGCNSVDConfig",
 ]

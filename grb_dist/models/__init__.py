@@ -16,11 +16,11 @@ from grb_dist.models.registry import (
 )
 from grb_dist.models.robust.gnnguard import GATGuard, GATGuardConfig, GNNGuard, GNNGuardConfig
 from grb_dist.models.robust.rgcn import RGCN, RGCNConfig
-from grb_dist.models.robust.svd import GCNSVD, GCNSVDConfig
+from grb_dist.models.robust.svd import GCNSVD, GCNSVDConfig, SparseGCNSVD, SparseGCNSVDConfig
 
 __all__ = [
     "ARCHITECTURES", "MODELS", "ROBUST_MODELS", "GraphModel", "ModelConfig", "ModelSpec",
     "build_model", "check_name", "model_config", "model_names", "register_defense", "register_model", "split_suffixes",
     "RGCN", "RGCNConfig", "GNNGuard", "GNNGuardConfig", "GATGuard", "GATGuardConfig",
-    "GCNSVD", "GCNSVDConfig", "LabelPropagation", "LabelPropagationOn", "LPConfig",
+    "GCNSVD", "GCNSVDConfig", "SparseGCNSVD", "SparseGCNSVDConfig", "LabelPropagation", "LabelPropagationOn", "LPConfig",
 ]

@@ -46,7 +46,7 @@ from grb_dist.models.robust.jaccard import GCNJaccard
 from grb_dist.models.robust.prognn import ProGNN, ProGNNLite
 from grb_dist.models.robust.rgcn import RGCN
 from grb_dist.models.robust.softmedian import SoftMedianGDC
-from grb_dist.models.robust.svd import GCNSVD
+from grb_dist.models.robust.svd import GCNSVD, SparseGCNSVD
 from grb_dist.models.sage import GraphSAGE
 from grb_dist.models.sgc import SGC
 from grb_dist.models.tagcn import TAGCN
@@ -129,6 +129,7 @@ ROBUST_MODELS: dict[str, type[GraphModel]] = {
     "gnnguard": GNNGuard,
     "gatguard": GATGuard,
     "gcnsvd": GCNSVD,
+    "gcnsvd_sparse": SparseGCNSVD,
     "jaccard": GCNJaccard,
     "softmedian": SoftMedianGDC,
     "prognn": ProGNN,

@@ -42,7 +42,7 @@ from grb_dist.models.weighted import WEIGHTED_KINDS, has_weighted_forward
 WEIGHTED_MODELS = "gcn, sgc, appnp, tagcn, gin, sage, mlp (and their _ln variants)"
 #: Every built-in model that gradient modification attacks can differentiate, for messages.
 EDGE_WEIGHT_MODELS = (f"{WEIGHTED_MODELS}; through weighted_forward: gat, gatv2, rgcn, gnnguard, gatguard, "
-                      "gcnsvd, jaccard, lp and <model>_lp")
+                      "gcnsvd, gcnsvd_sparse, jaccard, lp and <model>_lp")
 
 
 class _Value:
