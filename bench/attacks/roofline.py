@@ -3,7 +3,7 @@
     python bench/attacks/roofline.py                                # csbm-grb-aminer (about 12 minutes on 2 cores)
     python bench/attacks/roofline.py --dataset csbm-grb-flickr --stages fgsm,prbcd
     python bench/attacks/roofline.py --dataset csbm --threads 2     # a quick check
-    python bench/attacks/roofline.py --stages gnnguard,gcnsvd,rgcn --threads 1   # the robust models' epochs
+    python bench/attacks/roofline.py --stages gnnguard,gcnsvd_sparse,rgcn --threads 1   # the robust models' epochs
 
 First the machine: a GEMM at the graph's shape (N x 128 by 128 x 128, GFLOP/s) and one
 propagation, the GCN-normalised adjacency with self-loops as a torch CSR matrix times an
@@ -18,8 +18,8 @@ and gathered row once). Then each stage, in its own process (peak memory = that 
 | nea, stack | the whole attack, 5% budget | 10 P |
 | gcn, gnnguard, rgcn | one epoch of a training (with its validation pass; the difference of 3 epochs and 1), the job's architectures | gcn: 6 P + 9 G; the robust ones: 3 x the measured GCN epoch |
 
-Any other defense of the registry is a training stage too (``--stages gcnsvd``: its epoch and
-peak, without a bound).
+Any other defense of the registry is a training stage too (``--stages gcnsvd_sparse``: its epoch
+and peak, without a bound; the dense ``gcnsvd`` refuses the large twins).
 
 Training runs under grb-dist's allocator policy for training (``GRB_DIST_ALLOCATOR``,
 printed in the header; ``cache`` by default: freed blocks are reused from epoch to epoch),
