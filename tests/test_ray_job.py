@@ -1,6 +1,7 @@
 """A sweep as cluster users run one: submitted with ``ray job submit`` to a Ray head (started
 here, on free ports, with its dashboard: the Jobs API), stopped with ``ray job stop`` (the
-SIGTERM of an interrupted sweep: its rows written), resubmitted, every cell exactly once."""
+SIGTERM of an interrupted sweep: its rows written), resubmitted, every cell exactly once; and
+its own metrics read from the head's Prometheus export while it runs."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pandas as pd
@@ -38,11 +41,14 @@ def head():
     directory of its own: ended by killing what runs from there (``ray stop`` would stop
     every Ray of the machine, the other tests' too)."""
     temp = tempfile.mkdtemp(prefix="rj-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    # metrics exported every half second (Ray's default: 10 s), so that a short sweep shows them
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_metrics_report_interval_ms": "500"}
     env.pop("RAY_ADDRESS", None)
-    dashboard = free_port()
+    dashboard, metrics = free_port(), free_port()
     proc = subprocess.Popen([RAY, "start", "--head", "--block", "--port", str(free_port()), "--dashboard-port",
-                             str(dashboard), "--include-dashboard", "true", "--num-cpus", "2", "--temp-dir", temp],
+                             str(dashboard), "--include-dashboard", "true", "--num-cpus", "2", "--temp-dir", temp,
+                             "--metrics-export-port", str(metrics)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     address = f"http://127.0.0.1:{dashboard}"
     try:
@@ -50,7 +56,7 @@ def head():
         while subprocess.run([RAY, "job", "list", "--address", address], env=env, capture_output=True).returncode:
             assert proc.poll() is None and time.time() < deadline, "the Ray head did not start"
             time.sleep(1)
-        yield address, env
+        yield address, {**env, "metrics": str(metrics)}
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -65,6 +71,7 @@ def head():
 
 def job(head, *args: str) -> str:
     address, env = head
+    env = {k: v for k, v in env.items() if k != "metrics"}
     done = subprocess.run([RAY, "job", args[0], "--address", address, *args[1:]], env=env, capture_output=True,
                           text=True, timeout=600)
     return done.stdout + done.stderr
@@ -94,3 +101,45 @@ def test_ray_job_submit_stop_and_resubmit_computes_every_cell_once(head, tmp_pat
     assert f"{CELLS}/{CELLS} cells ({CELLS - len(stopped)} computed, {len(stopped)} already done, 0 failed)" in logs
     scores = pd.read_parquet(run / "scores")
     assert len(scores) == CELLS and scores["cell_id"].is_unique
+
+
+def scored(port: str, run: str) -> dict[str, float]:
+    """The sweep's ``grb_dist_items`` of ``stage="score"`` on the head's Prometheus export,
+    by state."""
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    except OSError:
+        return {}
+    found = {}
+    for line in text.splitlines():
+        if line.startswith("ray_grb_dist_items{") and 'stage="score"' in line and f'run="{run}"' in line:
+            state = re.search(r'state="(\w+)"', line).group(1)
+            found[state] = float(line.rsplit(" ", 1)[1])
+    return found
+
+
+def test_the_sweep_reports_its_cells_on_the_metrics_export(head, tmp_path):
+    """Read every 0.1 s while the submitted sweep runs: its scored cells rise and end at the
+    job's cell count, none failed, none left (the driver waits for the last export)."""
+    run = tmp_path / "metered"
+    port = head[1]["metrics"]
+    seen: list[dict[str, float]] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.1):
+            now = scored(port, str(run))
+            if now and (not seen or now != seen[-1]):
+                seen.append(now)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        logs = job(head, "submit", "--", *SWEEP, "--out", str(run))  # returns when the job ends
+    finally:
+        stop.set()
+        watcher.join()
+    assert seen, logs[-3000:]
+    done = [s.get("done", 0) for s in seen]
+    assert done == sorted(done) and done[-1] == CELLS, seen  # it rises, and ends at the cell count
+    assert done[0] < CELLS and seen[-1].get("left") == 0 and seen[-1].get("failed") == 0, seen

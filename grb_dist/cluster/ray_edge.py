@@ -26,6 +26,7 @@ import logging
 import os
 import signal
 import threading
+import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -536,6 +537,55 @@ def run_units(fn: Callable[..., Any], work: Iterable[tuple[str, tuple]], on_resu
         disconnect(context)
 
 
-__all__ = ["ActorLost", "RayContext", "TaskFailed", "call", "cancel", "cluster_size", "connect", "device",
+class SweepMetrics:
+    """The sweep's own figures on Ray's metrics export, next to Ray's: the dashboard's
+    Metrics page and the Prometheus endpoint of each node (``ray start
+    --metrics-export-port``), every series tagged with the ``run`` (its directory or URI):
+
+    - ``grb_dist_items{stage, state}``: models trained (``train``), perturbations made
+      (``attack``) and cells scored (``score``): ``done`` (stored ones included),
+      ``failed`` and ``left``;
+    - ``grb_dist_items_per_minute{stage}``: the rate of this invocation's own work;
+    - ``grb_dist_score_rows{state}``: score rows ``buffered`` by the driver and ``written``
+      to the store.
+
+    Ray names the series with a ``ray_`` prefix (``ray_grb_dist_items``); the repository's
+    ``cluster/grafana-grb-dist.json`` is a Grafana dashboard of them."""
+
+    def __init__(self, run: str):
+        from ray.util.metrics import Gauge
+
+        self.run = run
+        self.items = Gauge("grb_dist_items", description="models trained, perturbations made and cells scored, "
+                           "by stage and state (done, failed, left)", tag_keys=("run", "stage", "state"))
+        self.rate = Gauge("grb_dist_items_per_minute", description="items of this invocation per minute, by stage",
+                          tag_keys=("run", "stage"))
+        self.rows = Gauge("grb_dist_score_rows", description="score rows buffered by the driver and written",
+                          tag_keys=("run", "state"))
+
+    def stage(self, stage: str, *, done: int, failed: int, total: int, per_minute: float) -> None:
+        for state, value in (("done", done), ("failed", failed), ("left", max(0, total - done - failed))):
+            self.items.set(value, tags={"run": self.run, "stage": stage, "state": state})
+        self.rate.set(per_minute, tags={"run": self.run, "stage": stage})
+
+    def score_rows(self, *, buffered: int, written: int) -> None:
+        self.rows.set(buffered, tags={"run": self.run, "state": "buffered"})
+        self.rows.set(written, tags={"run": self.run, "state": "written"})
+
+    @staticmethod
+    def settle() -> None:
+        """Wait two of Ray's metric report intervals (``metrics_report_interval_ms``, 10 s by
+        default), so that the last figures set reach the export before the driver leaves:
+        a sweep on a cluster ends on the dashboard at its real counts."""
+        from ray._raylet import Config
+
+        try:
+            seconds = Config.metrics_report_interval_ms() / 1000
+        except Exception:  # noqa: BLE001 - a Ray without the setting: its default
+            seconds = 10.0
+        time.sleep(min(2 * seconds, 30.0) + 0.5)
+
+
+__all__ = ["ActorLost", "RayContext", "SweepMetrics", "TaskFailed", "call", "cancel", "cluster_size", "connect", "device",
            "disconnect", "get", "gpu_memory", "in_worker", "kill", "nodes", "options", "put", "put_registrations",
            "resolve", "run_units", "start_actor", "startup_report", "submit", "wait"]

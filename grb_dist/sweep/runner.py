@@ -54,7 +54,7 @@ from grb_dist.sweep.cells import ATTACK_BATCH, AttackCell, Cells, PoisonTask, Sc
 from grb_dist.sweep.placement import Placement, place
 from grb_dist.sweep.sizing import Sizes
 from grb_dist.sweep.progress import Stage, SweepProgress, SweepSummary
-from grb_dist.cluster.ray_edge import ActorLost, TaskFailed
+from grb_dist.cluster.ray_edge import ActorLost, SweepMetrics, TaskFailed
 from grb_dist.cluster.settings import RaySettings
 
 log = logging.getLogger(__name__)
@@ -110,6 +110,7 @@ def run_sweep(
     flush_rows: int = 4096,
     flush_seconds: float = 10.0,
     sizes: Sizes | None = None,
+    name: str | None = None,
 ) -> SweepSummary:
     """Compute every score cell of ``cells`` that ``store`` does not hold yet.
 
@@ -121,8 +122,10 @@ def run_sweep(
     cells behind. Score rows are written every ``flush_rows`` rows or ``flush_seconds``
     seconds, whichever comes first. ``sizes``: the peak memory of each task, which it
     reserves of Ray (default: :class:`~grb_dist.sweep.sizing.Sizes` from the estimates).
+    ``name``: the run in the sweep's metrics on Ray's export
+    (:class:`~grb_dist.cluster.ray_edge.SweepMetrics`; default: the run directory).
     """
-    return _Sweep(cells, graph, store, settings, on_progress, flush_rows, flush_seconds, sizes).run()
+    return _Sweep(cells, graph, store, settings, on_progress, flush_rows, flush_seconds, sizes, name).run()
 
 
 class _Sweep:
@@ -131,7 +134,7 @@ class _Sweep:
 
     def __init__(self, cells: Cells, graph: Graph, store: RunStore, settings: RaySettings,
                  on_progress: Callable[[SweepProgress], None] | None, flush_rows: int,
-                 flush_seconds: float, sizes: Sizes | None = None) -> None:
+                 flush_seconds: float, sizes: Sizes | None = None, name: str | None = None) -> None:
         self.start = time.perf_counter()
         self.cells, self.graph, self.store, self.settings = cells, graph, store, settings
         self.on_progress = on_progress
@@ -157,6 +160,8 @@ class _Sweep:
         self.scorers: list = []
         self.worker: str | None = None  # the actor of the result being collected
         self.ray: Placement | None = None  # set by connect()
+        self.name = name or str(store.root)
+        self.metrics: SweepMetrics | None = None  # set by connect()
 
         # which perturbations and models this invocation needs; poisoning cells are scored by
         # their own training task (a PoisonTask per perturbation and defense)
@@ -210,6 +215,12 @@ class _Sweep:
                 stage.finished = now
         if phase is None:
             phase = next((name for name, stage in self.stages.items() if not stage.complete), "score")
+        if self.metrics is not None:
+            for name, stage in self.stages.items():
+                fresh = stage.done - stage.skipped
+                self.metrics.stage(name, done=stage.done, failed=stage.failed, total=stage.total,
+                                   per_minute=60 * fresh / max(now - stage.started, 1e-9) if stage.started else 0.0)
+            self.metrics.score_rows(buffered=len(self.writer), written=self.writer.rows_written)
         if self.on_progress is not None:
             self.on_progress(SweepProgress(self.scored.done, self.total, self.scored.failed, now, phase,
                                            self.computed, tuple(self.scorers), replace(self.trained),
@@ -238,6 +249,7 @@ class _Sweep:
         and the graph and the registrations (user models, defenses and attacks) in the
         object store, once."""
         self.ray = place(self.cells, self.work, self.graph, self.settings, self.target_names, self.sizes)
+        self.metrics = SweepMetrics(self.name)
 
     def start_scorers(self) -> None:
         # Scorers start at once: they load each defense on its first scoring call
@@ -332,6 +344,9 @@ class _Sweep:
         edge.kill(self.scorers)
         if self.ray is not None:
             self.ray.close()
+        if self.metrics is not None and self.settings.resolved_address() is not None:
+            self.report()  # the rows just written; a joined cluster keeps the end state on its dashboard
+            self.metrics.settle()
 
     # -- submitting work ----------------------------------------------------------------------
 

@@ -254,7 +254,7 @@ def execute(prepared: Prepared, settings: Any, lock: RunLock, *, on_connect=None
             if on_connect is not None:
                 on_connect(ctx, store)
             summary = run_sweep(prepared.cells, prepared.graph, store, settings, on_progress=on_progress,
-                                flush_rows=flush_rows, flush_seconds=flush_seconds, sizes=sizes)
+                                flush_rows=flush_rows, flush_seconds=flush_seconds, sizes=sizes, name=prepared.where)
         finally:
             disconnect(ctx)
         boards = reduce_run(store, on_warning=on_warning)
