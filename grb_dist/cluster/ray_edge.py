@@ -550,7 +550,7 @@ class SweepMetrics:
       to the store.
 
     Ray names the series with a ``ray_`` prefix (``ray_grb_dist_items``); the repository's
-    ``cluster/grafana-grb-dist.json`` is a Grafana dashboard of them."""
+    ``grafana-grb-dist.json`` (next to ``cluster.yaml``) is a Grafana dashboard of them."""
 
     def __init__(self, run: str):
         from ray.util.metrics import Gauge
