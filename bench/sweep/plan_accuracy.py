@@ -8,12 +8,14 @@ task's start), the schedule (first task's start to the last result) and the end 
 command's exit). Prints one Markdown row per case with the error of the total
 (``predicted / measured - 1``).
 
-    python bench/sweep/plan_accuracy.py --out /tmp/plan                  # the four cases
+    python bench/sweep/plan_accuracy.py --out /tmp/plan                  # the five cases
     python bench/sweep/plan_accuracy.py --out /tmp/plan --cases default
 
-Cases: ``default`` (the embedded default job), ``cora-injection`` and ``cora-modification``
-(cora-legacy in the GRB layout, found in the data folders of ``bench/common.py``, with the grb-cora job: its 23
-defenses and GRB budgets, full difficulty, one repeat), ``flickr`` (the calibrated
+Cases: ``default`` (the embedded default job), ``cora-injection``, ``cora-modification`` and
+``cora-poisoning`` (cora-legacy in the GRB layout, found in the data folders of
+``bench/common.py``, with the grb-cora job: its 23 defenses and GRB budgets, full difficulty,
+one repeat; poisoning: RND, DICE, PR-BCD and Metattack at 5% of the edges, every defense
+trained on each perturbed graph), ``flickr`` (the calibrated
 csbm-grb-flickr twin, 89k nodes: its shipped job, 20 steps, full difficulty, one repeat,
 six defenses, 40 epochs).
 """
@@ -41,6 +43,7 @@ CASES = {
     "default": [],
     "cora-injection": [*CORA_JOB, "--scenario", "injection"],
     "cora-modification": [*CORA_JOB, "--scenario", "modification"],
+    "cora-poisoning": [*CORA_JOB, "--scenario", "poisoning"],
     "flickr": ["--steps", "20", "--difficulties", "full", "--repeats", "1"],  # and the job below
 }
 #: The flickr case's changes to the shipped csbm-grb-flickr job: six defenses, 40 epochs
