@@ -218,7 +218,8 @@ class Mirror:
             except FileNotFoundError:  # replaced or removed while uploading: the next push sees it
                 continue
             except Exception as exc:  # noqa: BLE001
-                raise self._error(f"upload {rel} to", exc) from None
+                raise StoreError(f"cannot upload {rel} to {self.uri}: {_reason(exc)}; what is not uploaded is kept "
+                                 f"in {self.run_dir} and the same command again uploads it") from None
             self.state[rel] = [*local[rel], -1, -1]
         gone = [rel for rel in self.state if rel not in local]
         for rel in gone:
@@ -241,16 +242,19 @@ class Mirror:
 
     # ------------------------------------------------------------------ while a sweep writes
 
-    def start(self, period: float = PUSH_SECONDS, on_warning: Callable[[str], None] | None = None) -> None:
-        """Push every ``period`` seconds in a thread until :meth:`stop`; an upload that fails
-        is said once (``on_warning``) and tried again at the next period."""
+    def start(self, period: float | None = None, on_warning: Callable[[str], None] | None = None) -> None:
+        """Push every ``period`` seconds (default :data:`PUSH_SECONDS`) in a thread until
+        :meth:`stop`; an upload that fails is said once (``on_warning``) and tried again at
+        the next period."""
+        period = PUSH_SECONDS if period is None else period
+
         def loop() -> None:
             while not self._stop.wait(period):
                 try:
                     self.push()
                 except StoreError as exc:
                     if str(exc) not in self.errors and on_warning is not None:
-                        on_warning(f"{exc}; trying again every {period:.0f} s (the run is complete in {self.run_dir})")
+                        on_warning(f"{exc}; trying again every {period:.0f} s")
                     self.errors.append(str(exc))
 
         self._thread = threading.Thread(target=loop, name="grb-dist-upload", daemon=True)
@@ -360,8 +364,11 @@ def staged(out: str | os.PathLike, *, write: bool, on_warning: Callable[[str], N
         try:
             yield mirror.run_dir
         except BaseException:
-            with contextlib.suppress(StoreError):  # the first error is the one to say
-                mirror.stop()
+            try:
+                mirror.stop()  # what was written before the error or Ctrl-C
+            except StoreError as exc:  # the first error is the one to raise; this one is said
+                if on_warning is not None:
+                    on_warning(str(exc))
             raise
         mirror.stop()
     finally:
