@@ -207,3 +207,41 @@ def test_bad_locations_are_one_line_and_write_nothing(s3, tmp_path, monkeypatch)
     assert r.exit_code == 2 and "cannot be reached" in r.output and len(r.output.strip().splitlines()) == 1, r.output
     assert not (tmp_path / "cache" / "grb-dist" / "runs").exists() or not any(
         (tmp_path / "cache" / "grb-dist" / "runs").rglob("manifest.json"))
+
+
+def test_a_second_sweep_on_a_held_prefix_is_refused_and_writes_nothing(s3, tmp_path):
+    held = Lease(Mirror(f"{s3}/busy", staging=tmp_path / "other")).acquire()
+    try:
+        r = runner.invoke(app, ["sweep", *TINY, "--out", f"{s3}/busy"])
+        assert r.exit_code == 2 and "being written by another sweep" in r.output, r.output
+        assert len(r.output.strip().splitlines()) == 1
+        assert [k for k in objects(f"{s3}/busy") if not k.startswith("_lease/")] == []  # the holder's lease only
+    finally:
+        held.release()
+
+
+def test_ctrl_c_then_the_same_command_completes_the_run_in_s3(s3, tmp_path):
+    """A sweep into s3:// interrupted once its first score rows are written: what it wrote
+    reaches the bucket on the way out; the same command computes the rest, every cell once."""
+    import os
+    import signal
+
+    out = f"{s3}/cut"
+    cmd = [sys.executable, "-m", "grb_dist.cli", "sweep", *TINY, "--flush-rows", "1", "--out", out]
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    staging = tmp_path / "cache" / "grb-dist" / "runs"
+    deadline = time.time() + 300
+    while not list(staging.rglob("part-*.parquet")):
+        assert proc.poll() is None and time.time() < deadline, proc.stdout.read()[-3000:]
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    said = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130 and "interrupted: finished cells are kept" in said, said[-3000:]
+    first = pd.read_parquet(f"{out}/scores")
+    assert 0 < len(first) < 6 and first["cell_id"].is_unique
+    done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    assert done.returncode == 0 and f"{6 - len(first)} to compute" in " ".join(done.stdout.split()), done.stdout[-3000:]
+    scores = pd.read_parquet(f"{out}/scores")
+    assert len(scores) == 6 and scores["cell_id"].is_unique
+    assert set(first["cell_id"]) <= set(scores["cell_id"])
