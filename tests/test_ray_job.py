@@ -70,11 +70,18 @@ def head():
 
 
 def job(head, *args: str) -> str:
+    """``ray job <args>`` against the head; a head whose job agent is not up yet (a loaded
+    machine: the dashboard answers before the agent registers) is asked again."""
     address, env = head
     env = {k: v for k, v in env.items() if k != "metrics"}
-    done = subprocess.run([RAY, "job", args[0], "--address", address, *args[1:]], env=env, capture_output=True,
-                          text=True, timeout=600)
-    return done.stdout + done.stderr
+    deadline = time.time() + 120
+    while True:
+        done = subprocess.run([RAY, "job", args[0], "--address", address, *args[1:]], env=env, capture_output=True,
+                              text=True, timeout=600)
+        said = done.stdout + done.stderr
+        if "No available agent" not in said or time.time() > deadline:
+            return said
+        time.sleep(2)
 
 
 def submitted(output: str) -> str:
