@@ -32,7 +32,9 @@ What is measured:
 * seconds: wall time (``time.perf_counter``) of building the attack and running it, inside
   the child process; not the interpreter start, imports, data loading or the surrogate's
   training (reported apart as ``surrogate s``). Table: the median over the rounds, each
-  round's figure, and the ratio of medians DeepRobust / grb-dist.
+  round's figure, and the ratio of medians DeepRobust / grb-dist. The reports also give the
+  process's CPU time over the same span (``cpu_seconds``, ``time.process_time``), steadier
+  than wall time on a shared machine.
 * peak RSS: the child's peak resident memory (``getrusage(RUSAGE_SELF).ru_maxrss``) over
   its whole life (imports, data, surrogate, attack): the maximum over the rounds. Each
   child also reports the peak reached before its attack started (in brackets), so that the
@@ -43,11 +45,23 @@ What is measured:
   (``--gcn-seeds``); test accuracy on ``idx_test``, mean +- std over every (round, seed) of
   a tool. Lower is a stronger attack.
 
+A-Meta-Self (``--approximate``): DeepRobust's ``MetaApprox(..., lambda_=0, train_iters=100,
+lr=0.01)`` against grb-dist's ``metattack`` with ``approximate: true`` (Adam at ``approx_lr``
+0.01, 100 inner steps, the gradient taken at each step's weights before the update and
+summed); graph, split, budget, surrogates and ``ll_constraint`` (off) as for Meta-Self.
+``--with-exact`` adds a third child per round, grb-dist's exact Meta-Self on the same round's
+seed (tool ``grb-dist-exact``), as a reference for the strength. DeepRobust 0.2.11's
+``MetaApprox`` as shipped multiplies ``(Â @ X) @ W`` and back-propagates through two dense
+N x N x N products of its normalisation at every inner step: minutes of CPU a flip.
+``--peer-speedups`` passes ``--speedups`` to its runner, which computes the same thing
+without those products (``deeprobust_metattack.py``'s docstring says what changes).
+
 Usage::
 
     bash bench/poisoning/peers.sh                  # once: DeepRobust's venv
     .venv/bin/python bench/poisoning/compare_metattack.py [--rounds 3] [--rate 0.05]
     .venv/bin/python bench/poisoning/compare_metattack.py --only deeprobust --rounds 1
+    .venv/bin/python bench/poisoning/compare_metattack.py --approximate --with-exact --rounds 1
     .venv/bin/python bench/poisoning/compare_metattack.py --score A.npz B.npz   # score given graphs
 
 ``--out DIR`` keeps the perturbed graphs, reports and the children's logs (default: a
@@ -65,6 +79,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -191,6 +206,7 @@ def grb_worker(argv: list[str]) -> None:
     ap.add_argument("--dataset", default="cora")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--surrogate-params", default='{"hidden_sizes": [16]}')
+    ap.add_argument("--approximate", action="store_true", help="A-Meta-Self (approximate: true)")
     args = ap.parse_args(argv)
 
     import torch
@@ -210,10 +226,13 @@ def grb_worker(argv: list[str]) -> None:
     rss_before = peak_rss_mib()
 
     def build_and_attack():
-        attack = build_attack("metattack", {"n_edge_mod": budget, "seed": args.seed}, "poisoning")
+        params = {"n_edge_mod": budget, "seed": args.seed, "approximate": bool(args.approximate)}
+        attack = build_attack("metattack", params, "poisoning")
         return attack, attack.attack(graph, surrogate)
 
+    cpu0 = time.process_time()
     seconds, (attack, mod) = timed(build_and_attack)
+    cpu_seconds = time.process_time() - cpu0
 
     n = graph.num_nodes
     ei = graph.edge_index
@@ -227,6 +246,7 @@ def grb_worker(argv: list[str]) -> None:
     sp.save_npz(args.output, adj)
     report = {
         "tool": "grb-dist",
+        "attack": "metattack approximate: true (A-Meta-Self)" if args.approximate else "metattack (Meta-Self)",
         "grb_dist_version": getattr(grb_dist, "__version__", "?"),
         "torch_version": torch.__version__,
         "threads": torch.get_num_threads(),
@@ -240,6 +260,7 @@ def grb_worker(argv: list[str]) -> None:
         "added": int(mod.added.shape[1]),
         "removed": int(mod.removed.shape[1]),
         "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
         "surrogate_seconds": surrogate_seconds,
         "peak_rss_before_attack_mib": rss_before,
         "peak_rss_mib": peak_rss_mib(),
@@ -268,13 +289,25 @@ def child_report(cmd: list[str], log: Path, timeout: float | None) -> dict:
 
 def deeprobust_cmd(args, npz: Path, split: Path, seed: int, out: Path) -> list[str]:
     cmd = [str(args.peer_python), str(DEEPROBUST_RUNNER), str(npz), str(split), str(args.rate), str(seed), str(out)]
+    cmd += ["--approximate"] if args.approximate else []
+    cmd += ["--speedups"] if args.peer_speedups else []
     return cmd + (["--threads", str(args.threads)] if args.threads else [])
 
 
-def grb_cmd(args, npz: Path, split: Path, seed: int, out: Path) -> list[str]:
+def grb_cmd(args, npz: Path, split: Path, seed: int, out: Path, *, approximate: bool | None = None) -> list[str]:
+    """The grb-dist child; ``approximate`` defaults to ``--approximate``."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "grb-dist-worker", str(npz), str(split), str(args.rate),
            str(seed), str(out), "--dataset", args.dataset, "--surrogate-params", args.surrogate_params]
+    cmd += ["--approximate"] if (args.approximate if approximate is None else approximate) else []
     return cmd + (["--threads", str(args.threads)] if args.threads else [])
+
+
+def grb_exact_cmd(args, npz: Path, split: Path, seed: int, out: Path) -> list[str]:
+    return grb_cmd(args, npz, split, seed, out, approximate=False)
+
+
+#: The command of each tool's child.
+COMMANDS = {"deeprobust": deeprobust_cmd, "grb-dist": grb_cmd, "grb-dist-exact": grb_exact_cmd}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -314,37 +347,41 @@ def mean_std(values: list[float]) -> str:
 
 def print_table(graph, how: str, args, runs: dict[str, list[dict]], clean: list[float], acc: dict[str, list[float]]) -> None:
     print()
-    print(f"Metattack (Meta-Self) poisoning, {args.dataset} LCC: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, "
+    what = ("A-Meta-Self: DeepRobust MetaApprox / grb-dist metattack approximate: true" if args.approximate
+            else "Metattack (Meta-Self)")
+    print(f"{what} poisoning, {args.dataset} LCC: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, "
           f"rate {args.rate}, budget {int(args.rate * graph.num_edges)} flips, {args.rounds} round(s), interleaved")
     print(f"grb-dist graph: {how}")
     print(f"strength: GCN (16 hidden, dropout 0.5, 200 epochs) test accuracy, seeds 0..{args.gcn_seeds - 1}; "
           f"clean graph {mean_std(clean)}")
-    head = f"{'method':<11} {'median s':>9}  {'each s':<26} {'surrogate s':>11} {'peak RSS MiB':>12} " \
+    head = f"{'method':<14} {'median s':>9}  {'each s':<26} {'CPU s':>8} {'surrogate s':>11} {'peak RSS MiB':>12} " \
            f"{'flips (+/-)':>12}  {'GCN acc clean':<17} {'GCN acc poisoned':<17}"
     print(head)
     print("-" * len(head))
     medians = {}
-    for tool in ("deeprobust", "grb-dist"):
+    for tool in COMMANDS:
         ok = [r for r in runs.get(tool, []) if "error" not in r]
         if not runs.get(tool):
             continue
         if not ok:
-            print(f"{tool:<11} failed: {runs[tool][0]['error'].splitlines()[0]}")
+            print(f"{tool:<14} failed: {runs[tool][0]['error'].splitlines()[0]}")
             continue
         secs = [r["seconds"] for r in ok]
         medians[tool] = statistics.median(secs)
         each = ", ".join(f"{s:.1f}" for s in secs)
         sur = statistics.median(r["surrogate_seconds"] for r in ok)
+        cpu = [r["cpu_seconds"] for r in ok if "cpu_seconds" in r]
+        cpu_s = f"{statistics.median(cpu):.1f}" if cpu else "-"
         rss = max(r["peak_rss_mib"] for r in ok)
         before = [r["peak_rss_before_attack_mib"] for r in ok if "peak_rss_before_attack_mib" in r]
         rss_s = f"{rss:.0f}" + (f" ({max(before):.0f})" if before else "")
         fl = f"{ok[0]['flips']} ({ok[0]['added']}/{ok[0]['removed']})"
-        print(f"{tool:<11} {medians[tool]:>9.1f}  {each:<26} {sur:>11.1f} {rss_s:>12} {fl:>12}  "
+        print(f"{tool:<14} {medians[tool]:>9.1f}  {each:<26} {cpu_s:>8} {sur:>11.1f} {rss_s:>12} {fl:>12}  "
               f"{mean_std(clean):<17} {mean_std(acc.get(tool, [])):<17}")
-    if len(medians) == 2:
+    if "deeprobust" in medians and "grb-dist" in medians:
         print(f"ratio of medians DeepRobust / grb-dist: {medians['deeprobust'] / medians['grb-dist']:.2f}x")
     print("(peak RSS: the maximum over the rounds of the child's whole life; in brackets, its peak before the "
-          "attack started; surrogate s: median training time of the tool's surrogate, not in 'seconds'; "
+          "attack started; CPU s: median CPU time of the attack; surrogate s: median training time of the tool's surrogate, not in 'seconds'; "
           "flips: first round)")
 
 
@@ -366,6 +403,13 @@ def main(argv: list[str] | None = None) -> None:
                     help="python of the DeepRobust venv (bench/poisoning/peers.sh)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads of both children")
     ap.add_argument("--only", choices=("both", "deeprobust", "grb-dist"), default="both")
+    ap.add_argument("--approximate", action="store_true",
+                    help="A-Meta-Self: DeepRobust's MetaApprox against metattack with approximate: true")
+    ap.add_argument("--with-exact", action="store_true",
+                    help="with --approximate: also grb-dist's exact Meta-Self each round (tool grb-dist-exact)")
+    ap.add_argument("--peer-speedups", action="store_true",
+                    help="with --approximate: deeprobust_metattack.py --speedups (MetaApprox multiplies X @ W "
+                         "first and normalises elementwise: the same formulas, a tenth of the CPU time)")
     ap.add_argument("--timeout", type=float, default=4 * 3600, help="seconds allowed to one child")
     ap.add_argument("--out", type=Path, default=None, help="keep outputs here (default: a temporary folder)")
     ap.add_argument("--surrogate-params", default='{"hidden_sizes": [16]}', help="grb-dist surrogate GCN params")
@@ -385,6 +429,12 @@ def main(argv: list[str] | None = None) -> None:
                   f"  flips +{f['added']} -{f['removed']}")
         return
     tools = ("deeprobust", "grb-dist") if args.only == "both" else (args.only,)
+    if args.peer_speedups and not args.approximate:
+        sys.exit("--peer-speedups is for --approximate runs (DeepRobust's Metattack runs as it ships)")
+    if args.with_exact:
+        if not args.approximate:
+            sys.exit("--with-exact is for --approximate runs (without it grb-dist runs exact Meta-Self already)")
+        tools += ("grb-dist-exact",)
     if "deeprobust" in tools and not Path(args.peer_python).exists():
         sys.exit(f"no DeepRobust venv at {args.peer_python}: run bench/poisoning/peers.sh or pass --peer-python")
 
@@ -396,8 +446,9 @@ def main(argv: list[str] | None = None) -> None:
             seed = args.seed + r
             order = tools if r % 2 == 0 else tools[::-1]
             for tool in order:
-                stem = f"{tool}_{args.dataset}_rate{args.rate}_seed{seed}"  # the rate's dot is no suffix
-                make = deeprobust_cmd if tool == "deeprobust" else grb_cmd
+                kind = "_approx" if args.approximate and tool != "grb-dist-exact" else ""
+                stem = f"{tool}{kind}_{args.dataset}_rate{args.rate}_seed{seed}"  # the rate's dot is no suffix
+                make = COMMANDS[tool]
                 print(f"round {r + 1}/{args.rounds}, seed {seed}: {tool} ...", flush=True)
                 report = child_report(make(args, npz, split, seed, out / f"{stem}.npz"), out / f"{stem}.log", args.timeout)
                 runs[tool].append(report)

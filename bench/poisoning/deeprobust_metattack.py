@@ -1,4 +1,5 @@
-"""DeepRobust's Metattack (Meta-Self) on the largest connected component of an ``.npz`` graph.
+"""DeepRobust's Metattack (Meta-Self, or with ``--approximate`` its ``MetaApprox``, A-Meta-Self)
+on the largest connected component of an ``.npz`` graph.
 
 Runs inside the peer virtual environment made by ``bench/poisoning/peers.sh`` (DeepRobust
 from PyPI); it never imports grb_dist. ``compare_metattack.py`` starts it as a subprocess;
@@ -7,6 +8,7 @@ it also runs on its own::
     PEER=${TMPDIR:-/tmp}/grb-dist-peers/deeprobust/bin/python
     $PEER bench/poisoning/deeprobust_metattack.py DATA/npz/cora.npz \\
         DATA/prognn/splits/cora_prognn_splits.json 0.05 0 out/deeprobust_cora_0.05.npz
+    $PEER bench/poisoning/deeprobust_metattack.py ... --approximate   # MetaApprox instead
 
 Graph: the adjacency of the ``.npz`` (keys ``adj_data`` / ``adj_indices`` / ``adj_indptr`` /
 ``adj_shape``, ``attr_*``, ``labels``; read with ``allow_pickle=False``) is symmetrised,
@@ -26,9 +28,38 @@ on the training nodes for 200 iterations without validation; ``Metattack(lambda_
 (neither script passes them); ``attack(..., ll_constraint=False)`` (the degree-distribution
 likelihood constraint is off in both scripts). Budget: ``int(rate * edges)`` flips.
 
+``--approximate``: DeepRobust's ``MetaApprox`` (the authors' ``GNNMetaApprox``, A-Meta-Self)
+instead of ``Metattack``, everything else as above (same surrogate, budget, unlabelled nodes,
+``ll_constraint=False``): ``MetaApprox(..., lambda_=0, train_iters=100, lr=0.01)`` (its
+constructor defaults, passed explicitly; ``with_bias=False`` as in ``Metattack``). Before
+every greedy flip it re-initialises its weights and Adam; each of the 100 inner Adam steps
+(lr 0.01, training-node loss) adds the gradient of the self-training loss with respect to
+the adjacency, taken at that step's weights before the update, to the flip's score.
+
+``--speedups`` (off by default; compare_metattack.py's ``--peer-speedups``): two run-time
+changes to what DeepRobust 0.2.11's ``MetaApprox`` computes *with*, not *what* it computes.
+Without them a greedy flip on Cora takes about 11 minutes of CPU (one thread; some 6.5 s an
+inner step), the 253 flips of 5% some 46 hours; with them about a tenth of that:
+
+* ``MetaApprox.attack`` tests ``sp.issparse(features)`` *after* converting the features to a
+  torch tensor (``Metattack.attack`` tests before), so the test is always false and every
+  inner step multiplies ``(Â @ X) @ W`` (an N x N by N x D product, and its transpose in the
+  backward pass) instead of ``Â @ (X @ W)``. With ``--speedups`` the runner's subclass sets
+  the flag from the features it is given (sparse here), as ``Metattack`` does;
+* ``utils.normalize_adj_tensor`` builds ``diag(r) @ (A + I) @ diag(r)`` with two dense
+  N x N x N products, which ``MetaApprox`` back-propagates through at every inner step
+  (twice: the training loss and the attacker's). With ``--speedups`` the same formula is
+  computed as ``r[:, None] * (A + I) * r[None, :]`` (the same products in the same order:
+  the same values; the gradient equal up to float summation order).
+
+The first changes the association of a product, the second the summation order of the
+normalisation's gradient: figures differ at float rounding, which can tip near-ties between
+pairs. The report records the choice (``speedups``). No installed file is changed.
+
 Measured: ``seconds`` is the wall time (``time.perf_counter``) of building ``Metattack`` and
 calling ``attack`` (data loading and the surrogate's training are reported apart, in
-``surrogate_seconds``); ``peak_rss_mib`` is this process's peak resident memory
+``surrogate_seconds``), ``cpu_seconds`` this process's CPU time over the same span
+(``time.process_time``); ``peak_rss_mib`` is this process's peak resident memory
 (``resource.getrusage(RUSAGE_SELF).ru_maxrss``, whole run: imports, data, surrogate,
 attack), ``peak_rss_before_attack_mib`` the peak before the attack started. Output: the
 perturbed adjacency (scipy ``save_npz``, CSR, component ids) at the output path, and one
@@ -51,6 +82,7 @@ import contextlib
 import json
 import random
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -80,16 +112,48 @@ def load_lcc(npz_path: Path) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
 
 
 def import_deeprobust():
-    """``(GCN, Metattack, version)``, with the one-line shim of the module docstring."""
+    """``(GCN, Metattack, MetaApprox, version)``, with the one-line shim of the module docstring."""
     builtins.warnings = warnings  # DeepRobust's PyG fallback uses warnings without importing it
     with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
         warnings.simplefilter("ignore")
         import deeprobust
         from deeprobust.graph.defense import GCN
-        from deeprobust.graph.global_attack import Metattack
+        from deeprobust.graph.global_attack import MetaApprox, Metattack
     from importlib.metadata import version
 
-    return GCN, Metattack, version("deeprobust")
+    return GCN, Metattack, MetaApprox, version("deeprobust")
+
+
+def sparse_feature_meta_approx(MetaApprox):
+    """``MetaApprox`` whose inner training multiplies ``Â @ (X @ W)`` for sparse features
+    (``--speedups``, module docstring): the flag ``sparse_features`` set from the features
+    the training is given, as ``Metattack`` sets it, instead of from the converted tensor."""
+
+    class SparseFeatureMetaApprox(MetaApprox):
+        def inner_train(self, features, *args, **kwargs):
+            self.sparse_features = bool(getattr(features, "is_sparse", False))
+            return super().inner_train(features, *args, **kwargs)
+
+    return SparseFeatureMetaApprox
+
+
+def elementwise_normalization() -> None:
+    """Make ``deeprobust.graph.utils.normalize_adj_tensor`` compute its dense case
+    elementwise (``--speedups``, module docstring); the sparse case is kept."""
+    import torch
+    from deeprobust.graph import utils
+
+    original = utils.normalize_adj_tensor
+
+    def normalize_adj_tensor(adj, sparse=False):
+        if sparse:
+            return original(adj, sparse=True)
+        mx = adj + torch.eye(adj.shape[0]).to(adj.device)
+        r_inv = mx.sum(1).pow(-1 / 2).flatten()
+        r_inv[torch.isinf(r_inv)] = 0.0
+        return r_inv[:, None] * mx * r_inv[None, :]  # = diag(r) @ mx @ diag(r), as DeepRobust's
+
+    utils.normalize_adj_tensor = normalize_adj_tensor
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -100,13 +164,22 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("seed", type=int)
     ap.add_argument("output", type=Path, help="perturbed adjacency (.npz); the report goes beside it (.json)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
+    ap.add_argument("--approximate", action="store_true",
+                    help="MetaApprox (A-Meta-Self: train_iters=100, Adam lr=0.01) instead of Metattack")
+    ap.add_argument("--speedups", action="store_true",
+                    help="MetaApprox: X @ W first for sparse features, the normalisation elementwise (docstring)")
     args = ap.parse_args(argv)
+    if args.speedups and not args.approximate:
+        ap.error("--speedups is for --approximate (MetaApprox); Metattack runs as it ships")
 
     import torch
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    GCN, Metattack, dr_version = import_deeprobust()
+    GCN, Metattack, MetaApprox, dr_version = import_deeprobust()
+    if args.speedups:
+        elementwise_normalization()
+        MetaApprox = sparse_feature_meta_approx(MetaApprox)
 
     random.seed(args.seed)
     np.random.seed(args.seed)
@@ -125,13 +198,20 @@ def main(argv: list[str] | None = None) -> dict:
     rss_before = peak_rss_mib()
 
     def build_and_attack():
-        attack = Metattack(model=surrogate, nnodes=adj.shape[0], feature_shape=features.shape,
-                           attack_structure=True, attack_features=False, device="cpu", lambda_=0).to("cpu")
+        if args.approximate:
+            attack = MetaApprox(model=surrogate, nnodes=adj.shape[0], feature_shape=features.shape,
+                                attack_structure=True, attack_features=False, device="cpu", lambda_=0,
+                                train_iters=100, lr=0.01).to("cpu")
+        else:
+            attack = Metattack(model=surrogate, nnodes=adj.shape[0], feature_shape=features.shape,
+                               attack_structure=True, attack_features=False, device="cpu", lambda_=0).to("cpu")
         attack.attack(features, adj, labels, idx_train, idx_unlabeled, n_perturbations, ll_constraint=False)
         return attack
 
-    with contextlib.redirect_stdout(sys.stderr):  # DeepRobust prints three lines per flip
+    cpu0 = time.process_time()
+    with contextlib.redirect_stdout(sys.stderr):  # DeepRobust prints a few lines per flip
         seconds, attack = timed(build_and_attack)
+    cpu_seconds = time.process_time() - cpu0
 
     modified = sp.csr_matrix(attack.modified_adj.cpu().numpy())
     modified.eliminate_zeros()
@@ -140,6 +220,8 @@ def main(argv: list[str] | None = None) -> dict:
     sp.save_npz(args.output, modified)
     report = {
         "tool": "deeprobust",
+        "attack": "MetaApprox" if args.approximate else "Metattack",
+        "speedups": bool(args.speedups),
         "deeprobust_version": dr_version,
         "torch_version": torch.__version__,
         "numpy_version": np.__version__,
@@ -154,11 +236,14 @@ def main(argv: list[str] | None = None) -> dict:
         "removed": int(diff.nnz - (diff > 0).sum()),
         "symmetric": bool(abs(modified - modified.T).nnz == 0),
         "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
         "surrogate_seconds": surrogate_seconds,
         "peak_rss_before_attack_mib": rss_before,
         "peak_rss_mib": peak_rss_mib(),
         "settings": {"surrogate": "GCN nhid=16 dropout=0.5 with_relu=False with_bias=True wd=5e-4, 200 iters",
-                     "attack": "Metattack lambda_=0 train_iters=100 lr=0.1 momentum=0.9 ll_constraint=False",
+                     "attack": ("MetaApprox lambda_=0 train_iters=100 lr=0.01 (Adam) ll_constraint=False"
+                                if args.approximate else
+                                "Metattack lambda_=0 train_iters=100 lr=0.1 momentum=0.9 ll_constraint=False"),
                      "features": "scipy CSR (raw)"},
         "adjacency": str(args.output),
     }
