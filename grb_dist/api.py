@@ -30,7 +30,6 @@ Each function imports what it needs when called, so ``import grb_dist`` stays li
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -159,18 +158,16 @@ def benchmark(
         GrbDistError: invalid input (before anything runs), or cells that failed.
     """
     from grb_dist.cluster.settings import RaySettings
-    from grb_dist.store.remote import is_remote, staged
+    from grb_dist.store.remote import staged
 
     # the options in four groups: what runs, where the run and its data live, which Ray, how progress shows
     what = JobChoice(scenario=scenario, attacks=_listed(attacks), difficulties=_listed(difficulties), repeats=repeats,
                      steps=steps, job=job, compare=compare, overrides=dict(job_overrides))
-    where = RunPlace(out=out if is_remote(out) else Path(out) if out is not None else None, data_dir=data_dir,
-                     download=download)
+    where = RunPlace.given(out, data_dir, download)
     shown = Display(on_progress=on_progress, progress=progress)
     key, given, spec, graph = _benchmark_inputs(model, name, dataset, what)
     settings = RaySettings(address=address, num_cpus=num_cpus)
-    with tempfile.TemporaryDirectory(prefix="grb-dist-benchmark-") as tmp, \
-            staged(where.out, write=True) if is_remote(where.out) else contextlib.nullcontext(where.out) as run_dir:
+    with tempfile.TemporaryDirectory(prefix="grb-dist-benchmark-") as tmp, staged(where.out, write=True) as run_dir:
         outcome = _run(spec, run_dir or Path(tmp) / "run", where, settings, shown, graph=graph, given=given)
         return benchmark_rows(outcome.store.read_scores(), outcome.boards, list(spec.defenses),
                               given={key} if given else set())
@@ -212,6 +209,13 @@ class RunPlace:
     out: Path | str | None = None  # a run in object storage: its URI (s3://bucket/prefix)
     data_dir: str | Path | None = None
     download: bool = True
+
+    @classmethod
+    def given(cls, out: str | Path | None, data_dir: str | Path | None, download: bool) -> "RunPlace":
+        """``out`` as a path, or as text when it names a run in object storage."""
+        from grb_dist.store.remote import is_remote
+
+        return cls(out=out if is_remote(out) or out is None else Path(out), data_dir=data_dir, download=download)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -79,3 +80,10 @@ def default_signals() -> None:
     tests that send it must not depend on how the suite was started."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def free_port() -> int:
+    """A TCP port free on this machine now (for a server a test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -224,19 +224,27 @@ def _authors_ratio(clean: np.ndarray, now: np.ndarray, d_min: float = 2.0) -> fl
     return -2 * ll(np.concatenate([now, clean]).astype(float)) + 2 * (ll(clean.astype(float)) + ll(now.astype(float)))
 
 
+def masked_after_two_moves(graph: Graph):
+    """``(clean degrees, test, degrees now, score)``: the degree test of ``graph``'s clean
+    degrees masking a zero score after two degrees moved up by one (a few flips already
+    made: the test compares with the clean degrees; about 70% of the pairs pass)."""
+    deg = graph.degrees().astype(np.int64)
+    test = DegreeTest(deg, cutoff=0.004)
+    ei = torch.as_tensor(graph.edge_index)
+    moved = deg.copy()
+    moved[:2] += 1
+    score = torch.zeros(graph.num_nodes, graph.num_nodes)
+    test.mask(score, moved, (ei[0], ei[1]))
+    return deg, test, moved, score
+
+
 def test_degree_likelihood_test_is_the_authors_formula(small):
     """Every pair the mask allows is one whose flip keeps the authors' statistic below the
     cutoff, and every pair it refuses is not, from the formula written out apart from the code
     (about 70% pass after two moved degrees; with the paper's printed sign instead of the
     code's, other pairs pass)."""
-    deg = small.degrees().astype(np.int64)
-    test = DegreeTest(deg, cutoff=0.004)
+    deg, test, moved, score = masked_after_two_moves(small)
     n, keys = small.num_nodes, edge_keys(small)
-    ei = torch.as_tensor(small.edge_index)
-    moved = deg.copy()
-    moved[:2] += 1
-    score = torch.zeros(n, n)
-    test.mask(score, moved, (ei[0], ei[1]))
     rng = np.random.default_rng(1)
     for _ in range(150):
         u, v = sorted(rng.choice(n, 2, replace=False))
@@ -258,16 +266,8 @@ def test_metattack_budget_rounds_down_as_the_published_scripts_do(small, small_s
 
 
 def test_degree_likelihood_mask_agrees_with_the_scalar_test(small):
-    deg = small.degrees().astype(np.int64)
-    test = DegreeTest(deg, cutoff=0.004)
-    n = small.num_nodes
-    keys = edge_keys(small)
-    ei = torch.as_tensor(small.edge_index)
-    # a few flips already made: the test compares with the clean degrees (about 70% pass)
-    moved = deg.copy()
-    moved[:2] += 1
-    score = torch.zeros(n, n)
-    test.mask(score, moved, (ei[0], ei[1]))
+    _, test, moved, score = masked_after_two_moves(small)
+    n, keys = small.num_nodes, edge_keys(small)
     rng = np.random.default_rng(0)
     for _ in range(200):
         u, v = sorted(rng.choice(n, 2, replace=False))

@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,18 +20,13 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
+from helpers import free_port
 
 RAY = str(Path(sys.executable).with_name("ray"))
 SWEEP = [sys.executable, "-m", "grb_dist.cli", "sweep", "--attacks", "rnd,fgsm,tdgia", "--defenses", "gcn,mlp,sage",
          "--difficulties", "full,easy", "--repeats", "2", "--steps", "3", "--n-inject", "5", "--edges-per-node", "3",
          "--flush-rows", "1"]
 CELLS = 3 * 3 * 2 * 2 + 3 * 2  # attack x defense x difficulty x repeat, and a clean row per defense and difficulty
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

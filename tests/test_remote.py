@@ -20,16 +20,11 @@ from grb_dist.cli import app
 from grb_dist.core.errors import StoreError
 from grb_dist.store import remote
 from grb_dist.store.remote import Lease, Mirror, is_remote
+from helpers import free_port
 
 runner = CliRunner()
 TINY = ["--attacks", "rnd,fgsm", "--defenses", "gcn,mlp", "--difficulties", "full", "--repeats", "1", "--steps", "3",
         "--n-inject", "5", "--edges-per-node", "3", "--no-dashboard"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_server(port: int) -> subprocess.Popen:

@@ -80,8 +80,7 @@ def sweep(
         loading = time.perf_counter()
         # a run in object storage: its staging copy, pulled (and for a sweep, under its lease,
         # uploaded while the sweep writes and when it ends)
-        with staged(out, write=not plan_only, on_warning=warn) if is_remote(out) else \
-                contextlib.nullcontext(out) as run_dir:
+        with staged(out, write=not plan_only, on_warning=warn) as run_dir:
             prepared = prepare(spec, out=run_dir, data_dir=data_dir, download=download, verify=verify,
                                location=out if is_remote(out) else None)  # writes nothing
             if plan_only:

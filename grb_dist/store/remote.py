@@ -345,12 +345,14 @@ class Lease:
 
 
 @contextlib.contextmanager
-def staged(out: str | os.PathLike, *, write: bool, on_warning: Callable[[str], None] | None = None) -> Iterator[Path]:
-    """The run directory to work on for ``out``: ``out`` itself when it is local; for a
-    remote run, its staging copy, pulled (and, with ``write``, under the run's lease, pushed
-    every :data:`PUSH_SECONDS` and when the block ends, also on an error or Ctrl-C)."""
+def staged(out: str | os.PathLike | None, *, write: bool,
+           on_warning: Callable[[str], None] | None = None) -> Iterator[Path | None]:
+    """The run directory to work on for ``out``: ``out`` itself when it is local (``None``
+    when it is not given); for a remote run, its staging copy, pulled (and, with ``write``,
+    under the run's lease, pushed every :data:`PUSH_SECONDS` and when the block ends, also
+    on an error or Ctrl-C)."""
     if not is_remote(out):
-        yield Path(out)
+        yield None if out is None else Path(out)
         return
     mirror = Mirror(str(out))
     mirror.check()
