@@ -42,7 +42,13 @@ def head():
     dashboard, metrics = free_port(), free_port()
     proc = subprocess.Popen([RAY, "start", "--head", "--block", "--port", str(free_port()), "--dashboard-port",
                              str(dashboard), "--include-dashboard", "true", "--num-cpus", "2", "--temp-dir", temp,
-                             "--metrics-export-port", str(metrics)],
+                             "--metrics-export-port", str(metrics),
+                             # the agents on ports of their own: another Ray of this machine (the
+                             # suite's own local Ray) holds the defaults, and a head whose job agent
+                             # cannot bind answers every submit with "No available agent"
+                             "--dashboard-agent-listen-port", str(free_port()),
+                             "--dashboard-agent-grpc-port", str(free_port()),
+                             "--runtime-env-agent-port", str(free_port())],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     address = f"http://127.0.0.1:{dashboard}"
     try:
