@@ -30,6 +30,7 @@ Each function imports what it needs when called, so ``import grb_dist`` stays li
 
 from __future__ import annotations
 
+import logging
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -335,7 +336,7 @@ def _benchmark_spec(key: str, dataset: str, job: str | Path | None, overrides: M
     from grb_dist.sweep.session import resolve_job
     from grb_dist.sweep.job import with_spec
 
-    spec = resolve_job(dataset, job, overrides)
+    spec = resolve_job(dataset, job, overrides, on_note=logging.getLogger("grb_dist").warning)
     defenses = [key] + ([d for d in spec.defenses if d != normalize_name(key)] if compare else [])
     current = spec.to_dict()
     changes: dict[str, Any] = {"defenses": defenses}

@@ -226,17 +226,38 @@ def test_a_read_only_finished_run_resumes_to_nothing_to_do(ray_local, workdir, m
     assert "not writable" not in r.output and after == before
 
 
-def test_a_catalogue_dataset_without_a_shipped_job_says_it_runs_the_default_job(tmp_path, monkeypatch):
-    from grb_dist.cli.sweep import _note_default_job
+def test_a_catalogue_dataset_without_a_job_runs_its_kinds_job_and_says_so(tmp_path):
+    """prognn-citeseer, prognn-cora-ml and prognn-polblogs have no job file: each runs Pro-GNN's
+    setting (prognn-cora.yaml's models and hyper-parameters) on itself, not the default job,
+    and one line says so; a dataset with its own job, the default and a path say nothing."""
+    from grb_dist.sweep.job import dataset_job, load_job
+    from grb_dist.sweep.session import resolve_job
 
-    import grb_dist.cli.base as base
-    from rich.console import Console
-
-    lines = []
-    monkeypatch.setattr(base, "err_console", Console(file=None, force_terminal=False, width=300))
-    monkeypatch.setattr(base.err_console, "print", lambda text, **_: lines.append(text))
-    _note_default_job("prognn-citeseer")  # in the catalogue, no jobs/prognn-citeseer.yaml
-    assert len(lines) == 1 and "prognn-citeseer has no shipped job" in lines[0] and "csbm.yaml" in lines[0]
+    prognn = load_job(dataset_job("prognn-cora").path)
+    for name in ("prognn-citeseer", "prognn-cora-ml", "prognn-polblogs"):
+        notes: list[str] = []
+        spec = resolve_job(name, None, {}, on_note=notes.append)
+        assert spec.dataset == name
+        assert (spec.normalize, spec.scenario, spec.defenses) == (prognn.normalize, prognn.scenario, prognn.defenses)
+        assert spec.models == prognn.models and spec.train == prognn.train
+        assert len(notes) == 1 and notes[0].startswith(f"note: {name} has no job of its own")
+        assert "prognn-cora.yaml" in notes[0] and "--job FILE" in notes[0]
     for shipped in ("prognn-cora", "grb-cora", "csbm", None, str(tmp_path)):  # a shipped job, the default, a path
-        _note_default_job(shipped)
-    assert len(lines) == 1
+        notes = []
+        resolve_job(shipped, None, {}, on_note=notes.append)
+        assert notes == []
+
+
+@pytest.mark.parametrize("command", ["train", "sweep"])
+def test_the_note_of_a_dataset_without_a_job_is_one_line_on_stderr(tmp_path, monkeypatch, command):
+    """train and sweep print the note once, on stderr, before the dataset is loaded (here a
+    missing one: its one-line error follows, exit 2, nothing written)."""
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, [command, "--dataset", "prognn-polblogs", "--data-dir", str(tmp_path / "cache"),
+                                 "--no-download"])
+    assert r.exit_code == 2, r.output
+    lines = r.output.strip().splitlines()
+    notes = [line for line in lines if line.startswith("note:")]
+    assert len(notes) == 1 and "prognn-polblogs has no job of its own" in notes[0] and "prognn-cora.yaml" in notes[0]
+    assert lines[-1].startswith("error:") and len(lines) == 2, r.output
+    assert tree(tmp_path) == []

@@ -293,6 +293,12 @@ def warn(message: str) -> None:
     err_console.print(f"warning: {message}", highlight=False, soft_wrap=True, markup=False)
 
 
+def note(line: str) -> None:
+    """A line of the library that starts with ``note:`` (e.g. the job a dataset without one
+    of its own runs), as it is, on stderr."""
+    err_console.print(line, highlight=False, soft_wrap=True, markup=False)
+
+
 def split_csv(value: Optional[str]) -> Optional[list[str]]:
     """A comma-separated option value as a list (empty items dropped); ``None`` if not given."""
     return [v.strip() for v in value.split(",") if v.strip()] if value else None

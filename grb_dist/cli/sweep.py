@@ -15,7 +15,8 @@ from rich.text import Text
 
 import grb_dist.cli.base as base
 from grb_dist.cli.base import (
-    AllowImport, DataDir, VerifyOption, app, check_threads, handle_errors, interruptible, out_value, path_value, warn,
+    AllowImport, DataDir, VerifyOption, app, check_threads, handle_errors, interruptible, note, out_value, path_value,
+    warn,
 )
 from grb_dist.core.text import plural
 
@@ -23,7 +24,7 @@ from grb_dist.core.text import plural
 @app.command()
 @handle_errors
 def sweep(
-    dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Catalogue name (uses its shipped job, grb_dist/jobs/<name>.yaml) or a dataset path (uses the default job); default: csbm."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Catalogue name (uses its shipped job, grb_dist/jobs/<name>.yaml; one without a job runs its kind's, Pro-GNN's graphs prognn-cora.yaml, said in a note) or a dataset path (uses the default job); default: csbm."),
     job: Optional[Path] = typer.Option(None, "--job", parser=path_value, help="Job file (YAML) instead of the dataset's shipped job."),
     allow_import: bool = AllowImport,
     scenario: Optional[str] = typer.Option(None, "--scenario", help="injection (graph injection), modification (edge flips and feature changes at test time), poisoning (edge flips before the defenses train) or all; default: the job's (injection)."),
@@ -74,9 +75,7 @@ def sweep(
                      repeats=repeats, seed=seed, n_inject=n_inject, edges_per_node=edges_per_node, steps=steps,
                      scenario=scenario, ratio_edge_mod=ratio_edge_mod, adaptive=adaptive)
     with interruptible(_plan_interrupted() if plan_only else INTERRUPTED):  # Ctrl-C and SIGTERM: a clean stop
-        spec = resolve_job(dataset, job, overrides, allow_import=allow_import)
-        if job is None:
-            _note_default_job(dataset)
+        spec = resolve_job(dataset, job, overrides, allow_import=allow_import, on_note=note)
         loading = time.perf_counter()
         # a run in object storage: its staging copy, pulled (and for a sweep, under its lease,
         # uploaded while the sweep writes and when it ends)
@@ -99,19 +98,6 @@ def sweep(
 
             _run(prepared, settings, local=address is None, wait=wait, flush_rows=flush_rows,
                  flush_seconds=flush_seconds)
-
-
-def _note_default_job(dataset: Optional[str]) -> None:
-    """A catalogue dataset without a shipped job runs the default job's hyper-parameters:
-    say so (on stderr), not silently."""
-    from grb_dist.datasets.catalog import CATALOG
-    from grb_dist.sweep.job import DEFAULT_JOB, default_job_path
-
-    if dataset and dataset in CATALOG.names() and dataset != DEFAULT_JOB and \
-            default_job_path(dataset).stem == DEFAULT_JOB:
-        base.err_console.print(f"note: {dataset} has no shipped job (grb_dist/jobs/{dataset}.yaml); it runs the default "
-                               f"job's models and hyper-parameters ({DEFAULT_JOB}.yaml); --job FILE sets your own",
-                               highlight=False, markup=False, soft_wrap=True)
 
 
 #: What an interrupted sweep (Ctrl-C, SIGTERM) says.

@@ -27,7 +27,7 @@ def train(
     epochs: Optional[int] = typer.Option(None, help="Maximum training epochs (default: the job's)."),
     lr: Optional[float] = typer.Option(None, help="Adam learning rate (default: the job's, per model)."),
     hidden: Optional[str] = typer.Option(None, help="Hidden sizes, comma-separated (e.g. 64,64,64; default: the job's)."),
-    job: Optional[Path] = typer.Option(None, "--job", parser=path_value, help="Job file with the hyper-parameters (default: the dataset's shipped job, grb_dist/jobs/<dataset>.yaml, else the default job)."),
+    job: Optional[Path] = typer.Option(None, "--job", parser=path_value, help="Job file with the hyper-parameters (default: the dataset's shipped job, grb_dist/jobs/<dataset>.yaml; a catalogue dataset without one: its kind's, e.g. Pro-GNN's graphs prognn-cora.yaml, said in a note; a path: the default job)."),
     allow_import: bool = AllowImport,
     normalize: str = typer.Option("arctan", help="Feature normalisation: arctan, tanh, standardize, none."),
     device: str = typer.Option("cpu", help="Torch device (cpu, cuda, cuda:1)."),
@@ -50,12 +50,18 @@ def train(
     from grb_dist.models.tensors import check_device
     from grb_dist.models.train import TrainConfig, report_epochs
     from grb_dist.core.bounds import check_seed
-    from grb_dist.sweep.job import default_job_path, load_job
+    from grb_dist.sweep.job import dataset_job, load_job
     from grb_dist.sweep.preflight import check_train_inputs, check_train_memory
 
     check_threads(threads)
     device = str(check_device(device))
-    spec = load_job(job or default_job_path(dataset), allow_import=allow_import)
+    if job is not None:
+        spec = load_job(job, allow_import=allow_import)
+    else:  # the dataset's job; a catalogue dataset without one runs its kind's, said in one line
+        chosen = dataset_job(dataset)
+        spec = chosen.load(allow_import=allow_import)
+        if chosen.note:
+            base.note(chosen.note)
     seed = spec.seed if seed is None else seed
     split_seed = spec.seed if split_seed is None else check_seed(split_seed, "--split-seed")
     params, overrides = resolve_params(model, spec.models)  # unknown names fail before any loading

@@ -253,15 +253,61 @@ def load_job(path: str | Path, *, allow_import: bool = False) -> JobSpec:
     return parse_job(load_job_document(path, allow_import=allow_import), where=f"job file {path.name}")
 
 
-def default_job_path(dataset: str | None) -> Path:
-    """The shipped job of a catalogue dataset; the default job for paths and ``None``."""
+#: The job a catalogue dataset without a job file of its own runs, by its kind (the
+#: catalogue's ``source``): Pro-GNN's graphs run Pro-GNN's setting as ``prognn-cora.yaml`` has
+#: it (raw features, 2-layer models, its defenses and poisoning attacks); any other kind, the
+#: default job.
+KIND_JOBS = {"prognn": ("prognn-cora", "Pro-GNN's setting")}
+
+
+@dataclass(frozen=True)
+class DatasetJob:
+    """The job file a dataset runs (:func:`dataset_job`): ``path``; ``made_for``, the catalogue
+    dataset it is made for when the file is another dataset's (its ``dataset:`` becomes that
+    one); ``note``, the one line that says so (``None`` when the dataset runs its own job)."""
+
+    path: Path
+    made_for: str | None = None
+    note: str | None = None
+
+    def load(self, *, allow_import: bool = False) -> "JobSpec":
+        """The job, with ``dataset:`` set to the dataset it is made for."""
+        spec = load_job(self.path, allow_import=allow_import)
+        return with_spec(spec, dataset=self.made_for) if self.made_for else spec
+
+
+def dataset_job(dataset: str | None) -> DatasetJob:
+    """The job of ``dataset`` without ``--job``: a catalogue dataset's own job file
+    (``<jobs dir>/<name>.yaml``); for a catalogue dataset without one, the job of its kind
+    (:data:`KIND_JOBS`), else the default job, with a note that says which; the default job,
+    without a note, for ``None`` and for a path (the documented rule)."""
+    from grb_dist.datasets.catalog import CATALOG
+
     d = jobs_dir()
+    default = d / f"{DEFAULT_JOB}.yaml"
     # only a plain name selects a shipped job: ``../cluster`` must never read <jobs dir>/../cluster.yaml
-    if dataset is not None and is_name(dataset) and not Path(dataset).exists():
-        candidate = d / f"{normalize_name(dataset).replace('_', '-')}.yaml"
-        if candidate.is_file():
-            return candidate
-    return d / f"{DEFAULT_JOB}.yaml"
+    if dataset is None or not is_name(dataset) or Path(dataset).exists():
+        return DatasetJob(default)
+    stem = normalize_name(dataset).replace("_", "-")
+    if (d / f"{stem}.yaml").is_file():
+        return DatasetJob(d / f"{stem}.yaml")
+    info = CATALOG.find(dataset)
+    if info is None:  # not a catalogue name: loading it says what is wrong
+        return DatasetJob(default)
+    name = CATALOG.canonical(dataset)
+    kind, setting = KIND_JOBS.get(info.source, (None, None))
+    if kind is not None and (d / f"{kind}.yaml").is_file():
+        return DatasetJob(d / f"{kind}.yaml", name, (
+            f"note: {name} has no job of its own ({d.name}/{name}.yaml); it runs {setting} as {kind}.yaml has it "
+            f"(its models, attacks and hyper-parameters) on {name}; --job FILE sets your own"))
+    return DatasetJob(default, name, (
+        f"note: {name} has no job of its own ({d.name}/{name}.yaml); it runs the default job's models, attacks "
+        f"and hyper-parameters ({DEFAULT_JOB}.yaml) on {name}; --job FILE sets your own"))
+
+
+def default_job_path(dataset: str | None) -> Path:
+    """The job file ``dataset`` runs without ``--job`` (:func:`dataset_job`)."""
+    return dataset_job(dataset).path
 
 
 def dataset_label(dataset: str) -> str:
@@ -280,6 +326,6 @@ def with_spec(spec: JobSpec, **changes: Any) -> JobSpec:
     return parse_job({**spec.to_dict(), **changes}) if changes else replace(spec)
 
 
-__all__ = ["ATTACK_SEED_STRIDE", "DEFAULT_JOB", "JobSpec", "SURROGATE_SEED_OFFSET", "ScenarioSection",
-           "canonical_json", "content_hash", "dataset_label", "default_job_path", "jobs_dir", "load_job",
-           "parse_job", "with_spec"]
+__all__ = ["ATTACK_SEED_STRIDE", "DEFAULT_JOB", "DatasetJob", "JobSpec", "KIND_JOBS", "SURROGATE_SEED_OFFSET",
+           "ScenarioSection", "canonical_json", "content_hash", "dataset_job", "dataset_label", "default_job_path",
+           "jobs_dir", "load_job", "parse_job", "with_spec"]

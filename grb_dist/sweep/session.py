@@ -23,7 +23,7 @@ from grb_dist.core.text import plural
 from grb_dist.leaderboard.reduce import reduce_run
 from grb_dist.store import RunLock, RunStore, fingerprint_parts
 from grb_dist.store.fingerprint import combine
-from grb_dist.sweep.job import JobSpec, dataset_label, default_job_path, load_job
+from grb_dist.sweep.job import JobSpec, dataset_job, dataset_label, load_job
 from grb_dist.sweep.overrides import apply_overrides
 from grb_dist.sweep.cells import Cells, ScoreCell, run_cells, run_components
 from grb_dist.sweep.preflight import check_attack_inputs, check_sweep
@@ -61,12 +61,19 @@ class Prepared:
 
 
 def resolve_job(dataset: str | None, job: str | Path | None, overrides: Mapping[str, Any], *,
-                allow_import: bool = False) -> JobSpec:
-    """The job of a ``grb-dist sweep`` call: ``--job`` or the dataset's shipped job (a path
-    or unknown name uses the default job), with the CLI overrides applied; ``module:Class``
-    specs in the job file need ``allow_import``."""
-    path = Path(job) if job is not None else default_job_path(dataset)
-    spec = load_job(path, allow_import=allow_import)
+                allow_import: bool = False, on_note: Callable[[str], None] | None = None) -> JobSpec:
+    """The job of a ``grb-dist sweep`` call: ``--job`` or the dataset's job
+    (:func:`~grb_dist.sweep.job.dataset_job`: its shipped job; a catalogue dataset without
+    one runs the job of its kind, said in one line through ``on_note``; a path or unknown
+    name the default job), with the CLI overrides applied; ``module:Class`` specs in the job
+    file need ``allow_import``."""
+    if job is not None:
+        spec = load_job(Path(job), allow_import=allow_import)
+    else:
+        chosen = dataset_job(dataset)
+        spec = chosen.load(allow_import=allow_import)
+        if chosen.note and on_note is not None:
+            on_note(chosen.note)
     return apply_overrides(spec, dataset=dataset, **{k: v for k, v in overrides.items() if v is not None})
 
 
