@@ -186,7 +186,7 @@ def test_write_output_checks_again_when_it_writes(tmp_path):
 def failing_writes(monkeypatch, code: int) -> None:
     """Make the writes of user-named outputs fail with ``code`` half-way: part of the data is
     in the temporary file when the error comes (as a full disk does). The run's own files
-    (its leaderboard/ refresh) are written as usual."""
+    are not touched (leaderboard never writes into the run)."""
     real = fileio.atomic_path
 
     def write_bytes(data, path):

@@ -24,16 +24,17 @@ from grb_dist.store.remote import is_remote, staged
 def leaderboard(
     run_dir: Path = typer.Argument(..., parser=out_value, help="Run directory of a (finished or partial) sweep, or a run in object storage (s3://bucket/prefix)."),
     scenario: Optional[str] = typer.Option(None, "--scenario", help="One scenario: injection, modification or poisoning (default: every scenario in the run)."),
-    difficulty: Optional[str] = typer.Option(None, "--difficulty", help="One difficulty (default: all in the run)."),
+    difficulty: Optional[str] = typer.Option(None, "--difficulty", help="One difficulty: easy, medium, hard or full (default: every difficulty in the run; one the run does not hold is an error)."),
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help="md, csv, latex or html (default: tables on a terminal, Markdown otherwise)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", parser=path_value, help="Write to this file instead of printing (- prints); with csv a directory (one CSV per board) or a .csv file (one long table). A symlink to a regular file writes its target; a device, FIFO or socket is refused."),
 ) -> None:
     """Re-reduce the scores of a run into leaderboards per scenario and difficulty.
 
-    Also refreshes RUN_DIR/leaderboard/<scenario>/ (unless the run is read-only, or in object
-    storage: there the sweep refreshes them).
+    Reads the run and never writes into it (the sweep writes RUN_DIR/leaderboard/ when it
+    ends); --output writes the boards elsewhere. A scenario or difficulty the run does not
+    hold is an error.
     """
-    from grb_dist.core.paths import check_output_file, run_is_writable
+    from grb_dist.core.paths import check_output_file
     from grb_dist.core.errors import ConfigError
     from grb_dist.core.names import difficulty_key
     from grb_dist.leaderboard import FORMATS, render
@@ -56,12 +57,9 @@ def leaderboard(
     elif output is not None:
         check_output_file(output)
     with staged(run_dir, write=False) as local:  # a remote run: read from its staging copy
-        store = RunStore.existing(local)
-        save = not is_remote(run_dir) and run_is_writable(store.root)  # a read-only run is reported, not refreshed
-        boards = reduce_run(store, ds, save=save, on_warning=warn, scenarios=[scenario] if scenario else None)
-    if not save and not is_remote(run_dir):
-        base.err_console.print(f"note: {run_dir} is read-only; its leaderboard/ files are not refreshed", highlight=False,
-                               markup=False)
+        # read only: nothing of the run is written (its leaderboard/ files are the sweep's)
+        boards = reduce_run(RunStore.existing(local), ds, save=False, on_warning=warn,
+                            scenarios=[scenario] if scenario else None)
     if output is None and not stdout and fmt in (None, "md"):
         base.print_boards(boards)
         return
@@ -84,8 +82,9 @@ def report(
     """Write a self-contained HTML report of a run: metadata, leaderboards, figures.
 
     One directory (default RUN_DIR/report): index.html with everything embedded, and each
-    figure as PNG and PDF. Every file is written atomically. On a study directory (seed
-    002, grb-dist study) the page shows the study's settings, reduced tables and figures.
+    figure as PNG and PDF. Every file is written atomically; nothing else of the run is
+    written. On a study directory (grb-dist study's OUT/<study>) the page shows the study's
+    settings, reduced tables and figures.
     """
     from grb_dist.report import check_output_dir, write_report
     from grb_dist.report.study import build_study_report, is_study_dir
