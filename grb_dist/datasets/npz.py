@@ -16,10 +16,12 @@ read through the same functions.
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 import os
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,29 +44,60 @@ ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
-def open_npz(path: Path) -> "np.lib.npyio.NpzFile":
-    """``np.load`` with pickle disabled and file errors turned into :class:`DatasetError`.
+def open_npz(path: Path, data: bytes | None = None) -> "np.lib.npyio.NpzFile":
+    """``np.load`` with pickle disabled and file errors turned into :class:`DatasetError`;
+    ``data``: the file's bytes, already read (what is parsed is then exactly what was read,
+    e.g. hashed), ``path`` naming it in messages.
 
     A file that is not a zip archive is refused before numpy sees it (numpy would try to
     unpickle it and suggest ``allow_pickle``, which a dataset never needs).
     """
     path = Path(path)
-    check_regular_file(path)
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4)
-    except OSError as exc:
-        raise DatasetError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if data is None:
+        check_regular_file(path)
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(4)
+        except OSError as exc:
+            raise DatasetError(f"cannot read {path}: {exc.strerror or exc}") from None
+    else:
+        head = data[:4]
     if head not in ZIP_MAGIC:
         what = ("empty" if not head else "an HTML page" if head.lstrip()[:1] == b"<"
                 else "a Python pickle (never loaded)" if head[:1] == b"\x80"
                 else "a single .npy array" if head == b"\x93NUM" else "not an .npz (zip) archive")
         raise DatasetError(f"{path} is {what}, not a valid .npz; it is not a dataset file: delete it and fetch it again")
     try:
-        return np.load(path, allow_pickle=False)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        return np.load(path if data is None else io.BytesIO(data), allow_pickle=False)
+    except (*ARCHIVE_ERRORS, ValueError) as exc:
         reason = type(exc).__name__ if "pickle" in str(exc) else str(exc)
         raise DatasetError(f"cannot read {path} ({reason}); the file is truncated or damaged: delete it and fetch it again") from None
+
+
+#: What reading a damaged zip archive or member raises (a corrupted deflate stream: zlib.error;
+#: an unknown compression method: NotImplementedError; an encrypted member: RuntimeError).
+ARCHIVE_ERRORS = (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError, RuntimeError,
+                  OverflowError)
+#: Deflate inflates at most about 1,032 bytes per compressed byte: a member declaring more is
+#: damaged (its sizes are forged), whatever its arrays declare.
+MAX_DEFLATE_RATIO = 1032
+
+
+def read_bounded(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of regular file ``path``, at most ``limit`` of them: the size is checked before
+    anything is read, and the read stops past the limit (a file growing meanwhile)."""
+    check_regular_file(path)
+    try:
+        size = os.stat(path).st_size
+        if size <= limit:
+            with open(path, "rb") as fh:
+                data = fh.read(limit + 1)
+            size = len(data)
+    except OSError as exc:
+        raise DatasetError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if size > limit:
+        raise DatasetError(f"{path} has {size:,} bytes, more than the {limit:,} of {what}; it is not such a file")
+    return data
 
 
 def check_regular_file(path: Path) -> None:
@@ -113,13 +146,25 @@ def read_array(npz, key: str, path: Path) -> np.ndarray:
     except ValueError as exc:
         reason = "it needs pickle" if "pickle" in str(exc) else str(exc)
         raise DatasetError(f"{path}: array {key!r} cannot be read ({reason}); fetch the file again") from None
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise DatasetError(f"{path}: array {key!r} is truncated ({exc}); fetch the file again") from None
+    except zlib.error as exc:
+        raise DatasetError(f"{path}: array {key!r} is damaged (its compressed data does not inflate: {exc}); fetch "
+                           "the file again") from None
+    except ARCHIVE_ERRORS as exc:
+        raise DatasetError(f"{path}: array {key!r} is truncated or damaged ({type(exc).__name__}: "
+                           f"{_first_line(exc)}); fetch the file again") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:160]
 
 
 def member_header(npz, key: str, path: Path) -> tuple[tuple[int, ...], np.dtype, int] | None:
-    """``(shape, dtype, unpacked bytes)`` that the ``.npy`` member ``key`` declares, read from
-    its headers alone (nothing is unpacked); ``None`` for a header version numpy checks itself."""
+    """``(shape, dtype, data bytes)`` of the ``.npy`` member ``key``: the shape and dtype its
+    ``.npy`` header declares and the bytes of array data the member holds (its unpacked size
+    in the zip directory less that header), read from its headers alone (nothing is unpacked);
+    ``None`` for a header version numpy checks itself. Sizes the zip entry cannot hold
+    (:func:`check_member_sizes`) and a compressed stream that does not inflate are a damaged
+    file, one line naming the member."""
     archive = getattr(npz, "zip", None)
     if archive is None:
         return None
@@ -128,17 +173,35 @@ def member_header(npz, key: str, path: Path) -> tuple[tuple[int, ...], np.dtype,
     name = f"{key}.npy" if f"{key}.npy" in archive.namelist() else key
     try:
         info = archive.getinfo(name)
+        check_member_sizes(info, key, path)
         with archive.open(name) as fh:
             version = np.lib.format.read_magic(fh)
             if version == (1, 0):
                 shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
-            elif version == (2, 0):
+            elif version in ((2, 0), (3, 0)):  # 3.0 differs in the header's text encoding only
                 shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
             else:
                 return None
-    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+            data_bytes = int(info.file_size) - fh.tell()
+    except zlib.error as exc:
+        raise DatasetError(f"{path}: array {key!r} is damaged (its compressed data does not inflate: {exc}); fetch "
+                           "the file again") from None
+    except (KeyError, ValueError, *ARCHIVE_ERRORS) as exc:
         raise DatasetError(f"{path}: array {key!r} has a damaged header ({type(exc).__name__}); fetch the file again") from None
-    return tuple(int(s) for s in shape), dtype, int(info.file_size)
+    return tuple(int(s) for s in shape), dtype, data_bytes
+
+
+def check_member_sizes(info: zipfile.ZipInfo, key: str, path: Path) -> None:
+    """The sizes a zip member declares are ones its compressed bytes can hold: a stored member
+    holds what it declares, a deflated one at most :data:`MAX_DEFLATE_RATIO` times its
+    compressed size (anything more is a forged size, said as damage before the size is judged)."""
+    if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
+        raise DatasetError(f"{path}: array {key!r} is stored uncompressed in {info.compress_size:,} bytes but declares "
+                           f"{info.file_size:,}; the file is damaged: fetch it again")
+    if info.compress_type == zipfile.ZIP_DEFLATED and info.file_size > MAX_DEFLATE_RATIO * info.compress_size + 1024:
+        raise DatasetError(f"{path}: array {key!r} declares {info.file_size:,} bytes inflated from {info.compress_size:,} "
+                           f"compressed, more than deflate can hold (at most {MAX_DEFLATE_RATIO:,} to 1); the file is "
+                           "damaged: fetch it again")
 
 
 def check_member(npz, key: str, path: Path) -> None:
@@ -187,19 +250,77 @@ def _check_rows(npz, prefix: str, shape: tuple[int, int], path: Path, what: str)
 
 
 def sparse_format(npz, prefix: str, path: Path) -> str:
-    """The stored ``{prefix}format`` of a sparse matrix (``csr`` when absent, as scipy saves it)."""
+    """The stored ``{prefix}format`` of a sparse matrix (``csr`` when absent, as scipy saves it):
+    a single short string, its header read first."""
     key = f"{prefix}format"
-    fmt = read_array(npz, key, path).item() if key in npz.files else b"csr"
-    return fmt.decode() if isinstance(fmt, bytes) else str(fmt)
+    if key not in npz.files:
+        return "csr"
+    header = member_header(npz, key, path)
+    if header is not None and (math.prod(header[0]) != 1 or header[1].itemsize > 64):
+        raise DatasetError(f"{path}: {key!r} must hold one short string (csr or csc), its header declares "
+                           f"{header[0]} of {header[1]}; the file is damaged: fetch it again")
+    fmt = read_array(npz, key, path).item()
+    return fmt.decode(errors="replace") if isinstance(fmt, bytes) else str(fmt)
+
+
+@dataclass(frozen=True)
+class SparseHeaders:
+    """What a stored CSR/CSC matrix declares, read from its members' headers and its two-number
+    ``shape`` alone: ``rows`` x ``cols``, ``entries`` stored, ``nbytes`` of its arrays unpacked."""
+
+    rows: int
+    cols: int
+    entries: int
+    nbytes: int
+
+
+def sparse_headers(npz, prefix: str, path: Path, what: str, fmt: str | None = None) -> SparseHeaders:
+    """Check a stored sparse matrix ``{prefix}data/indices/indptr/shape`` before any of its
+    arrays is read: every member present, numeric, holding the bytes its header declares
+    (:func:`check_header_fits`), ``data`` and ``indices`` vectors of the same length, ``indptr``
+    one longer than the rows (CSC: columns) ``shape`` declares; then the arrays together must
+    fit half of this machine's memory. A member whose length disagrees with the others' is a
+    damaged (or forged) file, refused before it is inflated."""
+    fmt = fmt or sparse_format(npz, prefix, path)
+    headers = {}
+    for k in ("data", "indices", "indptr", "shape"):
+        key = f"{prefix}{k}"
+        if key not in npz.files:
+            raise DatasetError(f"{path}: missing array {key!r} (found {', '.join(sorted(npz.files))})")
+        header = member_header(npz, key, path)
+        if header is None:
+            return SparseHeaders(0, 0, 0, 0)  # not a zip archive: read as numpy reads it
+        if header[1].hasobject:
+            raise DatasetError(f"{path}: array {key!r} is an object array; datasets must hold numeric arrays")
+        check_header_fits(path, key, header)
+        headers[k] = header
+    rows, cols = _shape_array(npz, f"{prefix}shape", path)
+    damaged = "the file is damaged: fetch it again"
+    for k in ("data", "indices", "indptr"):
+        if len(headers[k][0]) != 1:
+            raise DatasetError(f"{path}: {what} {k} must be a vector, its header declares shape {headers[k][0]}; {damaged}")
+    values, indices, indptr = (headers[k][0][0] for k in ("data", "indices", "indptr"))
+    if values != indices:
+        raise DatasetError(f"{path}: {what} declares {values:,} values but {indices:,} indices (from their headers: "
+                           f"one value per index); {damaged}")
+    count, unit = (cols, "columns") if fmt == "csc" else (rows, "rows")
+    if indptr != count + 1:
+        raise DatasetError(f"{path}: {what} declares {count:,} {unit} but its indptr holds {max(0, indptr - 1):,}; "
+                           f"{damaged}")
+    nbytes = sum(math.prod(headers[k][0]) * headers[k][1].itemsize for k in ("data", "indices", "indptr"))
+    check_allocation(path, f"{what} ({rows:,} x {cols:,}, {indices:,} entries)", nbytes)
+    return SparseHeaders(rows, cols, indices, nbytes)
 
 
 def read_sparse(npz, prefix: str, sep: str, path: Path, *, adjacency: bool = False) -> sp.csr_matrix:
     """A CSR matrix stored as ``{prefix}{sep}data/indices/indptr/shape``; an ``adjacency``
-    holds edges (:func:`check_edge_values`)."""
-    parts = {k: read_array(npz, f"{prefix}{sep}{k}", path) for k in ("data", "indices", "indptr", "shape")}
+    holds edges (:func:`check_edge_values`). Its headers are checked against each other
+    (:func:`sparse_headers`) before any array is read."""
     fmt = sparse_format(npz, f"{prefix}{sep}", path)
     if fmt not in ("csr", "csc"):
         raise DatasetError(f"{path}: sparse format {fmt!r} is not supported; save the matrix as CSR")
+    sparse_headers(npz, f"{prefix}{sep}", path, prefix or "adjacency", fmt)
+    parts = {k: read_array(npz, f"{prefix}{sep}{k}", path) for k in ("data", "indices", "indptr", "shape")}
     kind = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
     check_compressed(parts, fmt, prefix or "adjacency", path)
     check_kind(np.asarray(parts["data"]), f"{prefix or 'adjacency'} values", path)
@@ -390,7 +511,10 @@ def _shape_array(npz, key: str, path: Path) -> tuple[int, int]:
 
 
 def _entries(npz, key: str, path: Path) -> int:
+    """The length ``key``'s header declares (0 when not a vector), which its member must hold."""
     header = member_header(npz, key, path)
+    if header is not None:
+        check_header_fits(path, key, header)
     return int(header[0][0]) if header is not None and len(header[0]) == 1 else 0
 
 

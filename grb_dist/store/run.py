@@ -122,8 +122,31 @@ def compatibility_error(manifest: Mapping[str, Any], dataset: Mapping[str, Any],
         for name, value in entries.items():
             old = known.get(kind, {}).get(name)
             if old is not None and old != value:
-                return f"{kind} {name} has other settings there ({_diff_keys(old, value)})"
+                return _changed_inputs(name, old, value) or f"{kind} {name} has other settings there ({_diff_keys(old, value)})"
     return None
+
+
+#: The fix a refusal over a changed input file ends with (:func:`compatibility_error`).
+INPUT_FIX = "restore the file the run read, or choose another --out to start a fresh run"
+
+
+def _changed_inputs(name: str, old: Any, new: Any) -> str | None:
+    """Why attack ``name`` no longer means what the run holds when a file it reads beside the
+    graph (``inputs``: ``{file: sha256}``, a published set's) differs from the run's record;
+    None when its files are the same."""
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping) or old.get("inputs") == new.get("inputs"):
+        return None
+    was, now = old.get("inputs"), new.get("inputs") or {}
+    if not isinstance(was, Mapping):
+        return (f"attack {name} reads {', '.join(sorted(now))}, which the run did not record by content (it was made "
+                "before such files were), so its stored cells cannot be matched to the file as it is now; "
+                "choose another --out to start a fresh run")
+    changed = sorted(f for f in set(was) | set(now) if was.get(f) != now.get(f))
+    first = changed[0]
+    more = f"; {len(changed) - 1} more of its files changed" if len(changed) > 1 else ""
+    there, here = (str(d.get(first, "none"))[:12] for d in (was, now))
+    return (f"{first} changed since the run read it for attack {name} (sha256 {there} there, {here} now{more}), so "
+            f"the run's cells of {name} were computed from another file; {INPUT_FIX}")
 
 
 def merged_components(manifest: Mapping[str, Any] | None, components: Mapping[str, Mapping[str, Any]]) -> dict:
@@ -192,7 +215,9 @@ class RunStore:
         if data is not None:
             why = compatibility_error(data, dataset, components)
             if why:
-                raise StoreError(f"{root} cannot take this job: {why}; choose another --out or keep the run's settings")
+                fix = "" if why.endswith(("another --out to start a fresh run", INPUT_FIX)) else \
+                    "; choose another --out or keep the run's settings"
+                raise StoreError(f"{root} cannot take this job: {why}{fix}")
             return True
         if root.exists() and (not root.is_dir() or any(p.name != ".lock" for p in root.iterdir())):
             raise StoreError(f"{root} exists and is not a grb-dist run directory; choose another --out")

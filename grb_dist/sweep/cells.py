@@ -104,11 +104,23 @@ class AttackCell:
     #: a poisoning perturbation that fights its difficulty's test nodes (targeted poisoning),
     #: not every unlabelled node
     targeted: bool = False
+    #: the files the attack reads beside the graph, by content: ``(path in its layout,
+    #: sha256)`` pairs (a published set's matrix and attacked-node list), in the id too
+    inputs: tuple[tuple[str, str], ...] = ()
 
     @property
     def steps(self) -> int:
-        """The attack's optimisation steps (0 for an attack that takes none)."""
+        """The attack's ``steps`` setting."""
         return int(self.params.get("steps", 0) or 0)
+
+    @property
+    def gradient_steps(self) -> int:
+        """The optimisation steps the attack takes: its ``steps``, or 0 for an attack that
+        follows no gradients (RND takes a ``steps`` setting from its section and ignores it)."""
+        from grb_dist.attacks import build_attack
+
+        attack = build_attack(self.attack, dict(self.params), self.scenario) if self.steps else None
+        return self.steps if attack is not None and attack.follows_gradients else 0
 
 
 @dataclass(frozen=True)
@@ -168,7 +180,8 @@ def _model_task(resolved: ResolvedJob, fingerprint: str, role: str, name: str, s
 
 
 def run_cells(job: JobSpec | ResolvedJob, fingerprint: str,
-              transfer_only: Mapping[tuple[str, str], str] | None = None) -> Cells:
+              transfer_only: Mapping[tuple[str, str], str] | None = None,
+              inputs: Mapping[tuple[str, str, str], Mapping[str, str]] | None = None) -> Cells:
     """All model tasks, attack cells and score cells of a job (resolved with
     :func:`~grb_dist.sweep.resolve.resolve` when given a :class:`JobSpec`) on the dataset
     whose content fingerprint is ``fingerprint`` (:func:`grb_dist.store.graph_fingerprint` of
@@ -178,11 +191,17 @@ def run_cells(job: JobSpec | ResolvedJob, fingerprint: str,
     another graph gives other ids. ``transfer_only``: ``(scenario, defense) -> reason`` of
     the defenses that get no adaptive cells in a scenario (see
     :func:`grb_dist.sweep.resolve.transfer_only`); only read when the job is adaptive.
+
+    ``inputs``: ``(scenario, attack, difficulty) -> {file: sha256}`` of the attacks that read
+    files beside the graph (:func:`grb_dist.sweep.preflight.attack_inputs`): like the dataset,
+    those files enter their perturbations' ids by content (and :func:`run_components`), so a
+    changed file is another perturbation; attacks without files keep the ids they had.
     """
     if not isinstance(fingerprint, str) or len(fingerprint) < 16:
         raise ConfigError("run_cells needs the dataset's content fingerprint (grb_dist.store.graph_fingerprint)")
     resolved = job if isinstance(job, ResolvedJob) else resolve(job)
     spec = resolved.job
+    files = {k: tuple(sorted(v.items())) for k, v in (inputs or {}).items() if v}
     targets = tuple(_model_task(resolved, fingerprint, "target", d, spec.seed) for d in spec.defenses)
     surrogates = tuple(_model_task(resolved, fingerprint, "surrogate", s, spec.seed + SURROGATE_SEED_OFFSET)
                        for s in spec.surrogates)
@@ -194,7 +213,8 @@ def run_cells(job: JobSpec | ResolvedJob, fingerprint: str,
     for scenario in spec.scenarios:
         base = {"dataset": fingerprint, "scenario": scenario, "normalize": spec.normalize, "data_seed": spec.seed}
         if scenario == POISONING:
-            extra_surrogates = _poisoning(resolved, base, targets, surrogates, excluded, attacks, scores, poisoned)
+            extra_surrogates = _poisoning(resolved, base, targets, surrogates, excluded, attacks, scores, poisoned,
+                                          files)
             continue
         for difficulty in spec.difficulties:
             for t in targets:
@@ -203,7 +223,7 @@ def run_cells(job: JobSpec | ResolvedJob, fingerprint: str,
                                         t.file_stem, None, scenario))
         for attack in spec.scenario_attacks(scenario):
             for s in surrogates:
-                _cells(spec, base, scenario, attack, s, targets, TRANSFER, attacks, scores)
+                _cells(spec, base, scenario, attack, s, targets, TRANSFER, attacks, scores, files=files)
         if spec.adaptive:
             for attack in spec.scenario_attacks(scenario):
                 built = resolved.attack(scenario, attack, spec.difficulties[0])
@@ -212,14 +232,15 @@ def run_cells(job: JobSpec | ResolvedJob, fingerprint: str,
                 for t in targets:
                     if (scenario, t.name) not in excluded:
                         _cells(spec, base, scenario, attack, t, (t,), ADAPTIVE, attacks, scores, surrogates[0],
-                               built.adaptive_defaults)
+                               built.adaptive_defaults, files)
     return Cells(spec, spec.config_hash, targets, surrogates + extra_surrogates, tuple(attacks), tuple(scores),
                 {k: v for k, v in excluded.items() if k[0] in spec.scenarios}, tuple(poisoned))
 
 
 def _poisoning(resolved: ResolvedJob, base: Mapping[str, Any], targets: tuple[ModelTask, ...],
                surrogates: tuple[ModelTask, ...], excluded: Mapping[tuple[str, str], str],
-               attacks: list[AttackCell], scores: list[ScoreCell], poisoned: list[PoisonTask]) -> tuple[ModelTask, ...]:
+               attacks: list[AttackCell], scores: list[ScoreCell], poisoned: list[PoisonTask],
+               files: Mapping[tuple[str, str, str], tuple[tuple[str, str], ...]]) -> tuple[ModelTask, ...]:
     """The poisoning scenario's cells: a clean training per defense, a global perturbation per
     (attack, surrogate, repeat), a training per (perturbation, defense), each scored on every
     difficulty (module docstring); in a targeted job (``poisoning.budgets`` given), a
@@ -268,10 +289,13 @@ def _poisoning(resolved: ResolvedJob, base: Mapping[str, Any], targets: tuple[Mo
                     ident.update(threat=threat, labels=attackers[0].model_id)
                 if targeted:
                     ident.update(difficulty=difficulty, targets="difficulty")
+                read = files.get((POISONING, attack, difficulty), ())
+                if read:
+                    ident.update(inputs=dict(read))
                 pid = content_hash(ident)
                 attacks.append(AttackCell(attack, owner, difficulty, repeat, seed, params, attacker.file_stem, pid,
                                           POISONING, threat, attackers[0].file_stem if threat != TRANSFER else None,
-                                          targeted))
+                                          targeted, read))
                 for t in defenses:
                     train_on(t, pid, attack, owner, repeat, seed, threat,
                              (difficulty,) if targeted else spec.difficulties)
@@ -297,11 +321,13 @@ def _poisoning(resolved: ResolvedJob, base: Mapping[str, Any], targets: tuple[Mo
 
 def _cells(spec: JobSpec, base: Mapping[str, Any], scenario: str, attack: str, attacker: ModelTask,
            targets: tuple[ModelTask, ...], threat: str, attacks: list[AttackCell], scores: list[ScoreCell],
-           labeler: ModelTask | None = None, defaults: Mapping[str, Any] | None = None) -> None:
+           labeler: ModelTask | None = None, defaults: Mapping[str, Any] | None = None,
+           files: Mapping[tuple[str, str, str], tuple[tuple[str, str], ...]] | None = None) -> None:
     """The perturbations of ``attack`` on ``attacker``'s model (every difficulty and repeat),
     fighting ``labeler``'s predictions when given, with the attack's ``defaults`` under the
     job's parameters, and their score cells against ``targets``. Transfer ids hash what
-    they always did; adaptive ids also the threat and the labeler."""
+    they always did; adaptive ids also the threat and the labeler; an attack reading
+    ``files`` also their contents."""
     for difficulty in spec.difficulties:
         for repeat in range(spec.repeats):
             seed = spec.attack_seed(repeat)
@@ -310,9 +336,12 @@ def _cells(spec: JobSpec, base: Mapping[str, Any], scenario: str, attack: str, a
                      "difficulty": difficulty, "repeat": repeat}
             if threat != TRANSFER:
                 ident.update(threat=threat, labels=labeler.model_id if labeler else None)
+            read = (files or {}).get((scenario, attack, difficulty), ())
+            if read:
+                ident.update(inputs=dict(read))
             pid = content_hash(ident)
             attacks.append(AttackCell(attack, attacker.name, difficulty, repeat, seed, params, attacker.file_stem,
-                                      pid, scenario, threat, labeler.file_stem if labeler else None))
+                                      pid, scenario, threat, labeler.file_stem if labeler else None, inputs=read))
             for t in targets:
                 cid = content_hash({"perturbation": pid, "defense": t.model_id})
                 scores.append(ScoreCell(cid, attack, attacker.name, t.name, difficulty, repeat, seed, t.file_stem,
@@ -382,7 +411,9 @@ def run_components(p: Cells) -> dict[str, dict[str, Any]]:
     model's id, parameters and training settings; ``attacks``: per ``<attack>/<difficulty>``
     (``modification/<attack>/<difficulty>`` for modification attacks; ``.../adaptive`` for
     adaptive cells, which may run with other parameters: ``Attack.adaptive_defaults``) the
-    attack parameters (without the per-repeat seed).
+    attack parameters (without the per-repeat seed), and ``inputs``, ``{file: sha256}`` of the
+    files it reads beside the graph (only for an attack that reads some: a published set), so
+    a run refuses the same name computed from another file.
     """
     spec = p.spec
     models = {t.file_stem: {"role": t.role, "name": t.name, "model_id": t.model_id, "params": dict(t.params),
@@ -394,6 +425,8 @@ def run_components(p: Cells) -> dict[str, dict[str, Any]]:
         if a.threat != TRANSFER:
             key = f"{key}/{a.threat}"
         attacks[key] = {k: v for k, v in a.params.items() if k != "seed"}
+        if a.inputs:
+            attacks[key]["inputs"] = dict(a.inputs)
     return json.loads(canonical_json({"job": {"seed": {"seed": spec.seed}}, "models": models, "attacks": attacks}))
 
 

@@ -53,6 +53,25 @@ def check_attack_inputs(resolved: ResolvedJob, graph: Any) -> None:
             raise ConfigError(f"{scenario} attack {attack} on {difficulty}: {exc}") from None
 
 
+def attack_inputs(resolved: ResolvedJob, graph: Any) -> dict[tuple[str, str, str], dict[str, str]]:
+    """``(scenario, attack, difficulty) -> {file: sha256}`` of the attacks that read files
+    beside the graph (``input_digests``: a published set's matrix and attacked-node list),
+    each file read and validated now, before the run directory is made or Ray starts. The
+    contents enter the perturbations' ids and the run's record
+    (:func:`~grb_dist.sweep.cells.run_cells`)."""
+    out = {}
+    for key, built in resolved.attacks.items():
+        digests = getattr(built, "input_digests", None)
+        if callable(digests):
+            try:
+                files = digests(graph)
+            except ConfigError as exc:
+                raise ConfigError(f"{key[0]} attack {key[1]}: {exc}") from None
+            if files:
+                out[key] = dict(files)
+    return out
+
+
 def check_injection_sizes(resolved: ResolvedJob, graph: Any) -> None:
     """``n_inject`` at most the graph's node count (the adversarial training's at most its
     training nodes): injecting more nodes than the graph has is no longer a perturbation."""

@@ -26,7 +26,7 @@ from grb_dist.store.fingerprint import combine
 from grb_dist.sweep.job import JobSpec, dataset_job, dataset_label, load_job
 from grb_dist.sweep.overrides import apply_overrides
 from grb_dist.sweep.cells import Cells, ScoreCell, run_cells, run_components
-from grb_dist.sweep.preflight import check_attack_inputs, check_sweep
+from grb_dist.sweep.preflight import attack_inputs, check_attack_inputs, check_sweep
 from grb_dist.sweep.resolve import ResolvedJob, resolve, transfer_only
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ def prepare(spec: JobSpec, *, out: str | Path | None = None, data_dir: str | Pat
         graph.targets(d)
     check_attack_inputs(resolved, graph)
     identity = dataset_identity(spec, graph)
-    p = run_cells(resolved, identity["fingerprint"], transfer_only(resolved, graph))
+    p = run_cells(resolved, identity["fingerprint"], transfer_only(resolved, graph), attack_inputs(resolved, graph))
     for task in p.models:  # parameters that depend on the graph (e.g. GCN-SVD rank)
         check_fit(task.name, graph, dict(task.params))
     run_dir = Path(out) if out is not None else default_run_dir(spec)

@@ -83,11 +83,21 @@ class AttackResult:
     scored: np.ndarray | None = None
 
 
+def cell_attack(cell: AttackCell) -> Any:
+    """``cell``'s attack, built from its parameters; one that reads files beside the graph is
+    pinned to the contents the sweep checked before it started (``cell.inputs``): a file
+    changed since is an error, never read as the file the cell's id names."""
+    attack = build_attack(cell.attack, dict(cell.params), cell.scenario)
+    if cell.inputs:
+        attack.pin_inputs(dict(cell.inputs))
+    return attack
+
+
 def scored_nodes(graph: Graph, cell: AttackCell) -> np.ndarray | None:
     """The nodes ``cell``'s perturbation is scored on instead of the difficulty's test nodes:
     those its attack reports (``scored_nodes(graph)``: a targeted published set, which chose
     its own targets), else ``None``."""
-    attack = build_attack(cell.attack, dict(cell.params), cell.scenario)
+    attack = cell_attack(cell)
     nodes = getattr(attack, "scored_nodes", None)
     return nodes(graph) if callable(nodes) else None
 
@@ -114,7 +124,7 @@ def attack_task(graph: Graph, cell: AttackCell, surrogate: torch.nn.Module, *, d
     and difficulty (see :func:`attack_batch`); ``labels`` (one per node) are the labels
     the attack fights instead of the surrogate's predictions (:func:`attacker_labels`)."""
     torch.manual_seed(cell.seed)
-    attack = build_attack(cell.attack, dict(cell.params), cell.scenario)
+    attack = cell_attack(cell)
     start = time.perf_counter()
     # a global poisoning attack fights every unlabelled node; the others their difficulty's targets
     global_ = cell.scenario == POISONING and not cell.targeted

@@ -36,6 +36,12 @@ flips (the pairs where the published matrix and the clean graph differ), so ``n_
 is that count; an explicit ``n_edge_mod`` below it is an error, ``ratio_edge_mod`` is not
 used as a budget.
 
+Content: the files are inputs of a run like the dataset is. :meth:`Published.input_digests`
+gives the SHA-256 of each file read (the matrix; a Nettack set's attacked-node list too),
+read and validated before a sweep starts; the sweep puts them in the perturbation's id and
+the run's record, and pins them (:meth:`Published.pin_inputs`): a file changed in between is
+one line, never read as the old one.
+
 Scoring: a Metattack set is global and scored like any poisoning attack, on the test nodes.
 A Nettack set was made against a few target nodes (``attacked_test_nodes``, Pro-GNN's test
 nodes of degree above 10) and its numbers are accuracies on those nodes only:
@@ -44,22 +50,22 @@ nodes of degree above 10) and its numbers are accuracies on those nodes only:
 
 from __future__ import annotations
 
-import functools
-import os
+import collections
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 import torch
 
 from grb_dist.attacks.base import Budget, resolve_feature_limits
 from grb_dist.attacks.modification.base import ModContext, ModificationAttack, ModificationConfig
-from grb_dist.core.errors import ConfigError
+from grb_dist.core.errors import ConfigError, DatasetError
 from grb_dist.core.graph import Graph, Modification, undirected_keys
 from grb_dist.core.names import is_name
 from grb_dist.datasets.prognn import (
-    KINDS, NETTACK_DATASETS, PROGNN_DATASETS, PUBLISHED_RATES, ProGNNFolder, attacked_nodes_file, perturbed_file,
-    prognn_file, prognn_folder, rate_label, read_attacked_nodes, read_published,
+    KINDS, NETTACK_DATASETS, PROGNN_DATASETS, PUBLISHED_RATES, ProGNNFolder, attacked_nodes_file, file_digest,
+    load_attacked_nodes, load_published, perturbed_file, prognn_file, prognn_folder, published_bytes, rate_label,
 )
 
 #: Graph names of Pro-GNN's catalogue entries start with this.
@@ -107,12 +113,24 @@ class PublishedConfig(ModificationConfig):
         return self.ratio_edge_mod if self.kind == "meta" else 1.0
 
 
-@functools.lru_cache(maxsize=8)
-def _published_keys(path: str, size: int, mtime_ns: int, num_nodes: int) -> np.ndarray:
-    """The published matrix's edge keys, read once per file version and graph size."""
-    keys = read_published(Path(path), num_nodes)
-    keys.setflags(write=False)
-    return keys
+#: Parsed matrices by (sha256 of the file's bytes, graph size), the last few: a file is read
+#: and hashed on every use and parsed once per content, so a swapped file is never served
+#: from here.
+_PARSED: collections.OrderedDict[tuple[str, int], np.ndarray] = collections.OrderedDict()
+
+
+def _published_keys(path: Path, num_nodes: int) -> tuple[str, np.ndarray]:
+    """``(sha256, edge keys)`` of the published matrix at ``path`` as it is now."""
+    data = published_bytes(path, num_nodes)
+    key = (file_digest(data), num_nodes)
+    if key not in _PARSED:
+        keys = load_published(path, num_nodes, data)[1]
+        keys.setflags(write=False)
+        _PARSED[key] = keys
+        while len(_PARSED) > 8:
+            _PARSED.popitem(last=False)
+    _PARSED.move_to_end(key)
+    return key[0], _PARSED[key]
 
 
 class Published(ModificationAttack):
@@ -121,8 +139,9 @@ class Published(ModificationAttack):
     an edge, added elsewhere. Global (any pair may be flipped), no surrogate, deterministic
     (the seed is unused).
 
-    Scales as O(E log E) in the edges of the two graphs; the matrix is read once per file
-    version and graph size (a small cache), the clean graph's keys every call.
+    Scales as O(E log E) in the edges of the two graphs; the matrix is read and hashed on every
+    use and parsed once per content and graph size (a small cache), the clean graph's keys
+    every call.
     """
 
     Config = PublishedConfig
@@ -169,13 +188,63 @@ class Published(ModificationAttack):
         self._check_published(folder, name)
         return prognn_file(folder, perturbed_file(name, cfg.kind, cfg.resolved_rate))
 
+    def nodes_path(self, graph: Graph) -> Path | None:
+        """The attacked-node list of a Nettack set for ``graph``; ``None`` for a Metattack set."""
+        if self.config.kind != "nettack":
+            return None
+        folder, name = self.folder(), self.dataset_name(graph)
+        self._check_published(folder, name)
+        return prognn_file(folder, attacked_nodes_file(name))
+
+    def _read_matrix(self, graph: Graph) -> tuple[str, str, np.ndarray]:
+        """``(file, sha256, edge keys)`` of the published matrix as it is now (checked against
+        a pinned digest: :meth:`pin_inputs`)."""
+        cfg = self.config
+        relative = perturbed_file(self.dataset_name(graph), cfg.kind, cfg.resolved_rate)
+        path = self.published_path(graph)
+        digest, keys = _published_keys(path, graph.num_nodes)
+        self._check_pinned(relative, path, digest)
+        return relative, digest, keys
+
+    def _read_nodes(self, graph: Graph) -> tuple[str, str, np.ndarray] | None:
+        """``(file, sha256, nodes)`` of a Nettack set's attacked-node list (None for Metattack)."""
+        path = self.nodes_path(graph)
+        if path is None:
+            return None
+        relative = attacked_nodes_file(self.dataset_name(graph))
+        digest, nodes = load_attacked_nodes(path, graph.num_nodes)
+        self._check_pinned(relative, path, digest)
+        return relative, digest, nodes
+
+    def input_digests(self, graph: Graph) -> dict[str, str]:
+        """The files this set is read from, by content: ``{path in the layout: sha256 of its
+        bytes}`` (the matrix; a Nettack set's attacked-node list too), each read and validated
+        now. A sweep puts them in the perturbation's id and the run's record, so a changed file
+        is a new perturbation, never a stored one reused."""
+        out = {}
+        for read in (self._read_matrix, self._read_nodes):
+            got = read(graph)
+            if got is not None:
+                out[got[0]] = got[1]
+        return out
+
+    def pin_inputs(self, digests: Mapping[str, str]) -> None:
+        """Read only the files' contents given (``{path in the layout: sha256}``, what a sweep
+        checked before it started): a file found changed since is one line, never used."""
+        self._pinned = dict(digests)
+
+    def _check_pinned(self, relative: str, path: Path, digest: str) -> None:
+        pinned = getattr(self, "_pinned", None)
+        if pinned and relative in pinned and pinned[relative] != digest:
+            raise DatasetError(f"{path} changed since this sweep checked it (sha256 {pinned[relative][:12]} then, "
+                               f"{digest[:12]} now); its cells would mix two files: restore it, or run the sweep again "
+                               "to compute the changed file as a new perturbation")
+
     def published_flips(self, graph: Graph) -> np.ndarray:
         """The canonical pairs (2 x M, u < v, sorted) where the published matrix and ``graph``
         differ."""
-        path = self.published_path(graph)
-        st = os.stat(path)
         n = graph.num_nodes
-        published = _published_keys(str(path), st.st_size, st.st_mtime_ns, n)
+        published = self._read_matrix(graph)[2]
         keys = np.setxor1d(published, undirected_keys(graph), assume_unique=True)
         return np.stack([keys // n, keys % n])
 
@@ -183,11 +252,15 @@ class Published(ModificationAttack):
         """The nodes a Nettack set attacked (sorted int64, from
         ``nettack/<name>_nettacked_nodes.json``), on which its accuracy is reported; ``None``
         for a Metattack set (scored on the whole test set)."""
-        if self.config.kind != "nettack":
-            return None
-        folder, name = self.folder(), self.dataset_name(graph)
-        self._check_published(folder, name)
-        return read_attacked_nodes(prognn_file(folder, attacked_nodes_file(name)), graph.num_nodes)
+        got = self._read_nodes(graph)
+        return None if got is None else got[2]
+
+    def check_inputs(self, graph: Graph, targets: np.ndarray) -> tuple[np.ndarray, Budget]:
+        """The targets and the budget (the matrix read and validated), and a Nettack set's
+        attacked-node list read and validated too: every file before any work."""
+        checked = super().check_inputs(graph, targets)
+        self.scored_nodes(graph)
+        return checked
 
     # ------------------------------------------------------------------ attack
 
