@@ -36,10 +36,12 @@ def test_the_rayjob_runs_a_sweep_into_object_storage():
 
 def test_the_grafana_dashboard_queries_what_the_sweep_exports():
     series = exported()
-    assert set(series) == {"ray_grb_dist_items", "ray_grb_dist_items_per_minute", "ray_grb_dist_score_rows"}
+    assert set(series) == {"ray_grb_dist_items", "ray_grb_dist_items_per_minute", "ray_grb_dist_score_rows",
+                           "ray_grb_dist_attack_steps_per_second"}
+    assert "scenario" in series["ray_grb_dist_items"]
     dash = json.loads((ROOT / "grafana-grb-dist.json").read_text())
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
-    assert exprs
+    assert {name for expr in exprs for name in re.findall(r"ray_grb_dist_\w+", expr)} == set(series)  # each shown
     for expr in exprs:
         for name, labels in re.findall(r"(ray_grb_dist_\w+)\{([^}]*)\}", expr):
             assert name in series, expr

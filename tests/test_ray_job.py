@@ -110,19 +110,27 @@ def test_ray_job_submit_stop_and_resubmit_computes_every_cell_once(head, tmp_pat
     assert len(scores) == CELLS and scores["cell_id"].is_unique
 
 
-def scored(port: str, run: str) -> dict[str, float]:
-    """The sweep's ``grb_dist_items`` of ``stage="score"`` on the head's Prometheus export,
-    by state."""
+def exported(port: str, run: str) -> tuple[dict[str, float], set[str], dict[str, float]]:
+    """The sweep's series of ``run`` on the head's Prometheus export: its scored cells
+    (``grb_dist_items`` of ``stage="score"``, summed over the scenarios) by state, the
+    scenarios they are tagged with, and the attack steps per second by attack."""
     try:
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     except OSError:
-        return {}
-    found = {}
+        return {}, set(), {}
+    scored: dict[str, float] = {}
+    scenarios, steps = set(), {}
     for line in text.splitlines():
-        if line.startswith("ray_grb_dist_items{") and 'stage="score"' in line and f'run="{run}"' in line:
+        if f'run="{run}"' not in line:
+            continue
+        value = float(line.rsplit(" ", 1)[1])
+        if line.startswith("ray_grb_dist_items{") and 'stage="score"' in line:
             state = re.search(r'state="(\w+)"', line).group(1)
-            found[state] = float(line.rsplit(" ", 1)[1])
-    return found
+            scored[state] = scored.get(state, 0.0) + value
+            scenarios.add(re.search(r'scenario="(\w+)"', line).group(1))
+        elif line.startswith("ray_grb_dist_attack_steps_per_second{"):
+            steps[re.search(r'attack="(\w+)"', line).group(1)] = value
+    return scored, scenarios, steps
 
 
 def test_the_sweep_reports_its_cells_on_the_metrics_export(head, tmp_path):
@@ -131,11 +139,14 @@ def test_the_sweep_reports_its_cells_on_the_metrics_export(head, tmp_path):
     run = tmp_path / "metered"
     port = head[1]["metrics"]
     seen: list[dict[str, float]] = []
+    scenarios, steps = set(), {}
     stop = threading.Event()
 
     def watch() -> None:
         while not stop.wait(0.1):
-            now = scored(port, str(run))
+            now, tagged, rates = exported(port, str(run))
+            scenarios.update(tagged)
+            steps.update(rates)
             if now and (not seen or now != seen[-1]):
                 seen.append(now)
 
@@ -150,3 +161,6 @@ def test_the_sweep_reports_its_cells_on_the_metrics_export(head, tmp_path):
     done = [s.get("done", 0) for s in seen]
     assert done == sorted(done) and done[-1] == CELLS, seen  # it rises, and ends at the cell count
     assert done[0] < CELLS and seen[-1].get("left") == 0 and seen[-1].get("failed") == 0, seen
+    assert scenarios == {"injection"}, scenarios  # the job's one scenario
+    # the attacks that take steps (rnd takes none) report their speed
+    assert set(steps) == {"fgsm", "tdgia"} and min(steps.values()) > 0, steps

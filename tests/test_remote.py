@@ -4,6 +4,7 @@ here on a free port. The client path is pyarrow's S3 file system, as a user's wo
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
@@ -240,3 +241,108 @@ def test_ctrl_c_then_the_same_command_completes_the_run_in_s3(s3, tmp_path):
     scores = pd.read_parquet(f"{out}/scores")
     assert len(scores) == 6 and scores["cell_id"].is_unique
     assert set(first["cell_id"]) <= set(scores["cell_id"])
+
+
+class Proxy:
+    """A TCP relay to the S3 server that can be cut and restored on the same port: the
+    endpoint gone (a network cut, a server restart) while the server keeps its objects."""
+
+    def __init__(self, upstream: int):
+        self.upstream, self.port = upstream, free_port()
+        self.conns: list[socket.socket] = []
+        self.listener: socket.socket | None = None
+        self.up()
+
+    def up(self) -> None:
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", self.port))
+        self.listener.listen(64)
+        threading.Thread(target=self._accept, args=(self.listener,), daemon=True).start()
+
+    def down(self) -> None:
+        self.listener.close()
+        for c in self.conns:
+            with contextlib.suppress(OSError):
+                c.shutdown(socket.SHUT_RDWR)
+            c.close()
+        self.conns.clear()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.upstream))
+            self.conns += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+
+def test_an_endpoint_gone_mid_sweep_fails_in_one_line_and_the_same_command_completes(server, s3, tmp_path):
+    """The endpoint goes away once the sweep has begun writing: the sweep finishes its cells
+    into the staging copy and fails its last upload in one line; with the endpoint back,
+    the same command (its lease left behind by an ended process of this machine bars
+    nothing) uploads the run: every cell exactly once, the rows the first run computed."""
+    import os
+
+    proxy = Proxy(server["port"])
+    out = f"{s3}/cut-off"
+    cmd = [sys.executable, "-m", "grb_dist.cli", "sweep", *TINY, "--flush-rows", "1", "--out", out]
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{proxy.port}"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    staging = tmp_path / "cache" / "grb-dist" / "runs"
+    deadline = time.time() + 300
+    while not list(staging.rglob("part-*.parquet")):
+        assert proc.poll() is None and time.time() < deadline, proc.stdout.read()[-3000:]
+        time.sleep(0.2)
+    proxy.down()
+    said = proc.communicate(timeout=600)[0]
+    last = said.strip().splitlines()[-1]
+    assert proc.returncode == 2 and "cannot upload" in last and "Traceback" not in said, said[-3000:]
+    computed = pd.read_parquet(next(staging.glob("*/run")) / "scores")
+    assert len(computed) == 6 and computed["cell_id"].is_unique
+    uploaded = [k for k in objects(out) if k.startswith("scores/") and k.endswith(".parquet")]
+    assert len(uploaded) < len(list(staging.rglob("scores/**/part-*.parquet")))  # the cut kept the rest back
+    proxy.up()
+    again = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    assert again.returncode == 0 and "being written by another sweep" not in again.stdout, again.stdout[-3000:]
+    scores = pd.read_parquet(f"{out}/scores")
+    assert len(scores) == 6 and scores["cell_id"].is_unique
+    key = ["cell_id", "accuracy"]
+    pd.testing.assert_frame_equal(scores[key].sort_values("cell_id", ignore_index=True),
+                                  computed[key].sort_values("cell_id", ignore_index=True))
+    proxy.down()
+
+
+def test_a_lease_of_an_ended_process_of_this_machine_bars_nothing(s3, tmp_path):
+    """A lease whose writer ran here and has ended is stale at once; another machine's (or a
+    live process's) is not."""
+    import json
+    import os
+
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(ended.stdout)
+    mirror = Mirror(f"{s3}/stale", staging=tmp_path / "a")
+    fs, base = pafs.FileSystem.from_uri(f"{s3}/stale")
+    for name, host, who in (("a.json", socket.gethostname(), pid), ("b.json", "elsewhere", pid)):
+        with fs.open_output_stream(f"{base}/_lease/{name}") as f:
+            f.write(json.dumps({"host": host, "pid": who, "expires": time.time() + 300}).encode())
+    with pytest.raises(StoreError, match="host elsewhere"):
+        Lease(mirror).acquire()
+    fs.delete_file(f"{base}/_lease/b.json")
+    with fs.open_output_stream(f"{base}/_lease/c.json") as f:  # a live process of this machine
+        f.write(json.dumps({"host": socket.gethostname(), "pid": os.getppid(), "expires": time.time() + 300}).encode())
+    with pytest.raises(StoreError, match=f"pid {os.getppid()}"):
+        Lease(mirror).acquire()
+    fs.delete_file(f"{base}/_lease/c.json")
+    Lease(mirror).acquire().release()

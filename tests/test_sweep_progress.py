@@ -228,3 +228,28 @@ def test_needed_work_counts_only_what_a_resumed_run_lacks(tmp_path):
     # every perturbation stored: no surrogate is needed
     stored = needed_work(p, done, lambda _: True)
     assert not stored.attacks_to_run and all(m.role == "target" for m in stored.models)
+
+
+def test_the_metrics_tally_counts_per_scenario_and_only_gradient_steps():
+    """The sweep's metrics split the attack and score stages by scenario, and an attack's
+    steps per second count only the steps it takes: RND's ``steps`` setting is none."""
+    from grb_dist.sweep.cells import run_cells
+    from grb_dist.sweep.progress import Tally
+
+    spec = parse_job({"dataset": "csbm", "attacks": {"rnd": {}, "fgsm": {}}, "defenses": ["gcn", "mlp"],
+                      "difficulties": ["easy", "full"], "repeats": 1, "attack": {"steps": 4}, "scenario": "all",
+                      "modification": {"attacks": {"dice": {}}}})
+    p = run_cells(spec, "f" * 16)
+    tally = Tally()
+    tally.totals.update(("score", c.scenario) for c in p.scores)
+    by = {s: [c for c in p.scores if c.scenario == s] for s in ("injection", "modification")}
+    assert by["injection"] and by["modification"]
+    tally.add("score", by["modification"][:1], "done")
+    tally.add("score", by["injection"][:2], "failed")
+    counts = tally.by_scenario("score")
+    assert counts == {"injection": (0, 2, len(by["injection"])), "modification": (1, 0, len(by["modification"]))}
+    assert tally.by_scenario("attack") == {}
+    steps = {a.attack: a.gradient_steps for a in p.attacks}
+    assert steps["fgsm"] == 4 and steps["rnd"] == 0 and steps["dice"] == 0
+    assert tally.attacked("fgsm", 4, 2.0) == 2.0 and tally.attacked("fgsm", 4, 6.0) == 1.0  # 8 steps in 8 s
+    assert tally.attacked("rnd", 0, 1.0) is None

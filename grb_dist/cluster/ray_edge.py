@@ -542,31 +542,38 @@ class SweepMetrics:
     Metrics page and the Prometheus endpoint of each node (``ray start
     --metrics-export-port``), every series tagged with the ``run`` (its directory or URI):
 
-    - ``grb_dist_items{stage, state}``: models trained (``train``), perturbations made
-      (``attack``) and cells scored (``score``): ``done`` (stored ones included),
-      ``failed`` and ``left``;
+    - ``grb_dist_items{stage, scenario, state}``: models trained (``train``, scenario
+      ``all``: a model serves every scenario), perturbations made (``attack``) and cells
+      scored (``score``) per scenario: ``done`` (stored ones included), ``failed``, ``left``;
     - ``grb_dist_items_per_minute{stage}``: the rate of this invocation's own work;
-    - ``grb_dist_score_rows{state}``: score rows ``buffered`` by the driver and ``written``
-      to the store.
+    - ``grb_dist_attack_steps_per_second{attack}``: steps per second of an attack's computing;
+    - ``grb_dist_score_rows{state}``: score rows ``buffered`` by the driver and ``written``.
 
-    Ray names the series with a ``ray_`` prefix (``ray_grb_dist_items``); the repository's
-    ``grafana-grb-dist.json`` (next to ``cluster.yaml``) is a Grafana dashboard of them."""
+    Ray prefixes the names with ``ray_``; ``grafana-grb-dist.json`` is a dashboard of them."""
 
     def __init__(self, run: str):
         from ray.util.metrics import Gauge
 
         self.run = run
         self.items = Gauge("grb_dist_items", description="models trained, perturbations made and cells scored, "
-                           "by stage and state (done, failed, left)", tag_keys=("run", "stage", "state"))
+                           "by stage, scenario and state (done, failed, left)",
+                           tag_keys=("run", "stage", "scenario", "state"))
         self.rate = Gauge("grb_dist_items_per_minute", description="items of this invocation per minute, by stage",
                           tag_keys=("run", "stage"))
+        self.steps = Gauge("grb_dist_attack_steps_per_second", description="an attack's optimisation steps per "
+                           "second of its own computing", tag_keys=("run", "attack"))
         self.rows = Gauge("grb_dist_score_rows", description="score rows buffered by the driver and written",
                           tag_keys=("run", "state"))
 
-    def stage(self, stage: str, *, done: int, failed: int, total: int, per_minute: float) -> None:
-        for state, value in (("done", done), ("failed", failed), ("left", max(0, total - done - failed))):
-            self.items.set(value, tags={"run": self.run, "stage": stage, "state": state})
+    def stage(self, stage: str, counts: dict[str, tuple[int, int, int]], per_minute: float) -> None:
+        """``counts``: ``{scenario: (done, failed, total)}`` of the stage."""
+        for scenario, (done, failed, total) in counts.items():
+            for state, value in (("done", done), ("failed", failed), ("left", max(0, total - done - failed))):
+                self.items.set(value, tags={"run": self.run, "stage": stage, "scenario": scenario, "state": state})
         self.rate.set(per_minute, tags={"run": self.run, "stage": stage})
+
+    def steps_per_second(self, attack: str, rate: float) -> None:
+        self.steps.set(rate, tags={"run": self.run, "attack": attack})
 
     def score_rows(self, *, buffered: int, written: int) -> None:
         self.rows.set(buffered, tags={"run": self.run, "state": "buffered"})

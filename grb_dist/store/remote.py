@@ -19,7 +19,9 @@ working on a local staging copy of the run and mirroring it (:class:`Mirror`):
   holds the run only when no other live lease is there: two writers cannot both hold it
   (the later of two creates always sees the earlier; both may give way, and say so). A lease
   expires :data:`LEASE_SECONDS` after its last renewal (every upload renews it), so a
-  sweep that crashed bars the run for a few minutes, not for ever.
+  sweep that crashed bars the run for a few minutes, not for ever; the lease of a sweep
+  that ran on this machine and has ended bars nothing (its endpoint was gone when it
+  ended: the same command resumes at once).
 
 Credentials come from the file system's usual places (for S3: the ``AWS_*`` environment,
 ``~/.aws``; ``AWS_ENDPOINT_URL`` for an S3-compatible server); grb-dist never prints or writes
@@ -307,12 +309,28 @@ class Lease:
                 continue
             except Exception:  # noqa: BLE001 - unreadable: counts as live until it is old
                 body, expires = {}, (info.mtime_ns or 0) / 1e9 + self.seconds
-            if expires > time.time():
+            if expires > time.time() and not self._dead(body):
                 live.append(body)
             else:
                 with contextlib.suppress(Exception):
                     fs.delete_file(info.path)
         return live
+
+    @staticmethod
+    def _dead(body: dict) -> bool:
+        """Whether the lease's writer ran on this machine and has ended (a sweep whose last
+        upload and lease release failed, the endpoint gone: the same command resumes at once
+        instead of waiting for the lease to expire)."""
+        pid = body.get("pid")
+        if body.get("host") != socket.gethostname() or not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:  # alive, another user's
+            return False
+        return False
 
     def _refuse(self, other: dict) -> StoreError:
         who = f" (host {other.get('host', '?')}, pid {other.get('pid', '?')})" if other else ""

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
 #: The stages in the order a sweep runs them: attribute of ``SweepProgress``, label, unit.
 STAGES: tuple[tuple[str, str, str], ...] = (
@@ -74,6 +75,41 @@ class Stage:
         if self.complete:
             return 0.0
         return self.remaining / rate if rate else None
+
+
+@dataclass
+class Tally:
+    """What the sweep's metrics show beyond the stages' totals: the attack and score
+    stages' items per scenario, and each attack's optimisation steps per second of its
+    own computing (the steps of its perturbations over their attack seconds).
+
+    Attributes:
+        counts: ``(stage, scenario, state)`` -> items (state: ``done`` or ``failed``).
+        totals: ``(stage, scenario)`` -> items the sweep needs (stored ones included).
+        steps, seconds: attack -> steps taken and seconds spent by this invocation.
+    """
+
+    counts: Counter = field(default_factory=Counter)
+    totals: Counter = field(default_factory=Counter)
+    steps: Counter = field(default_factory=Counter)
+    seconds: Counter = field(default_factory=Counter)
+
+    def add(self, stage: str, items: Iterable[Any], state: str) -> None:
+        """Count ``items`` (cells or perturbations: anything with a ``scenario``)."""
+        for item in items:
+            self.counts[stage, item.scenario, state] += 1
+
+    def by_scenario(self, stage: str) -> dict[str, tuple[int, int, int]]:
+        """``{scenario: (done, failed, total)}`` of one stage."""
+        return {scenario: (self.counts[stage, scenario, "done"], self.counts[stage, scenario, "failed"], total)
+                for (name, scenario), total in sorted(self.totals.items()) if name == stage}
+
+    def attacked(self, attack: str, steps: int, seconds: float) -> float | None:
+        """Record one perturbation of ``attack``; its steps per second so far (``None`` for
+        an attack without steps)."""
+        self.steps[attack] += steps
+        self.seconds[attack] += seconds
+        return self.steps[attack] / self.seconds[attack] if self.steps[attack] and self.seconds[attack] > 0 else None
 
 
 class HasStages(Protocol):

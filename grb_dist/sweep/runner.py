@@ -53,7 +53,7 @@ from grb_dist.sweep import worker
 from grb_dist.sweep.cells import ATTACK_BATCH, AttackCell, Cells, PoisonTask, ScoreCell, needed_work
 from grb_dist.sweep.placement import Placement, place
 from grb_dist.sweep.sizing import Sizes
-from grb_dist.sweep.progress import Stage, SweepProgress, SweepSummary
+from grb_dist.sweep.progress import Stage, SweepProgress, SweepSummary, Tally
 from grb_dist.cluster.ray_edge import ActorLost, SweepMetrics, TaskFailed
 from grb_dist.cluster.settings import RaySettings
 
@@ -155,6 +155,11 @@ class _Sweep:
         self.trained, self.attacked = Stage(total=totals["train"]), Stage(total=totals["attack"])
         self.scored = Stage(self.skipped, self.total, 0, self.skipped)
         self.stages = {"train": self.trained, "attack": self.attacked, "score": self.scored}
+        self.tally = Tally()  # per scenario, for the metrics
+        self.tally.totals.update(("score", c.scenario) for c in cells.scores)
+        self.tally.totals.update(("attack", a.scenario) for a in work.attacks_needed)
+        todo_ids = {c.cell_id for c in work.todo}
+        self.tally.add("score", (c for c in cells.scores if c.cell_id not in todo_ids), "done")  # stored ones
         self.computed = 0
         self.errors: list[str] = []
         self.scorers: list = []
@@ -204,6 +209,12 @@ class _Sweep:
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
 
+    def count(self, stage: str, items: list, state: str) -> None:
+        """``items`` (cells or perturbations) of ``stage`` ended ``done`` or ``failed``."""
+        counts = self.stages[stage]
+        setattr(counts, state, getattr(counts, state) + len(items))
+        self.tally.add(stage, items, state)
+
     def begin(self, stage: Stage) -> None:
         if stage.started is None:
             stage.started = self.elapsed()
@@ -218,8 +229,10 @@ class _Sweep:
         if self.metrics is not None:
             for name, stage in self.stages.items():
                 fresh = stage.done - stage.skipped
-                self.metrics.stage(name, done=stage.done, failed=stage.failed, total=stage.total,
-                                   per_minute=60 * fresh / max(now - stage.started, 1e-9) if stage.started else 0.0)
+                # a model serves every scenario: the train stage's one series is "all"
+                counts = self.tally.by_scenario(name) or {"all": (stage.done, stage.failed, stage.total)}
+                self.metrics.stage(name, counts, per_minute=60 * fresh / max(now - stage.started, 1e-9)
+                                   if stage.started else 0.0)
             self.metrics.score_rows(buffered=len(self.writer), written=self.writer.rows_written)
         if self.on_progress is not None:
             self.on_progress(SweepProgress(self.scored.done, self.total, self.scored.failed, now, phase,
@@ -291,7 +304,7 @@ class _Sweep:
                     self.train_queue[:0] = added
                     self.trained.total += len(added)
             return
-        self.attacked.done += 1
+        self.count("attack", [a], "done")
         self.attacked.skipped += 1
         self.pert_info[a.perturbation_id] = (secs, worker.perturbation_sizes(inj))
         result = worker.AttackResult(a.perturbation_id, inj, secs, worker.scored_nodes(self.graph, a))
@@ -476,9 +489,10 @@ class _Sweep:
         try:
             result: worker.AttackResult = edge.get(ref)
         except TaskFailed as exc:
-            self.scored.failed += sum(len(v) for v in self.todo_by_pert.get(a.perturbation_id, {}).values())
-            self.scored.failed += sum(len(pt.cells) for pt in self.poison_by_pert.get(a.perturbation_id, ()))
-            self.attacked.failed += 1
+            lost = [c for cells in self.todo_by_pert.get(a.perturbation_id, {}).values() for c in cells]
+            self.count("score", lost + [c for pt in self.poison_by_pert.get(a.perturbation_id, ()) for c in pt.cells],
+                       "failed")
+            self.count("attack", [a], "failed")
             self.errors.append(f"{a.attack} on {_attacker(a)} ({a.difficulty}, repeat {a.repeat}): {exc}")
             log.error("attack failed: %s", self.errors[-1])
             self.report()
@@ -490,7 +504,10 @@ class _Sweep:
         self.pert_info[a.perturbation_id] = (result.seconds, worker.perturbation_sizes(result.perturbation))
         self.record("attack", f"{a.attack} on {_attacker(a)}, {a.difficulty}, repeat {a.repeat}", result.seconds)
         self.submit_scores(ref, a.perturbation_id)  # the attack's own ref: no copy through the driver
-        self.attacked.done += 1
+        self.count("attack", [a], "done")
+        rate = self.tally.attacked(a.attack, a.gradient_steps, result.seconds)
+        if rate is not None and self.metrics is not None:
+            self.metrics.steps_per_second(a.attack, rate)
         self.report()
 
     def on_poisoned(self, ref: Any, pt: PoisonTask) -> None:
@@ -499,7 +516,7 @@ class _Sweep:
         try:
             result: worker.PoisonResult = edge.get(ref)
         except TaskFailed as exc:
-            self.scored.failed += len(pt.cells)
+            self.count("score", pt.cells, "failed")
             self.errors.append(f"poisoning {c0.defense} with {c0.attack} on {c0.surrogate} (repeat {c0.repeat}): {exc}")
             log.error("poisoning failed: %s", self.errors[-1])
             self.report()
@@ -517,7 +534,7 @@ class _Sweep:
                                  result={**result.results[c.difficulty], "defense_train_seconds": train_seconds},
                                  sizes=sizes, attack_seconds=attack_seconds) for c in pt.cells]
         self.writer.add(rows)
-        self.scored.done += len(rows)
+        self.count("score", pt.cells, "done")
         self.computed += len(rows)
         self.report()
 
@@ -530,12 +547,12 @@ class _Sweep:
                 log.warning("scorer %d died (%s); resubmitting", i, exc)
                 self.submit_score(i, pert_ref, difficulty, group, attempt + 1)
             else:
-                self.scored.failed += len(group)
+                self.count("score", group, "failed")
                 self.errors.append(f"scoring on scorer {i} failed: {exc}")
                 self.report()
             return
         except TaskFailed as exc:
-            self.scored.failed += len(group)
+            self.count("score", group, "failed")
             self.errors.append(f"scoring {group[0].attack} ({difficulty}): {exc}")
             self.report()
             return
@@ -549,8 +566,8 @@ class _Sweep:
                                          dataset_fingerprint=self.fingerprint, defense_seed=self.seed_of[c.defense],
                                          result=by_def[c.defense], sizes=sizes, attack_seconds=attack_seconds))
         self.writer.add(rows)
-        for _ in rows:
-            self.scored.done += 1
+        for c in group:
+            self.count("score", [c], "done")
             self.computed += 1
             self.report()
 

@@ -145,7 +145,7 @@ def attack_check(figures: list[Any], whole: Any, points: Mapping[tuple[str, str]
     extrapolated = [(f, extrapolate(points[f.kind, f.name])) for f in figures
                     if f.kind == "attack" and (f.kind, f.name) in points]
     cheap = [(cost(f.cell)(r), f) for f, r in extrapolated
-             if f.cell.steps > 0 and _stepped(f.cell)
+             if f.cell.gradient_steps  # RND's steps cost nothing: checking its noise would scale all by it
              and max(1.0, slower) * (r.clean + ATTACK_RUNS * r.seconds(1)) <= CHECK_S]
     if not cheap:
         return None, {}
@@ -159,15 +159,6 @@ def attack_check(figures: list[Any], whole: Any, points: Mapping[tuple[str, str]
     measured, a = cost(f.cell)(full), f.cell
     what = f"{a.attack} on {a.surrogate}, {a.difficulty}, {a.steps} steps"
     return (what, measured, predicted, check_scale(points[f.kind, f.name], measured, cost(a))), {f.name: full}
-
-
-def _stepped(cell: AttackCell) -> bool:
-    """Whether the cell's steps are gradient steps, whose cost grows with the graph (RND
-    takes a ``steps`` setting from its section but no step costs anything: its measured
-    step is noise, and a check on it would scale every attack by that noise)."""
-    from grb_dist.attacks import build_attack
-
-    return bool(build_attack(cell.attack, dict(cell.params), cell.scenario).follows_gradients)
 
 
 __all__ = ["ARCHITECTURE_CHECK_S", "ARCHITECTURE_EPOCHS", "ARCHITECTURE_SHARE", "ATTACK_RUNS", "CHECK_S", "architecture",
