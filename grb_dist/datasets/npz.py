@@ -199,9 +199,9 @@ def check_member_sizes(info: zipfile.ZipInfo, key: str, path: Path) -> None:
         raise DatasetError(f"{path}: array {key!r} is stored uncompressed in {info.compress_size:,} bytes but declares "
                            f"{info.file_size:,}; the file is damaged: fetch it again")
     if info.compress_type == zipfile.ZIP_DEFLATED and info.file_size > MAX_DEFLATE_RATIO * info.compress_size + 1024:
-        raise DatasetError(f"{path}: array {key!r} declares {info.file_size:,} bytes inflated from {info.compress_size:,} "
-                           f"compressed, more than deflate can hold (at most {MAX_DEFLATE_RATIO:,} to 1); the file is "
-                           "damaged: fetch it again")
+        raise DatasetError(f"{path}: array {key!r} declares {info.file_size:,} bytes inflated from "
+                           f"{info.compress_size:,} compressed, more than deflate can hold (at most "
+                           f"{MAX_DEFLATE_RATIO:,} to 1); the file is damaged: fetch it again")
 
 
 def check_member(npz, key: str, path: Path) -> None:
@@ -298,7 +298,8 @@ def sparse_headers(npz, prefix: str, path: Path, what: str, fmt: str | None = No
     damaged = "the file is damaged: fetch it again"
     for k in ("data", "indices", "indptr"):
         if len(headers[k][0]) != 1:
-            raise DatasetError(f"{path}: {what} {k} must be a vector, its header declares shape {headers[k][0]}; {damaged}")
+            raise DatasetError(f"{path}: {what} {k} must be a vector, its header declares shape {headers[k][0]}; "
+                               f"{damaged}")
     values, indices, indptr = (headers[k][0][0] for k in ("data", "indices", "indptr"))
     if values != indices:
         raise DatasetError(f"{path}: {what} declares {values:,} values but {indices:,} indices (from their headers: "

@@ -122,7 +122,8 @@ def compatibility_error(manifest: Mapping[str, Any], dataset: Mapping[str, Any],
         for name, value in entries.items():
             old = known.get(kind, {}).get(name)
             if old is not None and old != value:
-                return _changed_inputs(name, old, value) or f"{kind} {name} has other settings there ({_diff_keys(old, value)})"
+                return (_changed_inputs(name, old, value)
+                        or f"{kind} {name} has other settings there ({_diff_keys(old, value)})")
     return None
 
 
