@@ -40,9 +40,13 @@ public addresses (:func:`prognn_url`), each download verified (size and SHA-256 
 published file, :data:`PROGNN_CHECKSUMS`, and that it parses) before it is moved into place;
 cached files are compared with the same checksums unless ``verify=False``.
 
-Every file is checked before anything large is read: regular files only, the ``.npz``
-headers and shapes first (the published matrix must be N x N for the graph's N), JSON at
-most :data:`MAX_JSON_BYTES`, and no pickle anywhere (``allow_pickle=False``).
+Every file is checked before anything large is read: regular files only, read once and
+bounded by the graph's size (:func:`json_limit`, :func:`matrix_limit`), the ``.npz`` headers
+and shapes first (the published matrix must be N x N for the graph's N, its members'
+lengths consistent, at most N(N-1) entries), JSON nesting and integers Python reads, and no
+pickle anywhere (``allow_pickle=False``); each defect is one line naming the file. A
+perturbed matrix and an attacked-node list are returned with the SHA-256 of the bytes
+parsed (:func:`load_published`, :func:`load_attacked_nodes`): what a run records of them.
 """
 
 from __future__ import annotations
