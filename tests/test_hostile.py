@@ -347,7 +347,7 @@ def test_sizes_are_checked_against_memory_before_allocation(tmp_path, monkeypatc
     # a compressed member that unpacks to more than the machine has: refused from its header
     monkeypatch.setattr(resources, "machine_memory", lambda: 64 * 1024)
     np.savez_compressed(tmp_path / "bomb.npz", data=np.zeros((300, 300), np.float32))
-    from grb_dist.datasets.npz import open_npz, read_array
+    from grb_dist.datasets.members import open_npz, read_array
 
     with open_npz(tmp_path / "bomb.npz") as npz, pytest.raises(DatasetError, match="would take 351.6 KiB"):
         read_array(npz, "data", tmp_path / "bomb.npz")

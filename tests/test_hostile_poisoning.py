@@ -30,9 +30,8 @@ import grb_dist.cluster.ray_edge
 from grb_dist.attacks.registry import build_attack
 from grb_dist.cli import app
 from grb_dist.core.errors import DatasetError, StoreError
-from grb_dist.datasets.prognn import (
-    PROGNN_CHECKSUMS, PROGNN_ENV, load_prognn, prognn_folder, read_attacked_nodes, read_published, read_split,
-)
+from grb_dist.datasets.prognn import PROGNN_CHECKSUMS, PROGNN_ENV, load_prognn, prognn_folder
+from grb_dist.datasets.prognn_readers import read_attacked_nodes, read_published, read_split
 from grb_dist.sweep.cells import run_cells, run_components
 from grb_dist.sweep.session import lock_run, open_store, prepare
 from grb_dist.sweep.job import parse_job
@@ -346,7 +345,7 @@ def deflated_zeros(header: bytes, zeros: int) -> tuple[int, bytes]:
 PEAK = """
 import resource, sys
 from grb_dist.core.errors import DatasetError
-from grb_dist.datasets.prognn import read_published
+from grb_dist.datasets.prognn_readers import read_published
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 try:
     read_published(sys.argv[1], int(sys.argv[2]))

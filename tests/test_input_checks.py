@@ -464,7 +464,7 @@ def test_forged_array_header_is_refused_before_allocation(tmp_path):
         fh.write(b"\0" * 64)
     with zipfile.ZipFile(tmp_path / "features.npz", "w") as z:
         z.write(member, "data.npy")
-    from grb_dist.datasets.npz import open_npz, read_array
+    from grb_dist.datasets.members import open_npz, read_array
 
     with open_npz(tmp_path / "features.npz") as npz, pytest.raises(DatasetError, match="declares shape"):
         read_array(npz, "data", tmp_path / "features.npz")

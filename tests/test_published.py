@@ -24,10 +24,9 @@ from grb_dist.attacks.registry import MODIFICATION, POISONING, attack_class, bui
 from grb_dist.core.errors import ConfigError, DatasetError
 from grb_dist.core.graph import Graph, modified_graph
 from grb_dist.datasets import CATALOG, load_dataset
-from grb_dist.datasets import prognn
-from grb_dist.datasets.prognn import (
-    PROGNN_ENV, degree_bands, download_prognn_file, load_prognn, prognn_folder, read_published,
-)
+from grb_dist.datasets import prognn_readers
+from grb_dist.datasets.prognn import PROGNN_ENV, degree_bands, download_prognn_file, load_prognn, prognn_folder
+from grb_dist.datasets.prognn_readers import read_published
 
 N_FULL = 40
 OUTSIDE = (3, 17, 25, 38, 39)  # not in the largest component: 38-39 an edge, the rest isolated
@@ -173,7 +172,7 @@ def test_bad_split_files_are_refused(layout, monkeypatch):
     path.write_text("[1, 2")
     with pytest.raises(DatasetError, match="not valid JSON"):
         load_prognn("cora", root=layout)
-    monkeypatch.setattr(prognn, "MAX_JSON_BYTES", 4)
+    monkeypatch.setattr(prognn_readers, "MAX_JSON_BYTES", 4)
     with pytest.raises(DatasetError, match="more than the 4 of a split"):
         load_prognn("cora", root=layout)
 

@@ -16,7 +16,8 @@ from grb_dist.datasets.catalog import CATALOG, DatasetInfo
 from grb_dist.datasets.csbm import CBAConfig, CSBMConfig, bayes_predict, sample_cba, sample_csbm, sample_inductive_nodes
 from grb_dist.datasets.grb import default_cache_dir, download_grb, is_grb_dir, load_grb_dir, verify_dataset_dir
 from grb_dist.datasets.normalize import NORMALIZATIONS, normalize_features
-from grb_dist.datasets.npz import DeclaredGraph, check_regular_file, declared_graph, load_npz_graph
+from grb_dist.datasets.members import check_regular_file
+from grb_dist.datasets.npz import DeclaredGraph, declared_graph, load_npz_graph
 from grb_dist.datasets.prognn import PROGNN_DATASETS, is_prognn_available, load_prognn, prognn_folder
 from grb_dist.datasets.split import grb_split
 from grb_dist.core.errors import DatasetError

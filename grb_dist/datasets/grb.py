@@ -28,10 +28,8 @@ from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
-from grb_dist.datasets.npz import (
-    check_declared, check_features, check_regular_file, declared_graph, open_npz, read_array, read_index, read_labels,
-    read_sparse,
-)
+from grb_dist.datasets.members import check_regular_file, open_npz, read_array
+from grb_dist.datasets.npz import check_declared, check_features, declared_graph, read_index, read_labels, read_sparse
 from grb_dist.core.errors import DatasetError
 from grb_dist.core.fileio import file_sha256
 

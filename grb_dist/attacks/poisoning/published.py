@@ -64,9 +64,10 @@ from grb_dist.core.errors import ConfigError, DatasetError
 from grb_dist.core.graph import Graph, Modification, undirected_keys
 from grb_dist.core.names import is_name
 from grb_dist.datasets.prognn import (
-    KINDS, NETTACK_DATASETS, PROGNN_DATASETS, PUBLISHED_RATES, ProGNNFolder, attacked_nodes_file, file_digest,
-    load_attacked_nodes, load_published, perturbed_file, prognn_file, prognn_folder, published_bytes, rate_label,
+    KINDS, NETTACK_DATASETS, PROGNN_DATASETS, PUBLISHED_RATES, ProGNNFolder, attacked_nodes_file, perturbed_file,
+    prognn_file, prognn_folder, rate_label,
 )
+from grb_dist.datasets.prognn_readers import file_digest, load_attacked_nodes, load_published, published_bytes
 
 #: Graph names of Pro-GNN's catalogue entries start with this.
 PREFIX = "prognn-"
