@@ -27,7 +27,7 @@ def sweep(
     dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Catalogue name (uses its shipped job, grb_dist/jobs/<name>.yaml; one without a job runs its kind's, Pro-GNN's graphs prognn-cora.yaml, said in a note) or a dataset path (uses the default job); default: csbm."),
     job: Optional[Path] = typer.Option(None, "--job", parser=path_value, help="Job file (YAML) instead of the dataset's shipped job."),
     allow_import: bool = AllowImport,
-    scenario: Optional[str] = typer.Option(None, "--scenario", help="injection (graph injection), modification (edge flips and feature changes at test time), poisoning (edge flips before the defenses train) or all; default: the job's (injection)."),
+    scenario: Optional[str] = typer.Option(None, "--scenario", help="injection (graph injection), modification (edge flips and feature changes at test time), poisoning (edge flips before the defenses train) or all (every scenario of the job: poisoning too when it lists poisoning attacks, as the default job does); default: the job's (injection)."),
     attacks: Optional[str] = typer.Option(None, help="Attacks to run, comma-separated (default: the job's); with several scenarios each keeps the names it knows."),
     defenses: Optional[str] = typer.Option(None, help="Defenses to score, comma-separated."),
     surrogates: Optional[str] = typer.Option(None, help="Surrogate models of the attacker, comma-separated."),

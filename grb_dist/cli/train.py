@@ -20,7 +20,7 @@ from grb_dist.cli.base import AllowImport, DataDir, VerifyOption, app, check_thr
 @handle_errors
 def train(
     dataset: str = typer.Option("csbm", "--dataset", "-d", help="Catalogue name, GRB directory or .npz file."),
-    model: str = typer.Option("gcn", "--model", "-m", help="Registered model or defense: a base model (appnp, gat, gatguard, gcn, gcnsvd, gin, gnnguard, lp, mlp, rgcn, sage, sgc, tagcn) with optional suffixes _ln (layer norm), _at (adversarial training), _lp (label propagation on top), e.g. gcn_ln_at."),
+    model: str = typer.Option("gcn", "--model", "-m", help="Registered model or defense: a base model (appnp, gat, gatguard, gatv2, gcn, gcnsvd, gcnsvd_sparse, gin, gnnguard, jaccard, lp, mlp, prognn, prognn_lite, rgcn, sage, sgc, softmedian, tagcn) with optional suffixes _ln (layer norm), _at (adversarial training), _lp (label propagation on top), e.g. gcn_ln_at; a name registered by a package's entry points or a module:Class spec."),
     seed: Optional[int] = typer.Option(None, help="Seed of the model only: initialisation, dropout, adversarial training (default: the job's seed). The graph and split stay fixed when it changes (see --split-seed)."),
     split_seed: Optional[int] = typer.Option(None, "--split-seed", help="Seed of generated graphs (csbm, twins) and of the GRB split of graphs without one (default: the job's seed, as in a sweep)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch intra-op threads (1..1024; default: torch's choice)."),
