@@ -123,7 +123,9 @@ def benchmark(
             instance whose ``forward(x, edge_index)`` returns logits (a PyG model trained
             the usual way): scored as given, never trained (a copy of it is taken when
             the call starts); its rows say ``weights = given``.
-        dataset: a catalogue name (its shipped job), a dataset path (the default job), or a
+        dataset: a catalogue name (its shipped job; one without a job of its own runs its
+            kind's, Pro-GNN's graphs ``prognn-cora.yaml``, said by a logged warning), a
+            dataset path (the default job), or a
             PyG ``Data`` / one-graph ``InMemoryDataset`` (the default job;
             :func:`grb_dist.datasets.pyg.from_pyg` reads it: its masks, else a GRB split,
             and its features as they are, ``normalize="none"`` unless given).

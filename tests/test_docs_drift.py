@@ -150,8 +150,8 @@ def documented_columns(cell: str) -> list[str]:
         m = re.match(r"\s*`([a-z_][a-z0-9_]*(?:/std)?)`", item)
         assert m, f"a column item that does not start with a `name`: {item.strip()!r}"
         name = m.group(1)
-        names += [name, name.replace("_mean/std", "_std")] if name.endswith("_mean/std") else [name]
-        names = [n.replace("_mean/std", "_mean") for n in names]
+        # x_mean/std: x_mean and x_std
+        names += [name[:-len("/std")], name[:-len("_mean/std")] + "_std"] if name.endswith("_mean/std") else [name]
     return names
 
 
