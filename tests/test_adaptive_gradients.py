@@ -15,8 +15,8 @@ import torch
 
 from grb_dist.attacks.adaptive import transfer_only_reason
 from grb_dist.attacks.registry import attack_class, attack_registry
-from grb_dist.attacks.modification.base import Budget, ModContext
-from grb_dist.attacks.modification.weighted import EdgeWeightSurrogate, WeightedSurrogate, weighted_surrogate
+from grb_dist.attacks.shared.flips import Budget, ModContext
+from grb_dist.attacks.shared.weighted import EdgeWeightSurrogate, WeightedSurrogate, weighted_surrogate
 from grb_dist.attacks.registry import build_attack
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph, Modification, canonical_edges

@@ -1,4 +1,4 @@
-"""Incremental surrogate evaluation (grb_dist.attacks.injection.incremental).
+"""Incremental surrogate evaluation (grb_dist.attacks.shared.incremental).
 
 The incremental path must compute exactly what the ordinary forward computes: the same
 logits and gradients for every built-in architecture, and therefore the same injection for
@@ -17,7 +17,7 @@ import torch
 
 from grb_dist.attacks import build_attack
 from grb_dist.attacks.injection.common import build_context, random_edges
-from grb_dist.attacks.injection.incremental import IncrementalSurrogate, supports_incremental
+from grb_dist.attacks.shared.incremental import IncrementalSurrogate, supports_incremental
 from grb_dist.datasets import load_dataset
 from grb_dist.datasets.csbm import CSBMConfig, sample_csbm
 from grb_dist.datasets.split import grb_split

@@ -11,8 +11,8 @@ from grb_dist.attacks import build_attack
 from grb_dist.attacks.audit import MODIFICATION_RULES, audit_modification
 from grb_dist.attacks.registry import MODIFICATION
 from grb_dist.attacks.base import Budget
-from grb_dist.attacks.modification.base import ModContext, attack_loss, project_budget
-from grb_dist.attacks.modification.weighted import WeightedSurrogate
+from grb_dist.attacks.shared.flips import ModContext, attack_loss, project_budget
+from grb_dist.attacks.shared.weighted import WeightedSurrogate
 from grb_dist.core.errors import AuditError, ConfigError, GrbDistError
 from grb_dist.core.graph import Modification, canonical_pairs
 from grb_dist.models.tensors import apply_modification

@@ -11,7 +11,7 @@ import torch
 
 from grb_dist.attacks.audit import audit_modification
 from grb_dist.attacks.registry import MODIFICATION
-from grb_dist.attacks.modification.base import ModContext
+from grb_dist.attacks.shared.flips import ModContext
 from grb_dist.attacks.modification.dice import DICE, DICEConfig
 from grb_dist.attacks.modification.flip import FLIP, FLIPConfig, sampled_betweenness
 from grb_dist.attacks.modification.nea import NEA, NEAConfig

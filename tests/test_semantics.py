@@ -19,7 +19,7 @@ from grb_dist.semantics import attacks as sa
 from grb_dist.semantics import metrics as sm
 from grb_dist.semantics.cache import UnitCache
 from grb_dist.semantics.data import Prepared, bayes_terms, prepare
-from grb_dist.attacks.injection.common import receptive_hops
+from grb_dist.attacks.shared.surrogate import receptive_hops
 from grb_dist.semantics.flips import BallView, f_flips, g_flips, node_graphs
 from grb_dist.semantics.kernel import run_unit, train_study_model
 from grb_dist.semantics.run import pending_units, run_study

@@ -117,8 +117,8 @@ def compare_prbcd(spec, graph, surrogate, target, seeds: list[int], pyg_losses: 
     ours_cfg = build_attack("prbcd", params, "modification")
     budget = ours_cfg.budget(graph, t.size).n_edge_mod
     steps = ours_cfg.config.steps
-    from grb_dist.attacks.modification.prbcd import default_block_size
-    from grb_dist.attacks.modification.base import candidate_pairs
+    from grb_dist.attacks.shared.relaxed import default_block_size
+    from grb_dist.attacks.shared.flips import candidate_pairs
 
     block = default_block_size(budget, candidate_pairs(graph.num_nodes, t.size))
     model = pyg_gcn(surrogate)

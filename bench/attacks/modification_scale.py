@@ -52,8 +52,8 @@ def child(dataset: str, attack: str, steps: int, threads: int, device: str = "cp
         out["flips"] = mod.n_edge_flips
         out["budget"] = a.budget(graph, targets.size).n_edge_mod
         if attack == "prbcd":
-            from grb_dist.attacks.modification.base import candidate_pairs
-            from grb_dist.attacks.modification.prbcd import default_block_size
+            from grb_dist.attacks.shared.flips import candidate_pairs
+            from grb_dist.attacks.shared.relaxed import default_block_size
 
             out["block"] = default_block_size(out["budget"], candidate_pairs(graph.num_nodes, targets.size))
     out["peak_gib"] = peak_rss_gib()

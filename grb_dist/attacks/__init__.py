@@ -1,7 +1,8 @@
 """Adversarial attacks of every scenario: injection (``attacks/injection/``), modification
 (``attacks/modification/``) and poisoning (``attacks/poisoning/``), siblings under the one
-interface of :mod:`grb_dist.attacks.base`; their tables (:mod:`grb_dist.attacks.registry`)
-and the threat-model audit (:mod:`grb_dist.attacks.audit`)."""
+interface of :mod:`grb_dist.attacks.base`, on what they share (:mod:`grb_dist.attacks.shared`);
+their tables (:mod:`grb_dist.attacks.registry`) and the threat-model audit
+(:mod:`grb_dist.attacks.audit`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from grb_dist.attacks.audit import RULES as AUDIT_RULES
 from grb_dist.attacks.audit import audit_injection
 from grb_dist.attacks.base import resolve_feature_limits
 from grb_dist.attacks.injection.base import AttackConfig, InjectionAttack
-from grb_dist.attacks.injection.common import SurrogateCache
+from grb_dist.attacks.shared.surrogate import SurrogateCache
 from grb_dist.attacks.injection.fgsm import fgsm_inject
-from grb_dist.attacks.modification.base import ModificationAttack, ModificationConfig
+from grb_dist.attacks.shared.flips import ModificationAttack, ModificationConfig
 from grb_dist.attacks.registry import (
     BUDGET_SEP,
     INJECTION,

@@ -10,7 +10,7 @@ TDGIA; FGA, PGD, PR-BCD, GR-BCD) need:
   operations); label propagation alone reads none (its class sets ``reads_features =
   False``), so injected features get no gradient;
 * **modification**: the loss differentiable in edge weights, i.e. a declared program that
-  :class:`~grb_dist.attacks.modification.weighted.WeightedSurrogate` replays with weights, or
+  :class:`~grb_dist.attacks.shared.weighted.WeightedSurrogate` replays with weights, or
   a ``weighted_forward(x, edge_index, edge_weight)`` (:mod:`grb_dist.models.weighted`); for
   ``<model>_lp`` the wrapped model needs one too;
 * **poisoning** (``meta_prbcd`` with ``inner: model``: the defense is trained after the
@@ -30,10 +30,20 @@ from __future__ import annotations
 
 import torch
 
-from grb_dist.attacks.modification.weighted import edge_weight_reason, program_operators
-from grb_dist.attacks.poisoning.base import training_reason
+from grb_dist.attacks.shared.weighted import edge_weight_reason, program_operators
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.names import POISONING, SCENARIOS
+
+
+def training_reason(model: torch.nn.Module) -> str | None:
+    """Why a meta-gradient cannot run through ``model``'s training (``None``: it can): a
+    model with a training procedure of its own (``train_on``: Pro-GNN's alternating
+    structure learning) is not unrolled as plain gradient descent."""
+    inner = getattr(model, "model", None) if getattr(type(model), "wraps_model", False) else None
+    if callable(getattr(model, "train_on", None)) or callable(getattr(inner, "train_on", None)):
+        name = getattr(type(model), "display_name", type(model).__name__)
+        return f"{name} trains by a procedure of its own, which a meta-gradient does not unroll"
+    return None
 
 
 def transfer_only_reason(model: torch.nn.Module, scenario: str) -> str | None:
@@ -79,4 +89,4 @@ def feature_reason(model: torch.nn.Module) -> str | None:
     return f"{name} reads no node features, so injected features get no gradient"
 
 
-__all__ = ["feature_reason", "meta_gradient_reason", "transfer_only_reason"]
+__all__ = ["feature_reason", "meta_gradient_reason", "training_reason", "transfer_only_reason"]

@@ -5,10 +5,10 @@ Every attack derives from :class:`Attack`: it holds only its typed config, names
 (:meth:`Attack.check_inputs`), and generates an audited perturbation with
 :meth:`Attack.attack` (same signature in every scenario), which carries the feature limits it
 was held to (``feat_min`` / ``feat_max`` of the :class:`~grb_dist.core.graph.Injection` or
-:class:`~grb_dist.core.graph.Modification`). The scenarios are siblings below it:
-:mod:`~grb_dist.attacks.injection.base` (injection), :mod:`~grb_dist.attacks.modification.base`
-(modification) and :mod:`~grb_dist.attacks.poisoning.base` (poisoning, a modification made
-before training).
+:class:`~grb_dist.core.graph.Modification`). The scenarios are siblings above it:
+:mod:`~grb_dist.attacks.injection.base` (injection), :mod:`~grb_dist.attacks.modification`
+and :mod:`~grb_dist.attacks.poisoning.base` (poisoning, a modification made before
+training), the last two on the edge-flip base :mod:`~grb_dist.attacks.shared.flips`.
 
 Shared here: the feature limits of a config on a graph, the target checks, and the surrogate
 helpers (frozen for an attack; gradients of a loss w.r.t. an attack's inputs).
@@ -27,7 +27,7 @@ from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph, Injection, Modification
 
 if TYPE_CHECKING:
-    from grb_dist.attacks.injection.common import SurrogateCache
+    from grb_dist.attacks.shared.surrogate import SurrogateCache
 
 #: Explicit feature limits may not exceed this multiple of the data's largest absolute value.
 PLAUSIBLE_RANGE_FACTOR = 10.0

@@ -20,7 +20,7 @@ from grb_dist.attacks.injection.rnd import RND
 from grb_dist.attacks.injection.speit import SPEIT
 from grb_dist.attacks.injection.tdgia import TDGIA
 from grb_dist.attacks.modification import dice, fga, flip, grbcd, nea, pgd, prbcd, rnd, stack
-from grb_dist.attacks.modification.base import ModificationAttack, ModificationConfig
+from grb_dist.attacks.shared.flips import ModificationAttack, ModificationConfig
 from grb_dist.attacks.poisoning import metattack
 from grb_dist.attacks.poisoning import prbcd as meta_prbcd
 from grb_dist.attacks.poisoning.published import Published

@@ -14,7 +14,7 @@ Flip-based AT (:class:`ModificationAT`) instead flips ``ratio_edge_mod`` of the 
 view's edges each epoch, every flip touching a training node: one greedy round of GR-BCD
 (the gradient of the training loss w.r.t. the flip weights of a random block of pairs, the
 largest positive entries flipped) for models differentiable in edge weights
-(:class:`~grb_dist.attacks.modification.weighted.WeightedSurrogate`), and DICE on the true
+(:class:`~grb_dist.attacks.shared.weighted.WeightedSurrogate`), and DICE on the true
 training labels (remove same-label edges, connect different labels) for the others (GAT,
 R-GCN), which say so in the log once.
 
@@ -188,7 +188,7 @@ class ModificationAT:
         import torch.nn.functional as F
 
         from grb_dist.attacks.base import frozen_parameters
-        from grb_dist.attacks.modification.weighted import WeightedSurrogate
+        from grb_dist.attacks.shared.weighted import WeightedSurrogate
         from grb_dist.core.errors import ConfigError
 
         with frozen_parameters(model):

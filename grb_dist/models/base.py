@@ -184,7 +184,7 @@ class GraphModel(nn.Module):
         return h
 
     # The same computation as :meth:`forward` in eval mode, declared with the operations
-    # of :class:`grb_dist.attacks.injection.incremental.Ops`, so that an attack can
+    # of :class:`grb_dist.attacks.shared.incremental.Ops`, so that an attack can
     # re-evaluate a frozen model on the rows an injection touches only. A class declares
     # it by defining ``incremental_layer`` (and ``incremental_output`` when it overrides
     # ``output``); classes that do not fall back to the ordinary forward.

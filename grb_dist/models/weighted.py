@@ -4,7 +4,7 @@ Adaptive modification attacks (Mujkanovic et al., 2022) differentiate a defense'
 the weights of node pairs. A model class takes part in two ways:
 
 * it declares its program (:meth:`grb_dist.models.base.GraphModel.incremental`), which the
-  attacks' :class:`~grb_dist.attacks.modification.weighted.WeightedSurrogate` replays on a
+  attacks' :class:`~grb_dist.attacks.shared.weighted.WeightedSurrogate` replays on a
   weighted graph (the fast path); or
 * it defines ``weighted_forward(x, edge_index, edge_weight) -> logits``: ``edge_index``
   2 x E (both directions), ``edge_weight`` E, differentiable in ``edge_weight`` and ``x``;
@@ -32,13 +32,13 @@ from grb_dist.core.errors import ConfigError
 from grb_dist.models.propagation import product
 
 #: The propagation operators that are functions of edge weights (see
-#: :data:`grb_dist.attacks.injection.incremental.KINDS`; ``att`` is not).
+#: :data:`grb_dist.attacks.shared.incremental.KINDS`; ``att`` is not).
 WEIGHTED_KINDS = ("gcn", "sym", "sum", "mean")
 
 
 def declares_program(model: nn.Module) -> bool:
     """True when ``model``'s own class declares its incremental program (the same test as
-    :func:`grb_dist.attacks.injection.incremental.supports_incremental`)."""
+    :func:`grb_dist.attacks.shared.incremental.supports_incremental`)."""
     own = type(model).__dict__
     return "incremental_layer" in own or "incremental" in own
 
@@ -303,7 +303,7 @@ def finish_heads(layer: nn.Module, out: torch.Tensor, h: torch.Tensor) -> torch.
 
 
 class EdgeListOps:
-    """The operations of a model's program (:class:`grb_dist.attacks.injection.incremental.Ops`)
+    """The operations of a model's program (:class:`grb_dist.attacks.shared.incremental.Ops`)
     evaluated on an explicit weighted edge list; handles are plain tensors."""
 
     def __init__(self, edge_index: torch.Tensor, edge_weight: torch.Tensor, num_nodes: int):

@@ -173,7 +173,7 @@ def grbcd_order(
     negative gradient is added (the margin of ``cls``, default f's clean decision).
     Returns ``steps`` base ids (-1 padded).
     """
-    from grb_dist.attacks.modification.weighted import WeightedSurrogate
+    from grb_dist.attacks.shared.weighted import WeightedSurrogate
 
     out = np.full(steps, -1, dtype=np.int64)
     candidates = np.asarray(candidates, dtype=np.int64)

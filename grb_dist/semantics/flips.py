@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from grb_dist.attacks.injection.common import receptive_hops
+from grb_dist.attacks.shared.surrogate import receptive_hops
 
 if TYPE_CHECKING:
     from grb_dist.semantics.data import Prepared

@@ -102,9 +102,9 @@ def resolve(job: JobSpec) -> ResolvedJob:
 def check_weighted_surrogate(attack: str, surrogate: str, params: Mapping[str, Any]) -> None:
     """Gradient modification attacks differentiate the surrogate in edge weights: its class
     must declare a weighted program or ``weighted_forward``
-    (:func:`~grb_dist.attacks.modification.weighted.edge_weight_reason`). Checked on the
+    (:func:`~grb_dist.attacks.shared.weighted.edge_weight_reason`). Checked on the
     model built for a tiny graph, before any work."""
-    from grb_dist.attacks.modification.weighted import EDGE_WEIGHT_MODELS, edge_weight_reason
+    from grb_dist.attacks.shared.weighted import EDGE_WEIGHT_MODELS, edge_weight_reason
     from grb_dist.models.grammar import build_model
 
     try:

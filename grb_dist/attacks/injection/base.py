@@ -144,7 +144,7 @@ class InjectionAttack(Attack):
             targets: int array (T,), distinct node ids to attack (a difficulty's test nodes).
             device: where the computation runs (``"cpu"``, ``"cuda"``).
             incremental: evaluate the surrogate incrementally (only the rows the injection
-                reaches, :mod:`grb_dist.attacks.injection.incremental`) when its class
+                reaches, :mod:`grb_dist.attacks.shared.incremental`) when its class
                 declares its program; ``False`` runs the ordinary forward on the whole
                 perturbed graph every step. Both give the same injection.
             cache: a :class:`SurrogateCache` shared by several attacks on the same graph,

@@ -1,5 +1,6 @@
-"""Shared machinery of injection attacks: receptive-field restriction, vectorised edge
-selection, the batched targets' loss and the sign-ascent loop.
+"""Machinery of the injection attacks: the attack context (its surrogate side from
+:mod:`grb_dist.attacks.shared.surrogate`), vectorised edge selection, the batched targets'
+loss and the sign-ascent loop.
 
 Everything here is sparse: the perturbed graph is the (local) edge_index with the injected
 block appended (:func:`grb_dist.core.graph.apply_injection`); no N x N matrix is ever built.
@@ -14,36 +15,17 @@ from typing import Callable
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch_geometric.utils import k_hop_subgraph
 
 from grb_dist.attacks.base import input_grad
-from grb_dist.attacks.injection.incremental import IncrementalSurrogate, program_depth, supports_incremental
+from grb_dist.attacks.shared.incremental import IncrementalSurrogate
+from grb_dist.attacks.shared.surrogate import SurrogateCache, surrogate_parts
 from grb_dist.core.graph import Graph, Injection
-from grb_dist.models.tensors import apply_injection, graph_tensors
+from grb_dist.models.tensors import apply_injection
 
 log = logging.getLogger(__name__)
 
-#: Use the receptive-field subgraph only when it holds less than this fraction of the nodes.
-SUBGRAPH_MAX_FRACTION = 0.9
 #: Bound on the random keys materialised at once by :func:`random_target_choice`.
 _KEY_BLOCK = 1 << 22
-
-
-def receptive_hops(model: torch.nn.Module) -> int | None:
-    """How many hops of neighbourhood a node's output depends on; ``None`` when unknown.
-
-    A model's own class may declare it (an integer or a property ``receptive_hops``; every
-    built-in GNN does), else the depth of the program its own class declares
-    (:func:`~grb_dist.attacks.injection.incremental.program_depth`). A subclass that
-    inherits a declaration but may compute something else, and any other model, get
-    ``None``: attacks then run on the whole graph, which is always correct.
-    """
-    own = type(model).__dict__.get("receptive_hops", vars(model).get("receptive_hops"))
-    if own is not None:
-        hops = getattr(model, "receptive_hops")
-        if isinstance(hops, int) and not isinstance(hops, bool):
-            return hops
-    return program_depth(model)
 
 
 @dataclass
@@ -126,41 +108,6 @@ class AttackContext:
         )
 
 
-class SurrogateCache:
-    """The surrogate-side work attacks can share: receptive-field subgraph, clean labels and
-    the incremental clean pass, per (graph, surrogate, targets, device).
-
-    Pass one instance to several :meth:`InjectionAttack.attack` calls (repeats and attacks
-    on the same surrogate and difficulty, e.g. one sweep task's batch of cells): the first
-    call computes, the others reuse. Entries hold their graph and surrogate, so an entry is
-    only ever matched by the very same objects, which must not change meanwhile (the
-    surrogate is frozen during attacks).
-    """
-
-    def __init__(self) -> None:
-        self._entries: list[tuple[Graph, torch.nn.Module, bytes, str, bool, dict]] = []
-        #: how many contexts were computed and how many were reused
-        self.built = 0
-        self.reused = 0
-
-    def get(self, graph: Graph, model: torch.nn.Module, targets: np.ndarray, device: torch.device, incremental: bool):
-        key = _targets_key(targets)
-        for g, m, k, d, inc, parts in self._entries:
-            if g is graph and m is model and k == key and d == str(device) and inc == incremental:
-                self.reused += 1
-                return parts
-        return None
-
-    def put(self, graph: Graph, model: torch.nn.Module, targets: np.ndarray, device: torch.device,
-            incremental: bool, parts: dict) -> None:
-        self._entries.append((graph, model, _targets_key(targets), str(device), incremental, parts))
-        self.built += 1
-
-
-def _targets_key(targets: np.ndarray) -> bytes:
-    return np.ascontiguousarray(targets, dtype=np.int64).tobytes()
-
-
 def build_context(
     graph: Graph,
     model: torch.nn.Module,
@@ -176,7 +123,7 @@ def build_context(
 
     With ``incremental`` (and a surrogate that declares its program) the surrogate's clean
     pass is computed here once and every attack step evaluates only the rows the injection
-    reaches (:mod:`grb_dist.attacks.injection.incremental`). With a ``cache``, all of this
+    reaches (:mod:`grb_dist.attacks.shared.incremental`). With a ``cache``, all of this
     is computed once for several attacks on the same graph, surrogate and targets.
 
     The subgraph holds every node within ``hops + 1`` of a target, so that the degrees of
@@ -187,34 +134,11 @@ def build_context(
     device = torch.device(device)
     parts = cache.get(graph, model, targets, device, incremental) if cache is not None else None
     if parts is None:
-        parts = _surrogate_parts(graph, model, targets, device, incremental)
+        parts = surrogate_parts(graph, model, targets, device, incremental)
         if cache is not None:
             cache.put(graph, model, targets, device, incremental, parts)
     return AttackContext(**parts, num_original=graph.num_nodes, feat_min=feat_min, feat_max=feat_max,
                          model=model, device=device)
-
-
-def _surrogate_parts(graph: Graph, model: torch.nn.Module, targets: np.ndarray, device: torch.device,
-                     incremental: bool) -> dict:
-    t = graph_tensors(graph, device)
-    n = graph.num_nodes
-    tgt = torch.as_tensor(targets, dtype=torch.long, device=device)
-    deg = torch.bincount(t.edge_index[0], minlength=n)[tgt]
-    hops = receptive_hops(model)
-    subset = None
-    x, ei, local_t = t.x, t.edge_index, tgt
-    if hops is not None:
-        sub, sub_ei, mapping, _ = k_hop_subgraph(tgt, hops + 1, t.edge_index, relabel_nodes=True, num_nodes=n)
-        if sub.numel() < SUBGRAPH_MAX_FRACTION * n:
-            subset, x, ei, local_t = sub, t.x[sub], sub_ei, mapping
-    inc = None
-    if incremental and supports_incremental(model):
-        inc = IncrementalSurrogate(model, x, ei, local_t)
-        labels = inc.clean_logits.argmax(1)
-    else:
-        with torch.no_grad():
-            labels = model(x, ei)[local_t].argmax(1)
-    return dict(x=x, edge_index=ei, targets=local_t, labels=labels, degrees=deg, subset=subset, incremental=inc)
 
 
 def random_target_choice(n_rows: int, k: int, n_targets: int, gen: torch.Generator) -> torch.Tensor:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from grb_dist.attacks.modification.base import ModContext, ModificationAttack, ModificationConfig
+from grb_dist.attacks.shared.flips import ModContext, ModificationAttack, ModificationConfig
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Modification
 

@@ -8,7 +8,7 @@ are both a move of the weight away from its clean value). The original computes 
 gradient of a dense N x N adjacency and flips one pair per step; here the candidates are
 every clean edge touching a target plus ``n_candidate_pairs`` random absent pairs touching
 a target (fixed for the attack), the gradient is taken with respect to their weights only
-(sparse, :class:`~.weighted.WeightedSurrogate`), and each of the ``steps`` rounds flips
+(sparse, :class:`~grb_dist.attacks.shared.weighted.WeightedSurrogate`), and each of the ``steps`` rounds flips
 ``budget / steps`` pairs (``steps`` = budget reproduces one flip per step).
 
 Scaling: per round one forward and backward of the surrogate on the full graph; memory
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from grb_dist.attacks.modification.base import ModContext, ModificationAttack, ModificationConfig, check_loss
+from grb_dist.attacks.shared.flips import ModContext, ModificationAttack, ModificationConfig, check_loss
 from grb_dist.attacks.modification.grbcd import greedy_flips
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Modification

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 import torch
 from scipy.sparse.linalg import eigsh
 
-from grb_dist.attacks.modification.base import ModContext, ModificationAttack, ModificationConfig
+from grb_dist.attacks.shared.flips import ModContext, ModificationAttack, ModificationConfig
 from grb_dist.attacks.modification.selection import check_bool, check_choice, rank_order, select_ranked
 from grb_dist.attacks.modification.spectral import adjacency
 from grb_dist.core.errors import ConfigError

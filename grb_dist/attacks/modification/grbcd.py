@@ -7,7 +7,7 @@ every earlier flip applied), and flips the block entries with the largest positi
 gradient. Flips are final: the attack never undoes one.
 
 Scaling: per round one forward and backward of the surrogate on the full graph plus the
-block's and the earlier flips' weighted entries (:class:`~.weighted.WeightedSurrogate`);
+block's and the earlier flips' weighted entries (:class:`~grb_dist.attacks.shared.weighted.WeightedSurrogate`);
 memory O(E + N F + B). Nothing is N x N.
 """
 
@@ -19,10 +19,10 @@ import numpy as np
 import torch
 
 from grb_dist.attacks.base import input_grad
-from grb_dist.attacks.modification.base import (
+from grb_dist.attacks.shared.flips import (
     ModContext, ModificationAttack, ModificationConfig, candidate_pairs, check_loss,
 )
-from grb_dist.attacks.modification.prbcd import default_block_size
+from grb_dist.attacks.shared.relaxed import default_block_size
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Modification
 

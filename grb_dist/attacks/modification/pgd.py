@@ -14,7 +14,7 @@ their features (on the clean graph) are chosen once; each step moves their featu
 ``feat_step_size`` times the gradient's sign, clipped to ``[feat_lim_min, feat_lim_max]``.
 
 Scaling: one forward and backward of the surrogate on the full graph per step
-(:class:`~.weighted.WeightedSurrogate`); memory O(E + N F + C). Nothing is N x N.
+(:class:`~grb_dist.attacks.shared.weighted.WeightedSurrogate`); memory O(E + N F + C). Nothing is N x N.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ import numpy as np
 import torch
 
 from grb_dist.attacks.base import gradients, input_grad
-from grb_dist.attacks.modification.base import (
+from grb_dist.attacks.shared.flips import (
     ModContext, ModificationAttack, ModificationConfig, check_loss, project_budget,
 )
-from grb_dist.attacks.modification.prbcd import Block
+from grb_dist.attacks.shared.relaxed import Block
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Modification
 

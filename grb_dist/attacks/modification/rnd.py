@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from grb_dist.attacks.modification.base import ModContext, ModificationAttack, ModificationConfig
+from grb_dist.attacks.shared.flips import ModContext, ModificationAttack, ModificationConfig
 from grb_dist.core.graph import Modification
 
 

@@ -42,7 +42,7 @@ import torch
 from scipy.sparse.csgraph import connected_components
 from scipy.sparse.linalg import LinearOperator, eigsh
 
-from grb_dist.attacks.modification.base import ModContext, ModificationAttack, ModificationConfig
+from grb_dist.attacks.shared.flips import ModContext, ModificationAttack, ModificationConfig
 from grb_dist.attacks.modification.selection import check_bool, check_choice, rank_order, select_ranked
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Modification

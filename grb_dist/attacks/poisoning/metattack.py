@@ -53,7 +53,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from grb_dist.attacks.modification.base import ModContext
+from grb_dist.attacks.shared.flips import ModContext
 from grb_dist.attacks.poisoning.base import MEMORY_FRACTION, PoisoningAttack, ModificationConfig, self_training_labels
 from grb_dist.core.bounds import check_int
 from grb_dist.core.resources import format_bytes, machine_memory

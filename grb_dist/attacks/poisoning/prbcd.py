@@ -36,7 +36,7 @@ default block of 100,000 pairs, about 27 MiB a step for a GCN, 43 MiB for GCN-Ja
 Scaling: the training depends on the graph only through the training rows of ``Â² X``, so
 every inner step costs ``O(n_train D h)`` whatever the graph's size, and the graph enters
 through two sparse products whose gradient with respect to the weights is a sampled dense
-product at the structure's entries (:class:`SparseProduct`). Memory is
+product at the structure's entries (:class:`~grb_dist.attacks.shared.csr.CSRProduct`). Memory is
 ``O(E + B + N D + train_iters (D h + n_train (h + C)))``; nothing is N x N. Evaluating a
 discrete candidate (the best-so-far check each step, the final samples) is one training
 without the reverse pass.
@@ -45,7 +45,6 @@ without the reverse pass.
 from __future__ import annotations
 
 import math
-import warnings
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -53,12 +52,12 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
-from grb_dist.attacks.modification.base import ModContext, attack_loss
-from grb_dist.attacks.modification.weighted import edge_weight_reason
-from grb_dist.attacks.modification.prbcd import Block, PRBCDConfig, default_block_size, search
-from grb_dist.attacks.poisoning.base import PoisoningAttack, all_pairs, sample_global_pairs, self_training_labels
 from grb_dist.attacks.adaptive import meta_gradient_reason
-from grb_dist.attacks.poisoning.base import MEMORY_FRACTION
+from grb_dist.attacks.poisoning.base import MEMORY_FRACTION, PoisoningAttack, self_training_labels
+from grb_dist.attacks.shared.csr import CSRPattern, CSRProduct
+from grb_dist.attacks.shared.flips import ModContext, all_pairs, attack_loss, sample_global_pairs
+from grb_dist.attacks.shared.relaxed import Block, PRBCDConfig, default_block_size, search
+from grb_dist.attacks.shared.weighted import edge_weight_reason
 from grb_dist.core.bounds import check_int
 from grb_dist.core.resources import format_bytes, machine_memory
 from grb_dist.core.errors import ConfigError
@@ -74,7 +73,7 @@ INNER = ("linear", "model")
 
 @dataclass(frozen=True)
 class MetaPRBCDConfig(PRBCDConfig):
-    """Attributes (beyond :class:`~grb_dist.attacks.modification.prbcd.PRBCDConfig`, whose
+    """Attributes (beyond :class:`~grb_dist.attacks.shared.relaxed.PRBCDConfig`, whose
     ``steps`` is the number of search steps, each one meta-gradient):
         lr: step-size factor of the search: the step is ``lr * budget`` times the
             meta-gradient, decayed by ``1 / sqrt(t + 1)`` after the resampling phase (the
@@ -110,60 +109,6 @@ class MetaPRBCDConfig(PRBCDConfig):
             raise ConfigError(f"meta_prbcd: train_momentum must be in [0, 1), got {self.train_momentum}")
 
 
-class SparseStructure:
-    """Fixed sparse entries ``(row, col)`` of a ``shape`` matrix, with CSR orders of the
-    matrix and of its transpose."""
-
-    def __init__(self, row: torch.Tensor, col: torch.Tensor, shape: tuple[int, int]):
-        self.row, self.col, self.shape = row, col, shape
-        self.order = torch.argsort(row * shape[1] + col)
-        self.order_t = torch.argsort(col * shape[0] + row)
-        self.crow = self._crow(row, shape[0])
-        self.crow_t = self._crow(col, shape[1])
-        self.col_sorted, self.row_sorted_t = col[self.order], row[self.order_t]
-
-    @staticmethod
-    def _crow(index: torch.Tensor, n: int) -> torch.Tensor:
-        crow = torch.zeros(n + 1, dtype=torch.long, device=index.device)
-        crow[1:] = torch.cumsum(torch.bincount(index, minlength=n), 0)
-        return crow
-
-    def _csr(self, crow, col, values, shape) -> torch.Tensor:
-        with warnings.catch_warnings():  # torch flags sparse CSR as beta on every construction
-            warnings.simplefilter("ignore", UserWarning)
-            return torch.sparse_csr_tensor(crow, col, values, size=shape, check_invariants=False)
-
-    def mm(self, values: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        return self._csr(self.crow, self.col_sorted, values[self.order], self.shape) @ h
-
-    def tmm(self, values: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        return self._csr(self.crow_t, self.row_sorted_t, values[self.order_t], self.shape[::-1]) @ g
-
-    def sampled(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        """``(a @ b^T)`` at the entries, in their given order (no E x F temporary)."""
-        mask = self._csr(self.crow, self.col_sorted, a.new_zeros(self.row.numel()), self.shape)
-        out = torch.sparse.sampled_addmm(mask, a.contiguous(), b.T, beta=0.0).values()
-        return torch.empty_like(out).index_copy_(0, self.order, out)
-
-
-class SparseProduct(torch.autograd.Function):
-    """``S(values) @ h`` for a fixed :class:`SparseStructure`, differentiable in both."""
-
-    @staticmethod
-    def forward(ctx, values, h, structure):  # noqa: D401
-        ctx.save_for_backward(values, h)
-        ctx.structure = structure
-        return structure.mm(values, h)
-
-    @staticmethod
-    def backward(ctx, grad):
-        values, h = ctx.saved_tensors
-        st = ctx.structure
-        grad_values = st.sampled(grad, h) if ctx.needs_input_grad[0] else None
-        grad_h = st.tmm(values, grad.contiguous()) if ctx.needs_input_grad[1] else None
-        return grad_values, grad_h, None
-
-
 class RelaxedGraph:
     """The clean graph plus a block of pairs with relaxed weights: ``A + Delta(p)``
     (``+p`` on an absent pair, ``-p`` on an edge, both directions) and its normalisation
@@ -184,12 +129,12 @@ class RelaxedGraph:
         keys, self.entry = torch.unique(row * n + col, return_inverse=True)
         self.row, self.col = keys // n, keys % n
         self.sign = sign
-        self.full = SparseStructure(self.row, self.col, (n, n))
+        self.full = CSRPattern(self.row, self.col, (n, n))
         pos = torch.full((n,), -1, dtype=torch.long, device=device)
         pos[train] = torch.arange(train.numel(), device=device)
         self.train_entries = torch.nonzero(pos[self.row] >= 0).squeeze(1)
-        self.rows = SparseStructure(pos[self.row[self.train_entries]], self.col[self.train_entries],
-                                    (train.numel(), n))
+        self.rows = CSRPattern(pos[self.row[self.train_entries]], self.col[self.train_entries], (train.numel(), n))
+        self.train_values = self.train_entries[self.rows.order]  # the train rows' values in their CSR order
 
     def values(self, p: torch.Tensor) -> torch.Tensor:
         """``Â``'s entries for block weights ``p``."""
@@ -201,11 +146,11 @@ class RelaxedGraph:
         return w * s[self.row] * s[self.col]
 
     def prop(self, values: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        return SparseProduct.apply(values, h, self.full)
+        return CSRProduct.apply(values[self.full.order], h, self.full)
 
     def train_rows(self, values: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         """``Â[train] @ h``."""
-        return SparseProduct.apply(values[self.train_entries], h, self.rows)
+        return CSRProduct.apply(values[self.train_values], h, self.rows)
 
 
 class MetaObjective:
@@ -506,4 +451,4 @@ class MetaPRBCD(PoisoningAttack):
 
 
 __all__ = ["INNER", "MetaObjective", "MetaPRBCD", "MetaPRBCDConfig", "ModelObjective", "RelaxedEdges", "RelaxedGraph",
-           "SparseProduct", "SparseStructure", "UNROLL_MARGIN", "check_unrolled_memory"]
+           "UNROLL_MARGIN", "check_unrolled_memory"]

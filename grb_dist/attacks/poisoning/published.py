@@ -59,7 +59,7 @@ import numpy as np
 import torch
 
 from grb_dist.attacks.base import Budget, resolve_feature_limits
-from grb_dist.attacks.modification.base import ModContext, ModificationAttack, ModificationConfig
+from grb_dist.attacks.shared.flips import ModContext, ModificationAttack, ModificationConfig
 from grb_dist.core.errors import ConfigError, DatasetError
 from grb_dist.core.graph import Graph, Modification, undirected_keys
 from grb_dist.core.names import is_name

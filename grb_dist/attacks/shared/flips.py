@@ -1,4 +1,6 @@
-"""Base class, config and shared machinery of graph modification attacks.
+"""The base of every attack that flips edges: the modification attacks (evasion) and the
+poisoning attacks (:class:`~grb_dist.attacks.poisoning.base.PoisoningAttack` derives from
+:class:`ModificationAttack`): config, budget, context and candidate pairs.
 
 GRB's modification scenario (Zheng et al. 2021, sections 3.2 and A.4.2): at test time the attacker
 flips (adds or removes) at most ``n_edge_mod`` undirected edges of the full graph, every one
@@ -12,10 +14,11 @@ surrogate gives the adaptive variant.
 :meth:`ModificationAttack.attack` is a template method: it resolves and checks the budget
 (before any work), runs the attack-specific :meth:`ModificationAttack.generate` on a
 :class:`ModContext`, and audits the result
-(:func:`grb_dist.attacks.audit.audit_modification`). Everything is sparse: candidate pairs
-are sampled among the pairs that touch a target (or restricted to the targets' edges) and
+(:func:`grb_dist.attacks.audit.audit_modification`; :meth:`ModificationAttack.audited`).
+Everything is sparse: candidate pairs are sampled among the pairs that touch a target, or
+any two nodes for a poisoning attack (:func:`draw_pairs`), or restricted to the targets' edges, and
 gradients are taken with respect to the weights of those pairs
-(:class:`~grb_dist.attacks.modification.weighted.WeightedSurrogate`); nothing builds an
+(:class:`~grb_dist.attacks.shared.weighted.WeightedSurrogate`); nothing builds an
 N x N matrix.
 """
 
@@ -35,8 +38,8 @@ import torch.nn.functional as F
 from grb_dist.attacks.audit import audit_modification
 from grb_dist.attacks.base import Attack, Budget, check_targets, resolve_feature_limits
 from grb_dist.attacks.base import surrogate_mode
-from grb_dist.attacks.injection.common import SurrogateCache
-from grb_dist.attacks.modification.weighted import EdgeWeightSurrogate, WeightedSurrogate, weighted_surrogate
+from grb_dist.attacks.shared.surrogate import SurrogateCache
+from grb_dist.attacks.shared.weighted import EdgeWeightSurrogate, WeightedSurrogate, weighted_surrogate
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph, Modification, canonical_pairs, undirected_keys
 from grb_dist.core.names import check_precision
@@ -104,6 +107,47 @@ def candidate_pairs(num_nodes: int, num_targets: int) -> int:
     """Number of node pairs with at least one target endpoint (no self-pairs)."""
     n, t = int(num_nodes), int(num_targets)
     return t * (n - 1) - t * (t - 1) // 2
+
+
+def all_pairs(num_nodes: int) -> int:
+    """Number of unordered node pairs without self-pairs, ``N (N - 1) / 2``."""
+    n = int(num_nodes)
+    return n * (n - 1) // 2
+
+
+def draw_pairs(n: int, k: int, gen: torch.Generator, exclude: np.ndarray | None = None,
+               among: np.ndarray | None = None, rounds: int = 8) -> np.ndarray:
+    """Up to ``k`` distinct uniform canonical pairs ``(u < v)`` of ``n`` nodes, one end drawn
+    among ``among`` (``None``: all nodes), the other among all nodes, none of the keys
+    ``u * n + v`` in ``exclude``; vectorised: at most ``rounds`` rounds of draws, topped up
+    after de-duplication (2 x k int64, in draw order)."""
+    ends = torch.as_tensor(among) if among is not None else None
+    excl = np.unique(exclude) if exclude is not None and exclude.size else np.zeros(0, np.int64)
+    keys = np.zeros(0, np.int64)
+    for _ in range(rounds):
+        need = k - keys.size
+        if need <= 0:
+            break
+        draw = int(need * 1.2) + 16
+        a = (ends[torch.randint(0, ends.numel(), (draw,), generator=gen)] if ends is not None
+             else torch.randint(0, n, (draw,), generator=gen)).numpy()
+        b = torch.randint(0, n, (draw,), generator=gen).numpy()
+        ok = a != b
+        new = np.minimum(a[ok], b[ok]) * n + np.maximum(a[ok], b[ok])
+        if excl.size:
+            new = new[~np.isin(new, excl)]
+        keys = np.concatenate([keys, new[~np.isin(new, keys)]])
+        _, first = np.unique(keys, return_index=True)
+        keys = keys[np.sort(first)]
+    keys = keys[:k]
+    return np.stack([keys // n, keys % n])
+
+
+def sample_global_pairs(n: int, k: int, gen: torch.Generator, exclude: np.ndarray | None = None) -> np.ndarray:
+    """Up to ``k`` distinct uniform canonical pairs of ``n`` nodes (any two nodes: the
+    poisoning attacks' candidates), none of the keys in ``exclude`` (:func:`draw_pairs`)."""
+    excl = np.unique(exclude) if exclude is not None and exclude.size else np.zeros(0, np.int64)
+    return draw_pairs(n, min(int(k), all_pairs(n) - excl.size), gen, excl, rounds=16)
 
 
 class ModificationAttack(Attack):
@@ -199,6 +243,12 @@ class ModificationAttack(Attack):
                 (see :meth:`Attack.attack`).
         """
         targets, budget = self.check_inputs(graph, targets)
+        return self.audited(graph, surrogate, targets, budget, device, labels)
+
+    def audited(self, graph: Graph, surrogate: torch.nn.Module, targets: np.ndarray, budget: Budget,
+                device: str | torch.device, labels: np.ndarray | None) -> Modification:
+        """:meth:`generate` on checked inputs, with the surrogate frozen; the result audited
+        against the threat model and carrying the feature limits."""
         gen = torch.Generator(device="cpu").manual_seed(self.config.seed)
         with surrogate_mode(surrogate):
             ctx = ModContext(graph, surrogate, targets, budget, torch.device(device), labels)
@@ -260,26 +310,7 @@ class ModContext:
         """Up to ``k`` distinct random canonical pairs touching a target (one end drawn
         among the targets, the other among all nodes), none of the keys in ``exclude``;
         vectorised (a few rounds of draws topped up after de-duplication)."""
-        t = torch.as_tensor(self.targets)
-        excl = np.unique(exclude) if exclude is not None and exclude.size else np.zeros(0, np.int64)
-        keys = np.zeros(0, np.int64)
-        for _ in range(8):
-            need = k - keys.size
-            if need <= 0:
-                break
-            draw = int(need * 1.2) + 16
-            a = t[torch.randint(0, t.numel(), (draw,), generator=gen)].numpy()
-            b = torch.randint(0, self.n, (draw,), generator=gen).numpy()
-            ok = a != b
-            lo, hi = np.minimum(a[ok], b[ok]), np.maximum(a[ok], b[ok])
-            new = lo * self.n + hi
-            if excl.size:
-                new = new[~np.isin(new, excl)]
-            keys = np.concatenate([keys, new[~np.isin(new, keys)]])
-            _, first = np.unique(keys, return_index=True)
-            keys = keys[np.sort(first)]
-        keys = keys[:k]
-        return np.stack([keys // self.n, keys % self.n])
+        return draw_pairs(self.n, k, gen, exclude, among=self.targets)
 
     def fixed_candidates(self, n_pairs: int | None, gen: torch.Generator) -> np.ndarray:
         """The candidate set of FGA and PGD: every clean edge touching a target plus
@@ -393,5 +424,5 @@ def sample_flips(p: torch.Tensor, budget: int, gen: torch.Generator, n_samples: 
 
 __all__ = [
     "Budget", "LOSSES", "ModContext", "ModificationAttack", "ModificationConfig", "attack_loss",
-    "candidate_pairs", "check_loss", "project_budget", "sample_flips",
+    "all_pairs", "candidate_pairs", "check_loss", "draw_pairs", "project_budget", "sample_flips", "sample_global_pairs",
 ]

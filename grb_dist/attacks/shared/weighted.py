@@ -10,7 +10,8 @@ perturbed adjacency is ``A + Delta`` with ``Delta`` non-zero on the pairs of a b
 ``propagate`` operations the incremental injection path replays, see
 :meth:`grb_dist.models.base.GraphModel.incremental`) on the whole graph with these weights:
 
-* the clean graph's structure (CSR) and its transpose permutation are built once;
+* the clean graph's structure (CSR) and its transpose permutation are built once
+  (:class:`~grb_dist.attacks.shared.csr.CSRPattern`);
   a propagation multiplies with the clean structure (values recomputed from the weighted
   degrees, gradients for the values by a sampled dense product at the structure's
   entries, so memory stays O(E + N F)) plus a scatter over the block's 2 B entries: nothing is N x N;
@@ -28,14 +29,13 @@ first: it is faster) and :func:`edge_weight_reason` says why a model has neither
 
 from __future__ import annotations
 
-import warnings
 from typing import Callable
 
 import torch
 
-from grb_dist.attacks.injection.incremental import KINDS, Ops, supports_incremental
+from grb_dist.attacks.shared.csr import CSRPattern, CSRProduct
+from grb_dist.attacks.shared.incremental import KINDS, Ops, supports_incremental
 from grb_dist.core.errors import ConfigError
-from grb_dist.models.propagation import product
 from grb_dist.models.weighted import WEIGHTED_KINDS, has_weighted_forward
 
 #: Surrogates whose program is differentiable in edge weights, for error messages.
@@ -55,68 +55,6 @@ class _Value:
         self.static = static
 
 
-class _CSRValues(torch.autograd.Function):
-    """``A(values) @ h`` for a fixed symmetric structure, differentiable in ``values`` and ``h``."""
-
-    @staticmethod
-    def forward(ctx, values, h, structure):  # noqa: D401
-        ctx.save_for_backward(values, h)
-        ctx.structure = structure
-        return structure.mm(values, h)
-
-    @staticmethod
-    def backward(ctx, grad):
-        values, h = ctx.saved_tensors
-        s = ctx.structure
-        grad = grad.contiguous()
-        grad_values = grad_h = None
-        if ctx.needs_input_grad[1]:
-            grad_h = s.mm(values[s.perm], grad)  # A^T has A's pattern with permuted values
-        if ctx.needs_input_grad[0]:
-            # d out / d A[r, c] = <grad[r], h[c]> on the structure's entries only: a sampled
-            # product (no E x F temporary)
-            grad_values = s.sampled(grad.to(values.dtype), h.to(values.dtype))
-        return grad_values, grad_h, None
-
-
-class _Structure:
-    """The clean graph as CSR (rows sorted), with the permutation that maps entry (i, j)
-    to entry (j, i)."""
-
-    def __init__(self, edge_index: torch.Tensor, num_nodes: int, mirrored: bool = False):
-        n = num_nodes
-        key = edge_index[0] * n + edge_index[1]
-        order = torch.argsort(key)
-        self.order = order
-        self.row, self.col = edge_index[0][order].contiguous(), edge_index[1][order].contiguous()
-        self.n = n
-        self.crow = torch.zeros(n + 1, dtype=torch.long, device=edge_index.device)
-        self.crow[1:] = torch.cumsum(torch.bincount(self.row, minlength=n), 0)
-        if mirrored:  # edge_index = [pairs, pairs flipped]: entry i's transpose is entry i +- m
-            m = edge_index.shape[1] // 2
-            position = torch.empty_like(order)
-            position[order] = torch.arange(order.numel(), device=order.device)
-            self.perm = position[(order + m) % (2 * m)]
-        else:
-            self.perm = torch.searchsorted(key[order], self.col * n + self.row)
-        self.degree = torch.bincount(self.row, minlength=n)
-
-    def csr(self, values: torch.Tensor) -> torch.Tensor:
-        with warnings.catch_warnings():  # torch flags sparse CSR as beta on every construction
-            warnings.simplefilter("ignore", UserWarning)
-            return torch.sparse_csr_tensor(self.crow, self.col, values, size=(self.n, self.n), check_invariants=False)
-
-    def mm(self, values: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(h.device.type, enabled=False):
-            return product(self.csr(values), h.to(values.dtype))
-
-    def sampled(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        """``(a @ b^T)`` at the structure's entries, in its order."""
-        mask = self.csr(torch.zeros(self.row.numel(), dtype=a.dtype, device=a.device))
-        with torch.autocast(a.device.type, enabled=False):
-            return torch.sparse.sampled_addmm(mask, a, b.T, beta=0.0).values()
-
-
 class _WeightedOps(Ops):
     """Interprets a model's program on the weighted graph of one call."""
 
@@ -125,7 +63,7 @@ class _WeightedOps(Ops):
         self.block = surrogate.block_structure(pairs)
         # the block's entries in its CSR order: both directions of every pair
         self.bval = torch.cat([delta, delta])[self.block.order] if self.block is not None else delta
-        degree = surrogate.structure.degree.to(delta.dtype)
+        degree = surrogate.degree.to(delta.dtype)
         self.degree = degree.index_add(0, self.block.row, self.bval) if self.block is not None else degree
         self.index = 0
         self._norms: dict[str, tuple] = {}
@@ -177,9 +115,9 @@ class _WeightedOps(Ops):
         clean, block, loop = self._norm(kind)
         x = h.t
         flat = x.reshape(x.shape[0], -1)
-        out = _CSRValues.apply(clean, flat, self.s.structure)
+        out = CSRProduct.apply(clean, flat, self.s.structure)
         if self.block is not None:
-            out = out + _CSRValues.apply(block, flat, self.block)
+            out = out + CSRProduct.apply(block, flat, self.block)
         if loop is not None:
             out = out + loop.unsqueeze(1).to(flat.dtype) * flat
         return _Value(out.reshape(x.shape), False)
@@ -208,11 +146,13 @@ class WeightedSurrogate:
             )
         self.model = model
         self.x = x
-        self.structure = _Structure(edge_index, x.shape[0])
+        n = x.shape[0]
+        self.structure = CSRPattern(edge_index[0], edge_index[1], (n, n), symmetric=True)
+        self.degree = torch.bincount(self.structure.row, minlength=n)
         self.constants: dict[int, torch.Tensor] = {}
         self._block: tuple | None = None
 
-    def block_structure(self, pairs: torch.Tensor) -> "_Structure | None":
+    def block_structure(self, pairs: torch.Tensor) -> CSRPattern | None:
         """The CSR structure of a block's pairs (both directions), built once per pairs
         tensor (attacks keep the tensor while only the weights change)."""
         if pairs.shape[1] == 0:
@@ -220,7 +160,8 @@ class WeightedSurrogate:
         cached = self._block
         if cached is not None and cached[0] is pairs and cached[1] == pairs._version:
             return cached[2]
-        structure = _Structure(torch.cat([pairs, pairs.flip(0)], dim=1), self.x.shape[0], mirrored=True)
+        both, n = torch.cat([pairs, pairs.flip(0)], dim=1), self.x.shape[0]
+        structure = CSRPattern(both[0], both[1], (n, n), mirrored=True)
         self._block = (pairs, pairs._version, structure)
         return structure
 
