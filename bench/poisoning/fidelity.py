@@ -38,7 +38,7 @@ from common import timed  # noqa: E402
 #: The models of Table 2 and their grb-dist names and parameters (the prognn-cora job's).
 MODELS = {
     "GCN": ("gcn", {"hidden_sizes": [16]}),
-    "GCN-SVD": ("gcnsvd", {"hidden_sizes": [16], "k": 15}),
+    "GCN-SVD": ("gcnsvd", {"hidden_sizes": [16], "k": 50}),
     "GCN-Jaccard": ("jaccard", {"hidden_sizes": [16], "threshold": 0.01}),
     "RGCN": ("rgcn", {"hidden_sizes": [32]}),
     "GAT": ("gat", {"hidden_sizes": [8], "heads": 8, "dropout": 0.5}),
@@ -49,27 +49,36 @@ TRAIN = {"lr": 0.01, "weight_decay": 5e-4, "epochs": 200, "patience": 200}
 RATES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25)
 
 
-def run_one(dataset: str, rate: float, model: str, seed: int, epochs: int | None = None,
-            extra: str = "{}", lr: float | None = None) -> tuple[str, float, str, int, float, float]:
-    """Train ``model`` on ``dataset`` poisoned with the published ``rate`` set; its test accuracy.
-    ``epochs`` (no early stopping) and ``lr``: ``None`` gives the model's own (:data:`TRAIN`
-    under the model's training settings, as a sweep of the job does)."""
+def poisoned_graph(dataset: str, rate: float):
+    """Pro-GNN's ``dataset`` (raw features) poisoned with the published Metattack set of
+    ``rate`` (0: the clean graph), as a poisoning cell builds it."""
     import torch
 
-    torch.set_num_threads(1)
     from grb_dist.attacks import build_attack
     from grb_dist.attacks.poisoning.base import poisoning_targets
     from grb_dist.core.graph import modified_graph
     from grb_dist.datasets import load_dataset
-    from grb_dist.defenses import resolve_params, train_defense
-    from grb_dist.evaluation.evaluate import difficulty_accuracy, predict_tensors
-    from grb_dist.models.tensors import graph_tensors
-    from grb_dist.models.train import TrainConfig
 
     graph = load_dataset(f"prognn-{dataset.replace('_', '-')}", normalize="none")
     if rate:
         attack = build_attack("published", {"kind": "meta", "rate": rate, "seed": 0}, "poisoning")
         graph = modified_graph(graph, attack.attack(graph, torch.nn.Module(), poisoning_targets(graph)))
+    return graph
+
+
+def train_scored(graph, model: str, seed: int, epochs: int | None = None, extra: str = "{}",
+                 lr: float | None = None) -> tuple[float, float, float]:
+    """Train ``model`` (a :data:`MODELS` name) on ``graph`` transductively as a poisoning cell
+    does; ``(validation accuracy, test accuracy, seconds)``. ``epochs`` (no early stopping)
+    and ``lr``: ``None`` gives the model's own (:data:`TRAIN` under the model's training
+    settings, as a sweep of the job does)."""
+    import torch
+
+    from grb_dist.defenses import resolve_params, train_defense
+    from grb_dist.evaluation.evaluate import difficulty_accuracy, predict_tensors
+    from grb_dist.models.tensors import graph_tensors
+    from grb_dist.models.train import TrainConfig
+
     name, params = MODELS[model]
     params, own = resolve_params(name, {name: {**params, **json.loads(extra)}})
     flags = {"lr": lr} if lr is not None else {}
@@ -77,12 +86,26 @@ def run_one(dataset: str, rate: float, model: str, seed: int, epochs: int | None
         flags.update(epochs=epochs, patience=epochs)
     config = TrainConfig(**{**TRAIN, **own, **flags}, seed=seed)
 
-    def train_and_score() -> float:
+    def train_and_score() -> tuple[float, float]:
         trained = train_defense(name, graph, params, config, transductive=True).model
-        return difficulty_accuracy(predict_tensors(trained, graph_tensors(graph, "cpu")), graph, ["full"])["full"]
+        pred = predict_tensors(trained, graph_tensors(graph, "cpu"))
+        val = torch.as_tensor(graph.split["val"])
+        val_acc = float((pred.cpu()[val] == torch.as_tensor(graph.labels)[val]).float().mean())
+        return val_acc, difficulty_accuracy(pred, graph, ["full"])["full"]
 
-    seconds, acc = timed(train_and_score)
-    return dataset, rate, model, seed, acc, seconds
+    seconds, (val_acc, test_acc) = timed(train_and_score)
+    return val_acc, test_acc, seconds
+
+
+def run_one(dataset: str, rate: float, model: str, seed: int, epochs: int | None = None,
+            extra: str = "{}", lr: float | None = None) -> tuple[str, float, str, int, float, float, float]:
+    """Train ``model`` on ``dataset`` poisoned with the published ``rate`` set (one torch
+    thread); ``(dataset, rate, model, seed, test accuracy, seconds, validation accuracy)``."""
+    import torch
+
+    torch.set_num_threads(1)
+    val_acc, test_acc, seconds = train_scored(poisoned_graph(dataset, rate), model, seed, epochs, extra, lr)
+    return dataset, rate, model, seed, test_acc, seconds, val_acc
 
 
 def published_table(path: Path) -> dict[tuple[str, float, str], tuple[float, float]]:
@@ -103,21 +126,40 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=None,
                     help="the trainer's learning rate of every model (default: the job's 0.01, Pro-GNN's own 5e-4)")
     ap.add_argument("--params", default="{}", help='JSON merged into every model\'s parameters, e.g. \'{"nuclear": true}\'')
+    ap.add_argument("--ranks", default=None,
+                    help="GCN-SVD: train every rank of this comma list (Pro-GNN tunes it over 5,10,15,50,100,200) and "
+                         "show, per dataset and rate, the rank of the best mean validation accuracy")
     args = ap.parse_args()
     datasets, models = args.datasets.split(","), args.models.split(",")
     rates = [float(r) for r in args.rates.split(",")]
-    jobs = [(d, r, m, s, args.epochs, args.params, args.lr) for d in datasets for r in rates for m in models for s in range(args.seeds)]
+    ranks = [int(k) for k in args.ranks.split(",")] if args.ranks else [None]
+
+    def extra(model: str, k: int | None) -> str:
+        return json.dumps({**json.loads(args.params), "k": k}) if k is not None else args.params
+
+    jobs = [(d, r, m, s, args.epochs, extra(m, k), args.lr, k) for d in datasets for r in rates for m in models
+            for k in (ranks if m == "GCN-SVD" else [None]) for s in range(args.seeds)]
     with ProcessPoolExecutor(args.workers) as pool:
-        wall, runs = timed(lambda: list(pool.map(run_one, *zip(*jobs))))
+        wall, results = timed(lambda: list(pool.map(run_one, *zip(*[j[:7] for j in jobs]))))
+    runs = [(*res, job[7]) for res, job in zip(results, jobs)]  # + the rank (None: the model's own)
     if args.out:
         with args.out.open("w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["dataset", "rate", "model", "seed", "accuracy", "train_seconds"])
+            w.writerow(["dataset", "rate", "model", "seed", "accuracy", "train_seconds", "val_accuracy", "k"])
             w.writerows(runs)
     paper = published_table(Path(__file__).with_name("prognn_table2.csv"))
-    print(f"accuracy (%) on Pro-GNN's test nodes, poisoned by its published Metattack graphs; grb-dist mean ± std over "
-          f"{args.seeds} seeds / Pro-GNN's Table 2 ({len(jobs)} trainings, {wall:.0f} s wall, "
+    print(f"accuracy (%) on Pro-GNN's test nodes, poisoned by its published Metattack graphs; grb-dist mean ± std "
+          f"(population) over {args.seeds} seeds / Pro-GNN's Table 2 ({len(jobs)} trainings, {wall:.0f} s wall, "
           f"{args.workers} workers)\n")
+
+    def cell_runs(d: str, r: float, m: str) -> tuple[list, str]:
+        cell = [run for run in runs if run[:3] == (d, r, m)]
+        if m != "GCN-SVD" or ranks == [None]:
+            return cell, ""
+        by_k = {k: [run for run in cell if run[7] == k] for k in ranks}
+        best = max(ranks, key=lambda k: (np.mean([run[6] for run in by_k[k]]), -k))  # ties: the lower rank
+        return by_k[best], f" (k={best})"
+
     for d in datasets:
         print(f"### {d}\n")
         print("| rate | " + " | ".join(models) + " |")
@@ -125,12 +167,24 @@ def main() -> None:
         for r in rates:
             cells = []
             for m in models:
-                acc = np.array([a for (dd, rr, mm, _, a, _) in runs if (dd, rr, mm) == (d, r, m)]) * 100
-                ours = f"{acc.mean():.1f} ± {acc.std():.1f}"
+                cell, note = cell_runs(d, r, m)
+                acc = np.array([run[4] for run in cell]) * 100
+                ours = f"{acc.mean():.1f} ± {acc.std():.1f}{note}"
                 ref = paper.get((d, r, m))
                 cells.append(f"{ours} / {ref[0]:.1f} ± {ref[1]:.1f}" if ref else f"{ours} / -")
             print(f"| {r:.0%} | " + " | ".join(cells) + " |")
         print()
+        if "GCN-SVD" in models and ranks != [None]:
+            print("GCN-SVD by rank, test / validation accuracy (%), mean over seeds:\n")
+            print("| rate | " + " | ".join(f"k={k}" for k in ranks) + " |")
+            print("|---|" + "---|" * len(ranks))
+            for r in rates:
+                row = []
+                for k in ranks:
+                    cell = [run for run in runs if run[:3] == (d, r, "GCN-SVD") and run[7] == k]
+                    row.append(f"{100 * np.mean([c[4] for c in cell]):.1f} / {100 * np.mean([c[6] for c in cell]):.1f}")
+                print(f"| {r:.0%} | " + " | ".join(row) + " |")
+            print()
     secs = {m: np.median([run[5] for run in runs if run[2] == m]) for m in models}
     print("median training seconds: " + ", ".join(f"{m} {s:.1f}" for m, s in secs.items()))
 
