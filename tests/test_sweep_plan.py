@@ -174,14 +174,15 @@ def test_an_interrupted_plan_says_what_it_kept(tiny_job, tmp_path, monkeypatch):
     r = runner.invoke(app, ["sweep", "--job", str(tiny_job), "--out", str(tmp_path / "run"), "--no-dashboard",
                             "--plan"])
     assert r.exit_code == 143, r.output
-    assert "interrupted: --plan wrote no run and computed no cells" in r.output
+    assert "interrupted: the plan wrote no run and computed no cells" in r.output
     assert str(tmp_path / "cache" / "grb-dist" / "calibration") in r.output and "finished cells" not in r.output
     assert not (tmp_path / "run").exists()
 
 
 def test_plan_calibrates_once_prints_the_forecast_and_writes_nothing_of_the_run(tiny_job, tmp_path):
-    args = ["sweep", "--job", str(tiny_job), "--out", str(tmp_path / "run"), "--no-dashboard", "--plan"]
-    first = runner.invoke(app, args)
+    """``grb-dist plan`` measures; its alias ``sweep --plan`` then finds every figure cached."""
+    args = ["--job", str(tiny_job), "--out", str(tmp_path / "run"), "--no-dashboard"]
+    first = runner.invoke(app, ["plan", *args])
     assert first.exit_code == 0, first.output
     assert not (tmp_path / "run").exists()
     out = first.output
@@ -203,9 +204,10 @@ def test_plan_calibrates_once_prints_the_forecast_and_writes_nothing_of_the_run(
     predicted = next(line for line in out.splitlines() if line.startswith("predicted wall time:"))
     assert f"early stopping where it ended trainings in full (median best epoch {median})" in out \
         or "at most" not in predicted  # the note comes with the upper figure
-    second = runner.invoke(app, args)
+    second = runner.invoke(app, ["sweep", *args, "--plan"])
     assert second.exit_code == 0, second.output
     assert "every figure from the cache" in second.output
+    assert "| train | 3 models |" in second.output and "| score | 12 cells |" in second.output  # the same job
     assert not (tmp_path / "run").exists()
 
 
@@ -213,8 +215,8 @@ def test_a_plan_on_samples_within_a_budget_gives_bounds(tiny_job, tmp_path):
     """--calibration sampled measures on two samples and extrapolates; a budget that runs
     out at once still measures the first figure of each kind and prices the others between
     the fastest and the slowest of their kind."""
-    args = ["sweep", "--job", str(tiny_job), "--out", str(tmp_path / "run"), "--no-dashboard", "--plan",
-            "--calibration", "sampled", "--plan-budget", "0.001"]
+    args = ["plan", "--job", str(tiny_job), "--out", str(tmp_path / "run"), "--no-dashboard",
+            "--calibration", "sampled", "--budget", "0.001"]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     assert "on samples of" in r.output
@@ -239,7 +241,7 @@ def _seconds(text: str) -> float:
 
 
 @pytest.mark.parametrize("flags,message", [
-    (["--cpus", "4"], "add --plan"),
+    (["--cpus", "4"], "--cpus is an option of a plan: use grb-dist plan (or add --plan)"),
     (["--plan", "--gpu-kind", "h100"], "give --gpus"),
     (["--plan", "--cpus", "0"], "--cpus must be"),
     (["--plan", "--gpus", "-1"], "--gpus must be"),
@@ -249,10 +251,16 @@ def _seconds(text: str) -> float:
     (["--calibration", "full"], "add --plan"),
     (["--plan", "--plan-budget", "0"], "--plan-budget must be"),
     (["--plan", "--calibration", "half"], "--calibration must be one of auto, sampled, full"),
-    (["--json"], "--json prints a plan: add --plan"),
+    (["--json"], "--json is an option of a plan"),
+    # grb-dist plan itself
+    (["PLAN", "--gpu-kind", "h100"], "give --gpus"),
+    (["PLAN", "--cpus", "0"], "--cpus must be"),
+    (["PLAN", "--budget", "0"], "--budget must be"),
+    (["PLAN", "--calibration", "half"], "--calibration must be one of auto, sampled, full"),
 ])
 def test_plan_options_are_checked_before_any_work(tiny_job, tmp_path, flags, message):
-    result = runner.invoke(app, ["sweep", "--job", str(tiny_job), "--out", str(tmp_path / "run"), *flags])
+    command = ["plan", *flags[1:]] if flags[0] == "PLAN" else ["sweep", *flags]
+    result = runner.invoke(app, [command[0], "--job", str(tiny_job), "--out", str(tmp_path / "run"), *command[1:]])
     assert result.exit_code != 0
     assert message in result.output
     assert not (tmp_path / "run").exists()
@@ -262,7 +270,7 @@ def test_plan_options_are_checked_before_any_work(tiny_job, tmp_path, flags, mes
 def test_json_without_plan_is_a_one_line_error(tiny_job, tmp_path):
     result = runner.invoke(app, ["sweep", "--job", str(tiny_job), "--out", str(tmp_path / "run"), "--json"])
     assert result.exit_code == 2
-    assert result.stdout == "" and result.stderr.strip().splitlines()[0].startswith("error: --json prints a plan")
+    assert result.stdout == "" and result.stderr.strip().splitlines()[0].startswith("error: --json is an option of a plan")
 
 
 def test_plan_for_gpus_without_a_gpu_here_asks_for_the_gpu_kind(tiny_job, tmp_path):
@@ -405,8 +413,8 @@ def test_plan_json_lists_every_pending_task(every_scenario, tmp_path):
     cluster, the totals, the stages and every task of the pending work."""
     from grb_dist.sweep.session import pending_work, prepare
 
-    r = runner.invoke(app, ["sweep", "--job", str(every_scenario), "--out", str(tmp_path / "run"), "--no-dashboard",
-                            "--plan", "--json"])
+    r = runner.invoke(app, ["plan", "--job", str(every_scenario), "--out", str(tmp_path / "run"), "--no-dashboard",
+                            "--json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert "calibrating" in r.stderr and not (tmp_path / "run").exists()
@@ -452,7 +460,7 @@ def test_plan_warns_of_a_task_larger_than_the_machine(every_scenario, tmp_path, 
 def test_the_default_budget_keeps_the_whole_plan_within_three_minutes(monkeypatch):
     import time as clock
 
-    import grb_dist.cli.sweep as cli_sweep
+    import grb_dist.cli.plan as cli_sweep
 
     entered = clock.perf_counter() - 40.0  # the command loaded its graph for 40 s
     monkeypatch.setattr(cli_sweep, "_process_age", lambda fallback: fallback + 2.0)  # a fresh process

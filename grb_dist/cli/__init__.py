@@ -5,6 +5,7 @@ command group.
 * :mod:`.data`: ``datasets``
 * :mod:`.train`: ``train``
 * :mod:`.sweep`: ``sweep``
+* :mod:`.plan`: ``plan`` (also ``sweep --plan``); :mod:`.options`: the job options both take
 * :mod:`.results`: ``leaderboard``, ``report``, ``compact`` (read a run; no torch, no Ray)
 * :mod:`.study`: ``study``, ``study-tune``, ``study-plot``
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from grb_dist.cli.base import app
 # each module registers its commands on ``app``; the order is that of ``grb-dist --help``
-from grb_dist.cli import data, train, sweep, results, study  # noqa: E402,F401,I001
+from grb_dist.cli import data, train, sweep, plan, results, study  # noqa: E402,F401,I001
 
 
 def main() -> None:
