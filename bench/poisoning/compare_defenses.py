@@ -143,7 +143,7 @@ def main() -> None:
     ap.add_argument("--rates", default="0,0.05,0.1", help="0 = the clean graph")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--k", default="50", help="GCN-SVD's rank (the prognn-cora job's 50); a comma list trains each")
+    ap.add_argument("--k", default="200", help="GCN-SVD's rank (the prognn-cora job's 200); a comma list trains each")
     ap.add_argument("--threshold", type=float, default=0.01, help="GCN-Jaccard's threshold (both tools' default)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--only", choices=("grb-dist", "deeprobust"), default=None)

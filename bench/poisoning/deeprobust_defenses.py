@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--model", choices=MODELS, required=True)
     ap.add_argument("--rates", default="0,0.05,0.1", help="0 = the clean component")
     ap.add_argument("--seeds", type=int, default=3, help="seeds 0 .. N-1")
-    ap.add_argument("--k", default="50", help="GCN-SVD's rank; a comma list trains each")
+    ap.add_argument("--k", default="200", help="GCN-SVD's rank; a comma list trains each")
     ap.add_argument("--threshold", type=float, default=0.01, help="GCN-Jaccard's threshold")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--speedups", action="store_true",
