@@ -216,6 +216,16 @@ def test_a_second_sweep_on_a_held_prefix_is_refused_and_writes_nothing(s3, tmp_p
         held.release()
 
 
+def sweep_until_written(cmd: list[str], env: dict, staging) -> subprocess.Popen:
+    """``cmd`` (a sweep) started, returned once its first score rows are in its staging copy."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 300
+    while not list(staging.rglob("part-*.parquet")):
+        assert proc.poll() is None and time.time() < deadline, proc.stdout.read()[-3000:]
+        time.sleep(0.2)
+    return proc
+
+
 def test_ctrl_c_then_the_same_command_completes_the_run_in_s3(s3, tmp_path):
     """A sweep into s3:// interrupted once its first score rows are written: what it wrote
     reaches the bucket on the way out; the same command computes the rest, every cell once."""
@@ -225,12 +235,8 @@ def test_ctrl_c_then_the_same_command_completes_the_run_in_s3(s3, tmp_path):
     out = f"{s3}/cut"
     cmd = [sys.executable, "-m", "grb_dist.cli", "sweep", *TINY, "--flush-rows", "1", "--out", out]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     staging = tmp_path / "cache" / "grb-dist" / "runs"
-    deadline = time.time() + 300
-    while not list(staging.rglob("part-*.parquet")):
-        assert proc.poll() is None and time.time() < deadline, proc.stdout.read()[-3000:]
-        time.sleep(0.2)
+    proc = sweep_until_written(cmd, env, staging)
     proc.send_signal(signal.SIGINT)
     said = proc.communicate(timeout=120)[0]
     assert proc.returncode == 130 and "interrupted: finished cells are kept" in said, said[-3000:]
@@ -299,12 +305,8 @@ def test_an_endpoint_gone_mid_sweep_fails_in_one_line_and_the_same_command_compl
     out = f"{s3}/cut-off"
     cmd = [sys.executable, "-m", "grb_dist.cli", "sweep", *TINY, "--flush-rows", "1", "--out", out]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{proxy.port}"}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     staging = tmp_path / "cache" / "grb-dist" / "runs"
-    deadline = time.time() + 300
-    while not list(staging.rglob("part-*.parquet")):
-        assert proc.poll() is None and time.time() < deadline, proc.stdout.read()[-3000:]
-        time.sleep(0.2)
+    proc = sweep_until_written(cmd, env, staging)
     proxy.down()
     said = proc.communicate(timeout=600)[0]
     last = said.strip().splitlines()[-1]
