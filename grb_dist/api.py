@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.core.names import DIFFICULTIES, is_plain_name, normalize_name
+from grb_dist.core.scenario import DEFAULT, Scenario, scenarios
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -59,18 +60,30 @@ def register_defense(name: str, factory_or_class: Any, config_cls: type | None =
     return register(name, factory_or_class, config_cls, replace=replace)
 
 
-def register_attack(name: str, cls: type, scenario: str = "injection", *, replace: bool = False) -> str:
+def register_attack(name: str, cls: type, scenario: str = DEFAULT.name, *, replace: bool = False) -> str:
     """Register an attack class: :func:`grb_dist.attacks.registry.register_attack`."""
     from grb_dist.attacks.registry import register_attack as register
 
     return register(name, cls, scenario, replace=replace)
 
 
+def register_scenario(scenario: Scenario, attacks: Mapping[str, type] | None = None, *,
+                      replace: bool = False) -> Scenario:
+    """Register a scenario (a :class:`~grb_dist.core.scenario.Scenario`) and its attacks:
+    :func:`grb_dist.attacks.registry.register_scenario`. A job then lists its attacks in a
+    section of its name, and ``--scenario <name>`` (or ``all``) sweeps it."""
+    from grb_dist.attacks.registry import register_scenario as register
+
+    return register(scenario, attacks, replace=replace)
+
+
 def unregister(name: str, kind: str = "model") -> None:
-    """Forget a registration (``kind``: ``model`` for models and defenses, or an attack's
-    scenario). Built-ins cannot be removed."""
+    """Forget a registration (``kind``: ``model`` for models and defenses, ``scenario`` for a
+    scenario, or an attack's scenario). Built-ins cannot be removed."""
     if kind in ("model", "defense"):
         from grb_dist.models.registry import MODELS as table
+    elif kind == "scenario":
+        from grb_dist.core.scenario import TABLE as table
     else:
         from grb_dist.attacks.registry import attack_registry
 
@@ -79,12 +92,11 @@ def unregister(name: str, kind: str = "model") -> None:
 
 
 def registered() -> list[tuple[str, str]]:
-    """``(kind, name)`` of this process's additions: ``model`` for models and defenses, the
-    scenario for attacks."""
+    """``(kind, name)`` of this process's additions: ``model`` for models and defenses,
+    ``scenario`` for scenarios, the scenario for attacks."""
     from grb_dist.core.registry import snapshot
 
-    kinds = {"model": "model", "attack": "injection", "modification attack": "modification",
-             "poisoning attack": "poisoning"}
+    kinds = {"model": "model", "scenario": "scenario", **{s.attack_kind: s.name for s in scenarios()}}
     return [(kinds.get(kind, kind), name) for kind, entries in snapshot().items() for name in entries]
 
 
@@ -96,7 +108,7 @@ def benchmark(
     model: Any,
     dataset: Any = "csbm",
     *,
-    scenario: str = "injection",
+    scenario: str = DEFAULT.name,
     attacks: str | Iterable[str] | None = None,
     difficulties: str | Iterable[str] | None = None,
     repeats: int = 1,
@@ -183,7 +195,7 @@ class JobChoice:
     :data:`_OVERRIDE_KEYS`), the job file, whether the job's own defenses are scored too,
     and other job keys that replace the job's (``overrides``)."""
 
-    scenario: str = "injection"
+    scenario: str = DEFAULT.name
     attacks: str | tuple[str, ...] | None = None
     difficulties: str | tuple[str, ...] | None = None
     repeats: int = 1
@@ -336,14 +348,18 @@ def _benchmark_spec(key: str, dataset: str, job: str | Path | None, overrides: M
     model ``key`` as the defense (first, before the job's own with ``compare``), and other
     job keys replaced (mappings merged into the job's)."""
     from grb_dist.sweep.session import resolve_job
-    from grb_dist.sweep.job import with_spec
+    from grb_dist.sweep.job import SECTION_KEYS, with_spec
 
     spec = resolve_job(dataset, job, overrides, on_note=logging.getLogger("grb_dist").warning)
     defenses = [key] + ([d for d in spec.defenses if d != normalize_name(key)] if compare else [])
     current = spec.to_dict()
     changes: dict[str, Any] = {"defenses": defenses}
     for k, v in job_overrides.items():
-        changes[k] = {**current[k], **v} if isinstance(v, Mapping) and isinstance(current.get(k), Mapping) else v
+        # ``attack=``, ``budgets=``, ``attacks=``: injection's, as at a job file's root before it had a section
+        section = changes.setdefault(DEFAULT.name, dict(current.get(DEFAULT.name, {}))) if k in SECTION_KEYS else None
+        where = current if section is None else section
+        merged = {**where[k], **v} if isinstance(v, Mapping) and isinstance(where.get(k), Mapping) else v
+        (changes if section is None else section)[k] = merged
     return with_spec(spec, **changes)
 
 
@@ -421,5 +437,5 @@ def _benchmark_name(model: Any, name: str | None) -> str:
     return register_defense(name, model, replace=not MODELS.is_builtin(name))
 
 
-__all__ = ["benchmark", "benchmark_rows", "register_attack", "register_defense", "register_model", "registered",
-           "unregister"]
+__all__ = ["benchmark", "benchmark_rows", "register_attack", "register_defense", "register_model",
+           "register_scenario", "registered", "unregister"]

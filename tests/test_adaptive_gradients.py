@@ -263,7 +263,7 @@ def test_transfer_only_reasons(graph):
     reason = transfer_only_reason(lp_on_plain, "modification")
     assert reason.startswith("_Plain is not differentiable in edge weights") and "LabelPropagationOn" in reason
     assert transfer_only_reason(build("lp", graph), "modification") is None
-    with pytest.raises(ConfigError, match="scenario must be one of"):
+    with pytest.raises(ConfigError, match="unknown scenario .evasion."):
         transfer_only_reason(plain, "evasion")
     with pytest.raises(ConfigError, match="_Plain is not differentiable in edge weights"):
         weighted_surrogate(plain, *tensors(graph))

@@ -268,7 +268,7 @@ def test_unknown_attack_lists_valid_names():
 
 @pytest.mark.parametrize("job", sorted(p.name for p in JOBS.glob("*.yaml")))
 def test_job_file_attack_sections_build(job):
-    spec = yaml.safe_load((JOBS / job).read_text())
+    spec = yaml.safe_load((JOBS / job).read_text())["injection"]
     for difficulty, budget in spec["budgets"].items():
         for name, own in spec["attacks"].items():
             att = build_attack(name, {**spec["attack"], **budget, **(own or {})})

@@ -34,8 +34,8 @@ def both_scenarios() -> dict:
 def test_a_list_plans_one_attack_per_budget():
     spec = apply_overrides(parse_job(both_scenarios()), n_inject="20,40,60", ratio_edge_mod="0.01,0.05")
     resolve(spec)
-    assert list(spec.attacks) == ["fgsm@20", "fgsm@40", "fgsm@60"]
-    assert list(spec.modification["attacks"]) == ["dice@0.01", "dice@0.05"]
+    assert list(spec.scenario_attacks("injection")) == ["fgsm@20", "fgsm@40", "fgsm@60"]
+    assert list(spec.scenario_attacks("modification")) == ["dice@0.01", "dice@0.05"]
     p = run_cells(spec, FP)
     per_attack = {}
     for cell in p.attacks:
@@ -148,6 +148,6 @@ def test_report_draws_the_budget_axis():
 
 def test_attacks_names_budget_entries_of_the_job():
     swept = apply_overrides(parse_job(small()), n_inject="20,40")
-    assert list(apply_overrides(swept, attacks="fgsm@40").attacks) == ["fgsm@40"]
+    assert list(apply_overrides(swept, attacks="fgsm@40").scenario_attacks("injection")) == ["fgsm@40"]
     with pytest.raises(ConfigError, match="budget list"):
         apply_overrides(parse_job(small()), attacks="fgsm@40")

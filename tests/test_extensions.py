@@ -227,7 +227,7 @@ def test_specs_in_a_job(spec_module):
         "surrogates": ["gcn"], "attacks": {"ext_spec_mod:SpecRND": {}}, "attack": {"n_inject": 3, "edges_per_node": 2},
     })
     assert spec.defenses == ("ext_spec_mod.lin", "ext_spec_mod.specgcn_ln", "gcn")
-    assert list(spec.attacks) == ["ext_spec_mod.specrnd"]
+    assert list(spec.scenario_attacks("injection")) == ["ext_spec_mod.specrnd"]
     resolve(spec)  # imports the module and registers the three classes
     assert check_name("ext_spec_mod.specgcn_ln").implied == {"layer_norm": True}
     assert "ext_spec_mod.specrnd" in INJECTION

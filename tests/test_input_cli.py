@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 import grb_dist.cluster.ray_edge
 import grb_dist.sweep.session  # noqa: F401 - imported before any fork (see invoke_unprivileged)
 from grb_dist.cli import app
+from grb_dist.core.errors import ConfigError
 from grb_dist.sweep.job import jobs_dir
 
 runner = CliRunner()
@@ -243,3 +244,29 @@ def test_cluster_memory_checked_once_joined(workdir, monkeypatch):
     monkeypatch.setattr(ray, "nodes", lambda: [small_node, {**dead_big_node, "Alive": True}])
     check_placement(sizes, work, work.scored_defenses, RaySettings())
     assert not (workdir / "run").exists()
+
+
+# ------------------------------------------------------------------- one reading of a dataset name
+
+
+def test_a_name_that_is_both_a_catalogue_dataset_and_a_folder_here_is_refused(tmp_path, monkeypatch):
+    """``--dataset grb-cora`` from a directory holding a ``grb-cora/`` folder could mean
+    either: every command refuses it in one line that says how to name each, before anything
+    is written; ``./grb-cora`` is the folder, and from elsewhere the name is the catalogue's."""
+    from grb_dist.datasets import dataset_ref, load_dataset
+    from grb_dist.sweep.job import dataset_job
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "grb-cora").mkdir()
+    before = tree(tmp_path)
+    for command in (["sweep", "--dataset", "grb-cora", "--out", "run"], ["plan", "--dataset", "grb-cora"],
+                    ["train", "--dataset", "grb-cora", "--model", "gcn"]):
+        line = one_error_line(runner.invoke(app, command), "./grb-cora")
+        assert "catalogue" in line, line
+    assert tree(tmp_path) == before
+    with pytest.raises(ConfigError, match="write ./grb-cora for the folder"):
+        load_dataset("grb-cora")
+    assert dataset_ref("./grb-cora").path == Path("grb-cora") and dataset_job("./grb-cora").note is None
+    assert dataset_ref("grb-cora.npz").is_path and dataset_ref("mine").catalogue is None  # neither: a name
+    monkeypatch.chdir(tmp_path / "grb-cora")
+    assert dataset_ref("grb-cora").catalogue == "grb-cora" and dataset_job("grb-cora").path.name == "grb-cora.yaml"

@@ -285,9 +285,9 @@ def test_attacks_of_the_wrong_scenario_and_bad_sections_are_named():
         api.unregister("plainmod")
     spec = parse_job(small(scenario="all", modification={"attacks": {"rnd": {}}}))
     narrowed = apply_overrides(spec, attacks="fgsm,dice")
-    assert set(narrowed.attacks) == {"fgsm"} and set(narrowed.modification["attacks"]) == {"dice"}
+    assert set(narrowed.scenario_attacks("injection")) == {"fgsm"} and set(narrowed.scenario_attacks("modification")) == {"dice"}
     both = apply_overrides(spec, attacks="rnd")  # a name both scenarios know runs in both
-    assert set(both.attacks) == {"rnd"} and set(both.modification["attacks"]) == {"rnd"}
+    assert set(both.scenario_attacks("injection")) == {"rnd"} and set(both.scenario_attacks("modification")) == {"rnd"}
     with pytest.raises(GrbDistError, match="unknown"):
         apply_overrides(spec, attacks="nope")
 
@@ -336,7 +336,7 @@ def test_flip_based_at_flips_its_budget_around_training_nodes(graph):
         assert max(max(e) for e in after) < n
         x2, ei2 = ModificationAT(at.config)(model, view, torch.Generator().manual_seed(0))
         assert edge_set(ei2) == after, name
-    with pytest.raises(ConfigError, match="scenario must be injection or modification"):
+    with pytest.raises(ConfigError, match="scenario must be an evasion scenario \(injection or modification\)"):
         ATConfig(n_inject=1, edges_per_node=1, scenario="poison")
     resolve(parse_job(small(defenses=["gcn_at"], adversarial_training={
         "n_inject": 2, "edges_per_node": 2, "scenario": "modification", "ratio_edge_mod": 0.02})))

@@ -14,7 +14,9 @@ import torch
 from grb_dist.attacks.poisoning.base import poisoning_targets
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Modification, modified_graph, undirected_keys
-from grb_dist.core.names import CLEAN, POISONING, POISONING_DIFFICULTY
+from grb_dist.core.names import CLEAN, POISONING_DIFFICULTY
+
+POISONING = "poisoning"
 from grb_dist.datasets import load_dataset
 from grb_dist.defenses import train_defense
 from grb_dist.evaluation.evaluate import difficulty_accuracy, predict_tensors
@@ -228,7 +230,7 @@ TARGETED = {**JOB, "repeats": 1, "poisoning": {**JOB["poisoning"], "budgets": {"
 
 def test_budgets_per_difficulty_make_poisoning_targeted(job, graph):
     targeted = parse_job(TARGETED)
-    assert targeted.poisoning_targeted and not job.poisoning_targeted
+    assert targeted.targeted(POISONING) and not job.targeted(POISONING)
     p = job_plan(targeted, graph)
     # a perturbation per (attack, difficulty): easy's budget from budgets.easy, full's from attack:
     assert sorted((a.attack, a.difficulty, a.params["ratio_edge_mod"]) for a in p.attacks) == [

@@ -30,11 +30,11 @@ def workdir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     bad_keys = tmp_path / "bad-keys.yaml"
-    bad_keys.write_text("dataset: csbm\nattacks: {fgsm: {}}\nsurogates: [gcn]\n")
+    bad_keys.write_text("dataset: csbm\ninjection: {attacks: {fgsm: {}}}\nsurogates: [gcn]\n")
     malformed = tmp_path / "malformed.yaml"
-    malformed.write_text("dataset: csbm\nattacks: {fgsm: {}\n")
+    malformed.write_text("dataset: csbm\ninjection: {attacks: {fgsm: {}}\n")
     bad_param = tmp_path / "bad-param.yaml"
-    bad_param.write_text("dataset: csbm\nattacks: {fgsm: {steps: many}}\n")
+    bad_param.write_text("dataset: csbm\ninjection: {attacks: {fgsm: {steps: many}}}\n")
     other = tmp_path / "other-run"  # a run of another dataset (by content)
     other.mkdir()
     (other / "manifest.json").write_text(json.dumps({

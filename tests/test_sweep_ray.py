@@ -84,7 +84,7 @@ def test_every_cell_exactly_once(full_run, job, graph):
     assert set(df["cell_id"]) == {c.cell_id for c in p.scores}
     attacked = df[df["attack"] != CLEAN]
     combos = attacked.groupby(["attack", "surrogate", "defense", "difficulty", "repeat"]).size()
-    assert len(combos) == len(job.attacks) * 1 * 2 * 2 * 2 and (combos == 1).all()
+    assert len(combos) == len(job.scenario_attacks("injection")) * 1 * 2 * 2 * 2 and (combos == 1).all()
     clean = df[df["attack"] == CLEAN]
     assert len(clean) == 2 * 2 and (clean["repeat"] == 0).all() and clean["perturbation_id"].isna().all()
     assert df["accuracy"].between(0, 1).all() and (df["score_seconds"] > 0).all()

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+import yaml
 
 import pytest
 
 from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.core.names import CLEAN
-from grb_dist.sweep.job import JobSpec, content_hash, default_job_path, jobs_dir, load_job, parse_job
+from grb_dist.store import graph_fingerprint
+from grb_dist.sweep.job import SECTION_KEYS, JobSpec, content_hash, default_job_path, jobs_dir, load_job, parse_job
 from grb_dist.sweep.overrides import apply_overrides
 from grb_dist.sweep.cells import run_cells
 from grb_dist.sweep.resolve import resolve
 
-from helpers import small
+from helpers import small, tiny_csbm
 
 JOBS = sorted(jobs_dir().glob("*.yaml"))
 #: A dataset fingerprint (run_cells() takes the loaded graph's; see grb_dist.store.graph_fingerprint).
@@ -25,7 +27,7 @@ def test_shipped_jobs_parse_and_plan(path):
     spec = load_job(path)
     p = run_cells(spec, FP)
     assert len(p.scores) == len(set(c.cell_id for c in p.scores))
-    assert len(p.attacks) == len(spec.attacks) * len(spec.surrogates) * len(spec.difficulties) * spec.repeats
+    assert len(p.attacks) == len(spec.scenario_attacks("injection")) * len(spec.surrogates) * len(spec.difficulties) * spec.repeats
 
 
 def test_default_job_paths():
@@ -68,10 +70,10 @@ def test_overrides():
     spec = parse_job(small())
     o = apply_overrides(spec, attacks="FGSM", defenses="gcn", difficulties="hard", repeats=3, seed=7,
                         n_inject=4, edges_per_node=2, steps=9)
-    assert o.attacks == {"fgsm": {}} and o.defenses == ("gcn",) and o.difficulties == ("hard",)
+    assert o.scenario_attacks("injection") == {"fgsm": {}} and o.defenses == ("gcn",) and o.difficulties == ("hard",)
     assert o.repeats == 3 and o.seed == 7
-    assert o.attack_params("fgsm", "full", 1) == {**o.attack, "n_inject": 4, "seed": 1}
-    assert o.attack["steps"] == 9 and o.attack["edges_per_node"] == 2
+    assert o.attack_params("fgsm", "full", 1) == {**o.section("injection").attack, "n_inject": 4, "seed": 1}
+    assert o.section("injection").attack["steps"] == 9 and o.section("injection").attack["edges_per_node"] == 2
     with pytest.raises(ConfigError):
         apply_overrides(spec, defenses=",")
 
@@ -135,3 +137,25 @@ def test_spec_roundtrip():
     spec = parse_job(small())
     assert isinstance(spec, JobSpec)
     assert parse_job(spec.to_dict()).config_hash == spec.config_hash
+
+
+def test_a_job_file_with_injection_at_its_root_loads_with_a_note_and_the_same_ids(tmp_path):
+    """Every scenario has its section now; a job file from before (injection's ``attack``,
+    ``budgets`` and ``attacks`` at the top level) still loads, says in one note how to move
+    them, and runs the very cells (the same job hash and ids) as the same job with sections."""
+    old = small()
+    new = {k: v for k, v in old.items() if k not in SECTION_KEYS}
+    new["injection"] = {k: old[k] for k in SECTION_KEYS}
+    notes: list[str] = []
+    for name, doc in (("old.yaml", old), ("new.yaml", new)):
+        (tmp_path / name).write_text(yaml.safe_dump(doc))
+    was, now = (load_job(tmp_path / n, on_note=notes.append) for n in ("old.yaml", "new.yaml"))
+    assert len(notes) == 1 and "old.yaml" in notes[0] and "under an injection: section" in notes[0]
+    assert was == now and was.config_hash == now.config_hash
+    graph = tiny_csbm(n=120)
+    fp = graph_fingerprint(graph, was.normalize)
+    assert [c.cell_id for c in run_cells(was, fp).scores] == [c.cell_id for c in run_cells(now, fp).scores]
+    with pytest.raises(ConfigError, match="given twice"):
+        parse_job({**new, "attacks": {"rnd": {}}})
+    with pytest.raises(ConfigError, match="unknown key.*'evasion'.*valid keys are: .*injection"):
+        parse_job({**new, "evasion": {}})

@@ -66,7 +66,7 @@ def strength(spec, graph, surrogate, target, seeds: list[int]) -> None:
           f"clean target accuracy {base:.4f}")
     print("| attack | flips (removed / added) | features changed | accuracy after | drop (pts) | seconds |")
     print("|---|---|---:|---:|---:|---:|")
-    for name in spec.modification["attacks"]:
+    for name in spec.scenario_attacks("modification"):
         accs, secs = [], []
         for seed in seeds:
             attack = build_attack(name, spec.attack_params(name, "full", seed, "modification"), "modification")

@@ -31,8 +31,8 @@ from __future__ import annotations
 import torch
 
 from grb_dist.attacks.shared.weighted import edge_weight_reason, program_operators
-from grb_dist.core.errors import ConfigError
-from grb_dist.core.names import POISONING, SCENARIOS
+from grb_dist.core.scenario import Scenario
+from grb_dist.core.scenario import scenario as scenario_of
 
 
 def training_reason(model: torch.nn.Module) -> str | None:
@@ -46,16 +46,18 @@ def training_reason(model: torch.nn.Module) -> str | None:
     return None
 
 
-def transfer_only_reason(model: torch.nn.Module, scenario: str) -> str | None:
+def transfer_only_reason(model: torch.nn.Module, scenario: str | Scenario) -> str | None:
     """``None`` when ``model`` can be attacked adaptively by the gradient attacks of
-    ``scenario`` (``"injection"``, ``"modification"`` or ``"poisoning"``), else a one-line reason that starts
-    with what is missing. Static checks only: cheap, nothing is trained or evaluated."""
-    if scenario not in SCENARIOS:
-        raise ConfigError(f"scenario must be one of {', '.join(SCENARIOS)}, got {scenario!r}")
-    if scenario == "injection":
+    ``scenario`` (a name or a :class:`~grb_dist.core.scenario.Scenario`; an unknown name
+    raises), else a one-line reason that starts with what is missing: an injection's
+    gradients run through the features of injected nodes, a modification's through edge
+    weights, a poisoning's also through the defense's training. Static checks only: cheap,
+    nothing is trained or evaluated."""
+    s = scenario_of(scenario)
+    if s.injects:
         return feature_reason(model)
     reason = edge_weight_reason(model)
-    if scenario == POISONING and reason is None:
+    if s.poisons and reason is None:
         return meta_gradient_reason(model)
     return reason
 

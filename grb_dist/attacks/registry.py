@@ -1,10 +1,13 @@
 """The attack tables, one per scenario, and building an attack by name.
 
-A built-in attack is one module and one line in :data:`INJECTION` or :data:`MODIFICATION`;
-a user attack is one :func:`register_attack` call (or an entry point of group
-``grb_dist.attacks``, or a ``module:Class`` spec in a job). Every attack class derives from
-its scenario's base, and its typed ``Config`` from the scenario's base config: both are
-checked when it is added.
+A built-in attack is one module and one line in :data:`INJECTION`, :data:`MODIFICATION` or
+:data:`POISONING`; a user attack is one :func:`register_attack` call (or an entry point of
+group ``grb_dist.attacks``, or a ``module:Class`` spec in a job); a user scenario is one
+:func:`register_scenario` call, which gives it a table of its own. Every attack class derives
+from the base of what its scenario perturbs (:data:`BASES`), and its typed ``Config`` from
+that base's config: both are checked when it is added. An attack class may name the
+scenarios it belongs to (``scenarios``); one of another scenario gets an error saying where
+it belongs.
 """
 
 from __future__ import annotations
@@ -24,46 +27,40 @@ from grb_dist.attacks.shared.flips import ModificationAttack, ModificationConfig
 from grb_dist.attacks.poisoning import metattack
 from grb_dist.attacks.poisoning import prbcd as meta_prbcd
 from grb_dist.attacks.poisoning.published import Published
+from grb_dist.core import scenario as sc
 from grb_dist.core.config import from_dict
 from grb_dist.core.errors import ConfigError, ExtensionTypeError
-from grb_dist.core.names import SCENARIOS
 from grb_dist.core.registry import Registry, describe, plain_name
 
 #: Entry-point group of installed packages that provide attacks.
 GROUP = "grb_dist.attacks"
-#: The base class and base config of each scenario's attacks (a poisoning perturbation is a
-#: modification made before training: the same types).
-BASES = {"injection": (InjectionAttack, AttackConfig), "modification": (ModificationAttack, ModificationConfig),
-         "poisoning": (ModificationAttack, ModificationConfig)}
-#: Where a job lists the attacks of each scenario.
-JOB_SECTION = {"injection": "attacks", "modification": "modification.attacks", "poisoning": "poisoning.attacks"}
+#: The base class and base config of the attacks of a scenario, by what it perturbs (a
+#: poisoning perturbation is a modification made before training: the same types).
+BASES = {"nodes": (InjectionAttack, AttackConfig), "edges": (ModificationAttack, ModificationConfig)}
 #: Separator of a budget-axis entry's name, ``<attack>@<budget>`` (``fgsm@20``, ``prbcd@0.05``):
 #: one attack of a sweep over several budgets, built by the class of ``<attack>``.
 BUDGET_SEP = "@"
 
 
-def _article(scenario: str) -> str:
-    return "an" if scenario == "injection" else "a"
+def _belongs(where: str, cls: type, home: sc.Scenario, scenario: sc.Scenario) -> ConfigError:
+    return ConfigError(f"{where} is {home.an} ({cls.__name__}), not {scenario.an}; list it under "
+                       f"{home.job_section} in the job (and run --scenario {home.name} or all)")
 
 
-def attack_entry(scenario: str, cls: Any, where: str, *, registering: bool = False) -> type:
+def attack_entry(scenario: str | sc.Scenario, cls: Any, where: str, *, registering: bool = False) -> type:
     """``cls`` when it is an attack class of ``scenario`` with a typed ``Config`` derived
     from the scenario's base config; else :class:`ConfigError` saying what it is (found in a
     job: where it belongs; given to :func:`register_attack`: which ``scenario`` to pass)."""
-    base, config = BASES[scenario]
-    if inspect.isclass(cls) and issubclass(cls, base) and scenario not in getattr(cls, "scenarios", (scenario,)):
-        home = cls.scenarios[0]
-        raise ConfigError(f"{where} is {_article(home)} {home} attack ({cls.__name__}), not "
-                          f"{_article(scenario)} {scenario} attack; list it under {JOB_SECTION[home]} in the job "
-                          f"(and run --scenario {home} or all)")
+    s = sc.scenario(scenario)
+    base, config = BASES[s.perturbs]
+    if inspect.isclass(cls) and issubclass(cls, base) and s.name not in getattr(cls, "scenarios", (s.name,)):
+        raise _belongs(where, cls, sc.scenario(cls.scenarios[0]), s)
     if not (inspect.isclass(cls) and issubclass(cls, base)):
-        other = next((s for s, (b, _) in BASES.items() if s != scenario and inspect.isclass(cls) and issubclass(cls, b)),
-                     None)
+        other = next((o for o in sc.scenarios() if o.perturbs != s.perturbs and inspect.isclass(cls)
+                      and issubclass(cls, BASES[o.perturbs][0])), None)
         if other is not None and not registering:
-            raise ConfigError(f"{where} is {_article(other)} {other} attack ({cls.__name__}), not "
-                              f"{_article(scenario)} {scenario} attack; list it under {JOB_SECTION[other]} in the job "
-                              f"(and run --scenario {other} or all)")
-        hint = f"; it is {_article(other)} {other} attack: pass scenario={other!r}" if other else ""
+            raise _belongs(where, cls, other, s)
+        hint = f"; it is {other.an}: pass scenario={other.name!r}" if other else ""
         raise ExtensionTypeError(f"{where}: {describe(cls)} is not a subclass of {base.__name__}{hint}")
     cfg = getattr(cls, "Config", None)
     if not (inspect.isclass(cfg) and dataclasses.is_dataclass(cfg) and issubclass(cfg, config)):
@@ -71,12 +68,19 @@ def attack_entry(scenario: str, cls: Any, where: str, *, registering: bool = Fal
     return cls
 
 
-def _table(scenario: str, kind: str, entries: Mapping[str, type]) -> Registry[type]:
-    return Registry(kind, entries, admit=lambda name, obj, where: attack_entry(scenario, obj, where), groups=(GROUP,))
+def _table(scenario: sc.Scenario, entries: Mapping[str, type]) -> Registry[type]:
+    table: Registry[type] = Registry(scenario.attack_kind, entries,
+                                     admit=lambda name, obj, where: attack_entry(scenario, obj, where), groups=(GROUP,))
+    REGISTRIES[scenario.name] = table
+    return table
+
+
+#: Each scenario's attack table, by the scenario's name.
+REGISTRIES: dict[str, Registry] = {}
 
 
 #: Injection attacks: name -> class (names are the paper acronyms).
-INJECTION: Registry[type[InjectionAttack]] = _table("injection", "attack", {
+INJECTION: Registry[type[InjectionAttack]] = _table(sc.INJECTION, {
     "rnd": RND,
     "fgsm": FGSM,
     "pgd": PGD,
@@ -99,27 +103,38 @@ _MODIFICATION_ATTACKS: dict[str, type[ModificationAttack]] = {
 }
 
 #: Modification attacks: name -> class.
-MODIFICATION: Registry[type[ModificationAttack]] = _table("modification", "modification attack", _MODIFICATION_ATTACKS)
+MODIFICATION: Registry[type[ModificationAttack]] = _table(sc.MODIFICATION, _MODIFICATION_ATTACKS)
 
 #: Poisoning attacks: every modification attack (its perturbation computed on the surrogate
 #: against the unlabelled nodes, then trained on) and the attacks made for poisoning.
-POISONING: Registry[type[ModificationAttack]] = _table("poisoning", "poisoning attack", {
+POISONING: Registry[type[ModificationAttack]] = _table(sc.POISONING, {
     **_MODIFICATION_ATTACKS,
     "metattack": metattack.Metattack,
     "meta_prbcd": meta_prbcd.MetaPRBCD,
 })
 
-REGISTRIES = {"injection": INJECTION, "modification": MODIFICATION, "poisoning": POISONING}
 
 
-def register_attack(name: str, cls: type, scenario: str = "injection", *, replace: bool = False) -> str:
-    """Register attack class ``cls`` for ``scenario`` (``injection``: an
-    :class:`InjectionAttack` subclass; ``modification`` or ``poisoning``: a
-    :class:`ModificationAttack` subclass), its ``Config`` checked like the built-ins'.
-    Returns the registered name."""
+def register_scenario(scenario: sc.Scenario, attacks: Mapping[str, type] | None = None, *,
+                      replace: bool = False) -> sc.Scenario:
+    """Add ``scenario`` (a :class:`~grb_dist.core.scenario.Scenario`) with a table of its own
+    holding ``attacks`` (name -> class, each checked as :func:`register_attack` checks it).
+    The sweep, the plan, the store and the boards then treat it as the built-in ones: a
+    job's ``<name>:`` section lists its attacks, ``--scenario <name>`` sweeps it."""
+    sc.add_scenario(scenario, replace=replace)
+    for name, cls in (attacks or {}).items():
+        register_attack(name, cls, scenario.name, replace=replace)
+    return scenario
+
+
+def register_attack(name: str, cls: type, scenario: str = sc.DEFAULT.name, *, replace: bool = False) -> str:
+    """Register attack class ``cls`` for ``scenario`` (``injection``, or another that injects
+    nodes: an :class:`InjectionAttack` subclass; ``modification``, ``poisoning`` or another
+    that flips edges: a :class:`ModificationAttack` subclass), its ``Config`` checked like the
+    built-ins'. Returns the registered name."""
     table = attack_registry(scenario)
-    key = plain_name(name, f"{scenario} attack")
-    return table.add(key, attack_entry(scenario, cls, f"{scenario} attack {key!r}", registering=True), replace=replace)
+    key = plain_name(name, table.kind)
+    return table.add(key, attack_entry(scenario, cls, f"{table.kind} {key!r}", registering=True), replace=replace)
 
 
 def base_attack_name(name: str) -> str:
@@ -128,30 +143,31 @@ def base_attack_name(name: str) -> str:
     return name.partition(BUDGET_SEP)[0] if isinstance(name, str) else name
 
 
-def attack_registry(scenario: str) -> Registry:
-    """The attack table of ``scenario`` (``injection``, ``modification`` or ``poisoning``)."""
-    if scenario not in REGISTRIES:
-        raise ConfigError(f"unknown scenario {scenario!r}; choose one of: {', '.join(SCENARIOS)}")
-    return REGISTRIES[scenario]
+def attack_registry(scenario: str | sc.Scenario) -> Registry:
+    """The attack table of ``scenario`` (an unknown scenario raises, naming the known ones;
+    a registered scenario whose table this process has not made yet, in a Ray worker, gets
+    it now, with the attacks registered for it in the driver)."""
+    s = sc.scenario(scenario)
+    return REGISTRIES.get(s.name) or _table(s, {})
 
 
-def attack_class(name: str, scenario: str = "injection") -> type:
-    """The class of attack ``name`` in ``scenario``; an attack of the other scenario gets an
+def attack_class(name: str, scenario: str | sc.Scenario = sc.DEFAULT.name) -> type:
+    """The class of attack ``name`` in ``scenario``; an attack of another scenario gets an
     error that says where it belongs. ``<attack>@<budget>`` (an entry of a budget axis)
     resolves to the class of ``<attack>``."""
     name = base_attack_name(name)
     registry = attack_registry(scenario)
     if name not in registry:
-        for other, reg in REGISTRIES.items():
-            if other != scenario and reg.find(name) is not None:
-                raise ConfigError(
-                    f"{name} is {_article(other)} {other} attack, not {_article(scenario)} {scenario} attack; list it "
-                    f"under {JOB_SECTION[other]} in the job (and run --scenario {other} or all)"
-                )
+        mine = sc.scenario(scenario)
+        for other in sc.scenarios():
+            if other is not mine and attack_registry(other).find(name) is not None:
+                raise ConfigError(f"{name} is {other.an}, not {mine.an}; list it under {other.job_section} in the "
+                                  f"job (and run --scenario {other.name} or all)")
     return registry.get(name)
 
 
-def build_attack(name: str, params: Mapping[str, Any], scenario: str = "injection") -> InjectionAttack | ModificationAttack:
+def build_attack(name: str, params: Mapping[str, Any],
+                 scenario: str | sc.Scenario = sc.DEFAULT.name) -> InjectionAttack | ModificationAttack:
     """Build attack ``name`` of ``scenario`` from ``params``.
 
     ``params`` is the merge of a job's shared attack section, the difficulty's budget and
@@ -161,9 +177,10 @@ def build_attack(name: str, params: Mapping[str, Any], scenario: str = "injectio
     """
     cls = attack_class(name, scenario)
     base, sep, budget = name.partition(BUDGET_SEP)
-    config = from_dict(cls.Config, params, where=f"{scenario} attack {attack_registry(scenario).canonical(base)}{sep}{budget}")
+    config = from_dict(cls.Config, params,
+                       where=f"{sc.scenario(scenario).name} attack {attack_registry(scenario).canonical(base)}{sep}{budget}")
     return cls(config)
 
 
-__all__ = ["BASES", "BUDGET_SEP", "GROUP", "INJECTION", "JOB_SECTION", "MODIFICATION", "POISONING", "REGISTRIES", "attack_class",
-           "attack_entry", "attack_registry", "base_attack_name", "build_attack", "register_attack"]
+__all__ = ["BASES", "BUDGET_SEP", "GROUP", "INJECTION", "MODIFICATION", "POISONING", "REGISTRIES", "attack_class",
+           "attack_entry", "attack_registry", "base_attack_name", "build_attack", "register_attack", "register_scenario"]

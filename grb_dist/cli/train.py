@@ -56,10 +56,10 @@ def train(
     check_threads(threads)
     device = str(check_device(device))
     if job is not None:
-        spec = load_job(job, allow_import=allow_import)
+        spec = load_job(job, allow_import=allow_import, on_note=base.note)
     else:  # the dataset's job; a catalogue dataset without one runs its kind's, said in one line
         chosen = dataset_job(dataset)
-        spec = chosen.load(allow_import=allow_import)
+        spec = chosen.load(allow_import=allow_import, on_note=base.note)
         if chosen.note:
             base.note(chosen.note)
     seed = spec.seed if seed is None else seed

@@ -1,6 +1,7 @@
 """The names every part of grb_dist shares, and the one rule for names.
 
-- the scenarios, difficulties, split keys and the clean row's attack name, defined once;
+- the difficulties, split keys and the clean row's attack name, defined once (the scenarios
+  are objects of their own: :mod:`grb_dist.core.scenario`);
 - :func:`is_name`: what a name may look like anywhere (datasets, models, attacks, runs):
   letters, digits, ``. _ + -``, never a path;
 - :func:`normalize_name`: the canonical spelling registries compare (``GCN-LN`` ==
@@ -19,11 +20,6 @@ from typing import Any, Iterable
 
 from grb_dist.core.errors import ConfigError, DatasetError
 
-#: The scenarios: GRB's two evasion scenarios, and poisoning (the graph is perturbed before
-#: the defender trains on it).
-SCENARIOS = ("injection", "modification", "poisoning")
-#: The poisoning scenario's name.
-POISONING = "poisoning"
 #: The difficulty a poisoning perturbation is keyed under: it is global (it fights every
 #: unlabelled node), computed once and scored on every difficulty.
 POISONING_DIFFICULTY = "full"

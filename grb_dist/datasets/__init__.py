@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from grb_dist.datasets.catalog import CATALOG, DatasetInfo
+from grb_dist.datasets.ref import DatasetRef, dataset_ref
 from grb_dist.datasets.csbm import CBAConfig, CSBMConfig, bayes_predict, sample_cba, sample_csbm, sample_inductive_nodes
 from grb_dist.datasets.grb import default_cache_dir, download_grb, is_grb_dir, load_grb_dir, verify_dataset_dir
 from grb_dist.datasets.normalize import NORMALIZATIONS, normalize_features
@@ -26,7 +27,7 @@ from grb_dist.core.graph import Graph
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "CATALOG", "DatasetInfo", "CSBMConfig", "CBAConfig", "DeclaredGraph", "NORMALIZATIONS", "Graph",
+    "CATALOG", "DatasetInfo", "DatasetRef", "dataset_ref", "CSBMConfig", "CBAConfig", "DeclaredGraph", "NORMALIZATIONS", "Graph",
     "bayes_predict", "declared_graph", "default_cache_dir", "download_grb", "grb_split", "is_grb_dir",
     "load_dataset", "load_grb_dir", "load_npz_graph", "normalize_features", "sample_cba",
     "sample_csbm", "sample_inductive_nodes", "is_available", "load_prognn", "prognn_name",
@@ -90,11 +91,11 @@ def load_dataset(
     """
     if normalize not in NORMALIZATIONS:
         normalize_features(None, normalize)  # raises the standard error
+    ref = None if isinstance(name, Graph) else dataset_ref(name)  # catalogue name or path: one rule
     if isinstance(name, Graph):
         graph = name
-    elif str(name) in CATALOG:
-        key = str(name)
-        info = CATALOG.get(key)
+    elif ref.catalogue is not None:
+        info = CATALOG.get(ref.catalogue)
         if info.source == "csbm":
             graph, _ = sample_csbm(info.csbm, seed=seed, name=info.name)
         elif info.source == "prognn":
@@ -113,7 +114,7 @@ def load_dataset(
             graph = load_grb_dir(target, info.name)
             if verify:
                 check_published_sizes(graph, info, target)
-    elif (path := Path(name)).is_dir():
+    elif (path := ref.path or Path(ref.given)).is_dir():
         graph = load_grb_dir(path)
     elif os.path.lexists(path) and path.suffix == ".npz":  # a FIFO, a device or a link loop: refused as such
         graph, report = load_npz_graph(path)

@@ -35,6 +35,8 @@ import torch
 from grb_dist.attacks.injection.fgsm import fgsm_inject
 from grb_dist.core.config import from_dict
 from grb_dist.core.errors import ConfigError
+from grb_dist.core.scenario import DEFAULT, find_scenario, scenarios
+from grb_dist.core.scenario import scenario as scenario_of
 from grb_dist.models.tensors import apply_injection
 from grb_dist.models.views import InductiveView
 
@@ -63,12 +65,14 @@ class ATConfig:
     feat_min: float | None = None
     feat_max: float | None = None
     warmup_epochs: int = 10
-    scenario: str = "injection"
+    scenario: str = DEFAULT.name
     ratio_edge_mod: float = 0.05
 
     def __post_init__(self) -> None:
-        if self.scenario not in ("injection", "modification"):
-            raise ConfigError(f"adversarial_training.scenario must be injection or modification, got {self.scenario!r}")
+        evasion = [s.name for s in scenarios() if not s.poisons]
+        if find_scenario(self.scenario) is None or scenario_of(self.scenario).poisons:
+            raise ConfigError(f"adversarial_training.scenario must be an evasion scenario ({' or '.join(evasion)}), "
+                              f"got {self.scenario!r}")
         if not 0 < self.ratio_edge_mod <= 1:
             raise ConfigError(f"adversarial_training.ratio_edge_mod must be in (0, 1], got {self.ratio_edge_mod}")
         if self.n_inject < 1 or self.edges_per_node < 1 or self.steps < 1 or self.step_size <= 0:
@@ -127,7 +131,7 @@ class InjectionAT:
 
 def training_attack(config: ATConfig) -> "InjectionAT | ModificationAT":
     """The training-time attack of ``config``'s scenario (one instance per training run)."""
-    return ModificationAT(config) if config.scenario == "modification" else InjectionAT(config)
+    return InjectionAT(config) if scenario_of(config.scenario).injects else ModificationAT(config)
 
 
 class ModificationAT:

@@ -4,7 +4,6 @@ from grb_dist.leaderboard.rank import (
     ADAPTIVE_KINDS,
     GRB_KINDS,
     KINDS,
-    SCENARIOS,
     adaptive_rows,
     adaptive_vs_transfer,
     attack_board,
@@ -23,7 +22,7 @@ from grb_dist.leaderboard.rank import (
 )
 from grb_dist.leaderboard.render import FORMATS, render, to_markdown
 
-__all__ = ["ADAPTIVE_KINDS", "FORMATS", "GRB_KINDS", "KINDS", "SCENARIOS", "adaptive_rows", "adaptive_vs_transfer",
+__all__ = ["ADAPTIVE_KINDS", "FORMATS", "GRB_KINDS", "KINDS", "adaptive_rows", "adaptive_vs_transfer",
            "attack_board", "board_name", "defense_board", "has_adaptive", "is_adaptive", "leaderboards", "parse_name",
            "render", "robustness_board", "scenarios_of", "to_arrow", "to_markdown", "transfer_board",
            "transfer_matrix", "transfer_rows"]

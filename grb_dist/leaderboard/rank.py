@@ -40,12 +40,13 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from grb_dist.core.names import CLEAN, DIFFICULTIES, SCENARIOS
+from grb_dist.core.names import CLEAN, DIFFICULTIES
+from grb_dist.core.scenario import DEFAULT, find_scenario, scenario_names
 from grb_dist.evaluation.metrics import attack_scores, defense_scores
 from grb_dist.store import schema
 
 #: Scenario of a scores table without a ``scenario`` column (the GRB leaderboard setting).
-DEFAULT_SCENARIO = "injection"
+DEFAULT_SCENARIO = DEFAULT.name
 #: The GRB boards (transfer rows only), then the boards of adaptive evaluation.
 GRB_KINDS = ("attacks", "defenses")
 ADAPTIVE_KINDS = ("robustness", "transfer")
@@ -76,11 +77,13 @@ def parse_name(name: str) -> tuple[str, str, str]:
 
 
 def scenarios_of(scores: pd.DataFrame) -> list[str]:
-    """The scenarios present in ``scores``: the GRB ones first, then any other, sorted."""
+    """The scenarios present in ``scores``: the known ones in their order (the built-in ones
+    first), then any other, sorted."""
     if "scenario" not in scores.columns:
         return [DEFAULT_SCENARIO] if len(scores) else []
     present = set(scores["scenario"].dropna().astype(str).unique())
-    return [s for s in SCENARIOS if s in present] + sorted(present.difference(SCENARIOS))
+    known = scenario_names()
+    return [s for s in known if s in present] + sorted(present.difference(known))
 
 
 def of_scenario(scores: pd.DataFrame, scenario: str | None) -> tuple[str, pd.DataFrame]:
@@ -92,7 +95,7 @@ def of_scenario(scores: pd.DataFrame, scenario: str | None) -> tuple[str, pd.Dat
             raise ValueError(f"the scores hold several scenarios ({', '.join(present)}); pass scenario=")
         scenario = present[0] if present else DEFAULT_SCENARIO
     if "scenario" not in scores.columns:
-        return scenario, scores if scenario == DEFAULT_SCENARIO else scores.iloc[0:0]
+        return scenario, scores if find_scenario(scenario) is DEFAULT else scores.iloc[0:0]
     return scenario, scores[scores["scenario"] == scenario]
 
 

@@ -31,7 +31,8 @@ from typing import Any, Callable, Iterable
 from torch import nn
 
 from grb_dist.core.errors import ConfigError, ExtensionTypeError
-from grb_dist.core.names import SCENARIOS, normalize_name
+from grb_dist.core.names import normalize_name
+from grb_dist.core.scenario import find_scenario
 from grb_dist.core.registry import Registry, describe, plain_name
 from grb_dist.models.appnp import APPNP
 from grb_dist.models.base import GraphModel, ModelConfig
@@ -159,9 +160,9 @@ def defense_entry(obj: Any, config_cls: type | None, where: str) -> ModelEntry:
     ``torch.nn.Module`` subclass or factory ``(in_features, num_classes[, config])`` is
     built by it (with ``config_cls``, or the class's dataclass ``Config``)."""
     if inspect.isclass(obj):
-        scenario = getattr(obj, "scenario", None)
-        if isinstance(scenario, str) and scenario in SCENARIOS:
-            raise ConfigError(f"{where} is an {scenario} attack ({obj.__name__}), not a model or defense; "
+        scenario = find_scenario(getattr(obj, "scenario", None))
+        if scenario is not None:
+            raise ConfigError(f"{where} is {scenario.an} ({obj.__name__}), not a model or defense; "
                               "list it among the attacks")
         if issubclass(obj, GraphModel):
             if config_cls is not None:

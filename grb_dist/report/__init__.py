@@ -21,6 +21,7 @@ import pandas as pd
 
 from grb_dist.core.paths import output_target
 from grb_dist.core.errors import ConfigError, GrbDistError
+from grb_dist.core.scenario import find_scenario
 from grb_dist.leaderboard.rank import (
     board_name,
     has_adaptive,
@@ -80,7 +81,8 @@ def report_figures(scores: pd.DataFrame) -> tuple[list[Figure], list[Figure], li
         if budget is not None:
             bcurves = budget_curves(mine, scenario)
             if bcurves:
-                xlabel = "injected nodes" if scenario == "injection" else "budget (share of edges flipped)"
+                known = find_scenario(scenario)
+                xlabel = known.budget_label if known else "budget"
                 budget.append(budget_lines(bcurves, f"budget-{label}", f"{scenario}: accuracy vs budget",
                                            f"Mean accuracy over defenses per budget, {scenario} scenario.", xlabel,
                                            colours))

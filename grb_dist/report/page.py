@@ -10,6 +10,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
+from grb_dist.core.scenario import find_scenario
 from grb_dist.leaderboard.rank import GRB_KINDS, parse_name
 from grb_dist.leaderboard.render import LEGENDS, SORT_SCRIPT, STYLE, html_cell, html_table, to_html
 from grb_dist.report.figures import Figure
@@ -174,8 +175,16 @@ def build_html(info: RunInfo, boards: Mapping[str, pd.DataFrame], heatmaps: Sequ
                                  "before; one row per task running at once; a dashed line marks a resumed sweep.",
                                  timeline))
         links.append(("timeline", "Timeline"))
-    return document(info.title, "Graph Robustness Benchmark: black-box, inductive, evasion; every attack against "
-                    "every defense, per scenario and difficulty.", links, sections)
+    return document(info.title, subtitle(boards), links, sections)
+
+
+def subtitle(boards: Mapping[str, pd.DataFrame]) -> str:
+    """The page's subtitle: the protocol of each scenario the run holds, as the scenario
+    describes itself (a scenario this process does not know: its name alone)."""
+    present = dict.fromkeys(parse_name(key)[0] for key in boards)
+    said = [f"{name}: {s.threat_model}" if (s := find_scenario(name)) else name for name in present]
+    return (f"Graph Robustness Benchmark ({'; '.join(said)})" if said else "Graph Robustness Benchmark") + \
+        ": every attack against every defense, per scenario and difficulty."
 
 
 def document(title: str, subtitle: str, links: Sequence[tuple[str, str]], sections: Sequence[str]) -> str:

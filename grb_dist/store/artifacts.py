@@ -24,6 +24,8 @@ import pyarrow.parquet as pq
 from grb_dist.core.errors import StoreError
 from grb_dist.core.fileio import write_bytes
 from grb_dist.core.graph import Injection, Modification
+from grb_dist.core.scenario import DEFAULT, find_scenario
+from grb_dist.core.scenario import scenario as scenario_of
 import grb_dist.store.schema as schema
 from grb_dist.store.parquet import (
     partition_path,
@@ -176,7 +178,7 @@ class Perturbations:
         feats = t["features"].combine_chunks().flatten().to_numpy(zero_copy_only=False).astype(np.float32)
         added = np.stack([ints("edge_src"), ints("edge_dst")])
         num_original = int(t["num_original"][0].as_py())
-        if t["scenario"][0].as_py() != "injection":  # a modification (evasion or poisoning)
+        if not scenario_of(t["scenario"][0].as_py()).injects:  # a modification (evasion or poisoning)
             nodes = ints("node_ids")
             return Modification(np.stack([ints("removed_src"), ints("removed_dst")]), added, nodes,
                                 feats.reshape(nodes.size, d), num_original)
@@ -206,7 +208,7 @@ def write_board(root: str | Path, name: str, table: pa.Table, markdown: str) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_table(table, path.with_name(f"{path.name}.parquet"))
     write_bytes(markdown.encode(), path.with_name(f"{path.name}.md"))
-    if len(parts) == 2 and parts[0] == "injection":
+    if len(parts) == 2 and find_scenario(parts[0]) is DEFAULT:
         for suffix in (".parquet", ".md"):
             (Path(root) / "leaderboard" / f"{parts[1]}{suffix}").unlink(missing_ok=True)
 

@@ -42,7 +42,9 @@ from typing import Any, Callable, Literal, Mapping
 from grb_dist.attacks.registry import attack_class
 from grb_dist.core.config import canonical_json, to_dict
 from grb_dist.core.errors import ConfigError
-from grb_dist.core.names import ADAPTIVE, CLEAN, POISONING, TRANSFER
+from grb_dist.core.names import ADAPTIVE, CLEAN, TRANSFER
+from grb_dist.core.scenario import DEFAULT, Scenario
+from grb_dist.core.scenario import scenario as scenario_of
 from grb_dist.sweep.job import SURROGATE_SEED_OFFSET, JobSpec, content_hash
 from grb_dist.sweep.resolve import ResolvedJob, adapts, resolve
 
@@ -96,7 +98,7 @@ class AttackCell:
     params: Mapping[str, Any]
     surrogate_model: str  # file stem of the surrogate
     perturbation_id: str
-    scenario: str = "injection"
+    scenario: str = DEFAULT.name
     threat: str = TRANSFER
     #: file stem of the model whose predictions the attack fights (adaptive cells: the
     #: attacker's first surrogate); ``None``: the attacked model's own
@@ -136,8 +138,14 @@ class ScoreCell:
     seed: int
     defense_model: str  # file stem of the defense
     perturbation_id: str | None
-    scenario: str = "injection"
+    scenario: str = DEFAULT.name
     threat: str = TRANSFER
+
+    @property
+    def trained_on_perturbation(self) -> bool:
+        """Whether its defense is trained on the perturbed graph (a poisoning scenario's cell,
+        scored by its own training task, not by the Scorers)."""
+        return scenario_of(self.scenario).poisons
 
 
 @dataclass(frozen=True)
@@ -212,9 +220,9 @@ def run_cells(job: JobSpec | ResolvedJob, fingerprint: str,
     poisoned: list[PoisonTask] = []
     for scenario in spec.scenarios:
         base = {"dataset": fingerprint, "scenario": scenario, "normalize": spec.normalize, "data_seed": spec.seed}
-        if scenario == POISONING:
-            extra_surrogates = _poisoning(resolved, base, targets, surrogates, excluded, attacks, scores, poisoned,
-                                          files)
+        if scenario_of(scenario).poisons:  # the defenders train on the perturbations: a layout of its own
+            extra_surrogates = _poisoning(resolved, scenario_of(scenario), base, targets, surrogates, excluded,
+                                          attacks, scores, poisoned, files)
             continue
         for difficulty in spec.difficulties:
             for t in targets:
@@ -237,15 +245,15 @@ def run_cells(job: JobSpec | ResolvedJob, fingerprint: str,
                 {k: v for k, v in excluded.items() if k[0] in spec.scenarios}, tuple(poisoned))
 
 
-def _poisoning(resolved: ResolvedJob, base: Mapping[str, Any], targets: tuple[ModelTask, ...],
+def _poisoning(resolved: ResolvedJob, scenario: Scenario, base: Mapping[str, Any], targets: tuple[ModelTask, ...],
                surrogates: tuple[ModelTask, ...], excluded: Mapping[tuple[str, str], str],
                attacks: list[AttackCell], scores: list[ScoreCell], poisoned: list[PoisonTask],
                files: Mapping[tuple[str, str, str], tuple[tuple[str, str], ...]]) -> tuple[ModelTask, ...]:
-    """The poisoning scenario's cells: a clean training per defense, a global perturbation per
+    """A poisoning scenario's cells: a clean training per defense, a global perturbation per
     (attack, surrogate, repeat), a training per (perturbation, defense), each scored on every
     difficulty (module docstring); in a targeted job (``poisoning.budgets`` given), a
     perturbation per difficulty instead, fighting that difficulty's test nodes with its
-    budget and scored on it alone (:meth:`~grb_dist.sweep.job.JobSpec.poisoning_difficulties`).
+    budget and scored on it alone (:meth:`~grb_dist.sweep.job.JobSpec.perturbation_difficulties`).
     The attacker's surrogates are trained as the defender trains, on the whole clean graph
     (Metattack's self-training labels come from them).
 
@@ -268,7 +276,8 @@ def _poisoning(resolved: ResolvedJob, base: Mapping[str, Any], targets: tuple[Mo
         cells = tuple(ScoreCell(content_hash({**base, "attack": CLEAN, "difficulty": d, "defense": model.model_id})
                                 if pid is None else content_hash({"perturbation": pid, "defense": t.model_id,
                                                                   "difficulty": d}),
-                                attack, surrogate, t.name, d, repeat, seed, model.file_stem, pid, POISONING, threat)
+                                attack, surrogate, t.name, d, repeat, seed, model.file_stem, pid, scenario.name,
+                                threat)
                       for d in scored)
         poisoned.append(PoisonTask(model, pid, cells))
         scores.extend(cells)
@@ -280,21 +289,22 @@ def _poisoning(resolved: ResolvedJob, base: Mapping[str, Any], targets: tuple[Mo
         one global; every repeat), each trained on by ``defenses`` and scored on its
         difficulty (a global one: on every difficulty). Global transfer perturbations' ids
         hash what they always did."""
-        for difficulty in spec.poisoning_difficulties(targeted):
+        for difficulty in spec.perturbation_difficulties(scenario, targeted):
             for repeat in range(spec.repeats):
                 seed = spec.attack_seed(repeat)
-                params = spec.attack_params(attack, difficulty, seed, POISONING, defaults)
+                params = spec.attack_params(attack, difficulty, seed, scenario, defaults)
                 ident = {**base, "attack": attack, "params": params, "surrogate": attacker.model_id, "repeat": repeat}
                 if threat != TRANSFER:
                     ident.update(threat=threat, labels=attackers[0].model_id)
                 if targeted:
                     ident.update(difficulty=difficulty, targets="difficulty")
-                read = files.get((POISONING, attack, difficulty), ())
+                read = files.get((scenario.name, attack, difficulty), ())
                 if read:
                     ident.update(inputs=dict(read))
                 pid = content_hash(ident)
                 attacks.append(AttackCell(attack, owner, difficulty, repeat, seed, params, attacker.file_stem, pid,
-                                          POISONING, threat, attackers[0].file_stem if threat != TRANSFER else None,
+                                          scenario.name, threat,
+                                          attackers[0].file_stem if threat != TRANSFER else None,
                                           targeted, read))
                 for t in defenses:
                     train_on(t, pid, attack, owner, repeat, seed, threat,
@@ -305,15 +315,15 @@ def _poisoning(resolved: ResolvedJob, base: Mapping[str, Any], targets: tuple[Mo
                                 content_hash({"surrogate": s.model_id, "setting": "transductive"}), "transductive",
                                 True) for s in surrogates)
     adaptive: dict[str, ModelTask] = {}
-    for attack in spec.scenario_attacks(POISONING):
-        targeted = attack_class(attack, POISONING).targetable and spec.poisoning_targeted
+    for attack in spec.scenario_attacks(scenario):
+        targeted = getattr(attack_class(attack, scenario), "targetable", True) and spec.targeted(scenario)
         for s in attackers:
             perturb(attack, targeted, s, s.name, TRANSFER, None, targets)
-        built = resolved.attack(POISONING, attack, spec.poisoning_difficulties(targeted)[0])
-        if not (spec.adaptive and adapts(POISONING, built)):
+        built = resolved.attack(scenario.name, attack, spec.perturbation_difficulties(scenario, targeted)[0])
+        if not (spec.adaptive and adapts(scenario.name, built)):
             continue
         for t in targets:
-            if (POISONING, t.name) not in excluded:
+            if (scenario.name, t.name) not in excluded:
                 perturb(attack, targeted, adaptive.setdefault(t.name, clean[t.name]), t.name, ADAPTIVE,
                         built.adaptive_defaults, (t,))
     return attackers + tuple(adaptive.values())
@@ -377,7 +387,7 @@ class Work:
     def scored_defenses(self) -> list[str]:
         """The defenses the Scorers hold: those of the missing cells that are not poisoning's
         (a poisoned defense is scored by its own training task)."""
-        return sorted({c.defense for c in self.todo if c.scenario != POISONING})
+        return sorted({c.defense for c in self.todo if not c.trained_on_perturbation})
 
     def totals(self) -> dict[str, int]:
         """The progress stages' totals: ``train`` models, ``attack`` perturbations,
@@ -394,7 +404,7 @@ def needed_work(p: Cells, done_cells: set[str], has_perturbation: Callable[[str]
     to_run = tuple(a for a in needed if not has_perturbation(a.perturbation_id))
     # an adaptive attack's model is a defense's, its labels a surrogate's
     attacker_stems = {a.surrogate_model for a in to_run} | {a.labels_from for a in to_run if a.labels_from}
-    targets = {c.defense for c in todo if c.scenario != POISONING}  # a poisoned defense trains on its own
+    targets = {c.defense for c in todo if not c.trained_on_perturbation}  # a poisoned defense trains on its own
     models = tuple(s for s in p.surrogates if s.file_stem in attacker_stems) + tuple(
         t for t in p.targets if t.name in targets or t.file_stem in attacker_stems)
     poisoned = tuple(pt for pt in p.poisoned if any(c.cell_id not in done_cells for c in pt.cells))
@@ -409,7 +419,7 @@ def run_components(p: Cells) -> dict[str, dict[str, Any]]:
 
     ``job``: the job seed (it seeds models and attacks); ``models``: per file stem the
     model's id, parameters and training settings; ``attacks``: per ``<attack>/<difficulty>``
-    (``modification/<attack>/<difficulty>`` for modification attacks; ``.../adaptive`` for
+    (``<scenario>/<attack>/<difficulty>`` in the scenarios other than injection; ``.../adaptive`` for
     adaptive cells, which may run with other parameters: ``Attack.adaptive_defaults``) the
     attack parameters (without the per-repeat seed), and ``inputs``, ``{file: sha256}`` of the
     files it reads beside the graph (only for an attack that reads some: a published set), so
@@ -421,7 +431,7 @@ def run_components(p: Cells) -> dict[str, dict[str, Any]]:
               for t in p.trainings}
     attacks = {}
     for a in p.attacks:
-        key = f"{a.attack}/{a.difficulty}" if a.scenario == "injection" else f"{a.scenario}/{a.attack}/{a.difficulty}"
+        key = scenario_of(a.scenario).record_key(a.attack, a.difficulty)
         if a.threat != TRANSFER:
             key = f"{key}/{a.threat}"
         attacks[key] = {k: v for k, v in a.params.items() if k != "seed"}

@@ -2,9 +2,10 @@
 
 A job file (``grb_dist/jobs/<dataset>.yaml``) is read as safe YAML (no key twice, at most
 1 MiB, also after alias expansion); unknown keys are rejected with the list of valid keys.
-Each scenario's attack settings are the same three sections (:class:`ScenarioSection`): the
-top-level ``attack``, ``budgets`` and ``attacks`` for injection, the same keys inside
-``modification:`` for modification and inside ``poisoning:`` for poisoning. Names are checked against the tables by
+Each scenario's attack settings are a section of the job under the scenario's name
+(``injection:``, ``modification:``, ``poisoning:``), each with the same three keys
+(:class:`ScenarioSection`); a file that keeps injection's keys at its root (the older layout)
+still loads, with a note. Names are checked against the tables by
 :func:`grb_dist.sweep.resolve.resolve`; :mod:`grb_dist.sweep.cells` turns a job into cells.
 """
 
@@ -13,17 +14,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Mapping
 
 from grb_dist.core.bounds import MAX_REPEATS, check_dataset_ref, check_int, check_seed
 from grb_dist.core.jobfile import document_size, load_job_document
 from grb_dist.core.config import TrainSection, canonical_json, from_dict, to_dict
 from grb_dist.core.errors import ConfigError
-from grb_dist.core.names import (DIFFICULTIES, POISONING_DIFFICULTY, SCENARIOS, is_name, normalize_name,
-                                 unknown_name_message)
+from grb_dist.core.names import DIFFICULTIES, POISONING_DIFFICULTY, normalize_name, unknown_name_message
+from grb_dist.core.scenario import ALL, BUILTIN, DEFAULT, Scenario, scenario_names
+from grb_dist.core.scenario import scenario as scenario_of
+from grb_dist.core.scenario import scenarios as all_scenarios
 
 #: Seed offset of the attacker's surrogates relative to the defenders' seed.
 SURROGATE_SEED_OFFSET = 1
@@ -61,15 +64,16 @@ def content_hash(obj: Any, length: int = 16) -> str:
     return hashlib.sha256(canonical_json(obj).encode()).hexdigest()[:length]
 
 
-#: Keys of a job's ``modification:`` and ``poisoning:`` sections.
-MODIFICATION_KEYS = ("attack", "budgets", "attacks")
-#: The scenarios whose settings live in a section of their own (injection's are top-level).
-SECTIONED = ("modification", "poisoning")
+#: Keys of a scenario's section of a job (``injection:``, ``modification:``, ...).
+SECTION_KEYS = ("attack", "budgets", "attacks")
+#: What a job file that keeps injection's settings at its root hears, once per load.
+ROOT_NOTE = ("note: {where} keeps injection's attack, budgets and attacks at the top level; move them under "
+             "an injection: section (every scenario has its own section now; the run ids stay the same)")
 
 
 @dataclass(frozen=True)
 class ScenarioSection:
-    """One scenario's attack settings, the same three sections for both scenarios.
+    """One scenario's attack settings: the same three keys in every scenario's section.
 
     Attributes:
         attack: settings shared by the scenario's attacks.
@@ -82,21 +86,24 @@ class ScenarioSection:
     attacks: Mapping[str, Any]
 
 
+_EMPTY = {"attack": {}, "budgets": {}, "attacks": {}}
+
+
 @dataclass(frozen=True)
 class JobSpec:
-    """A sweep job (one dataset; the injection, modification or poisoning scenario, or all).
-    See ``grb_dist/jobs/csbm.yaml`` for the layout.
+    """A sweep job: one dataset, a scenario (or ``all``), the models and each scenario's
+    attacks. See ``grb_dist/jobs/csbm.yaml`` for the layout.
 
-    The injection scenario's attacks are the top-level ``attack`` (shared settings),
-    ``budgets`` (per difficulty) and ``attacks`` (per attack) sections; the modification and
-    poisoning scenarios' are the same three keys inside ``modification:`` and
-    ``poisoning:``. ``all`` sweeps injection, modification, and poisoning when the job lists
-    poisoning attacks. Mapping sections are checked for shape here and for content by the
-    registries in :func:`resolve`.
+    Each scenario's attacks are its section of the job (``injection:``, ``modification:``,
+    ``poisoning:``, and any registered scenario's), each with the keys ``attack`` (shared
+    settings), ``budgets`` (per difficulty) and ``attacks`` (per attack): ``sections`` here,
+    by scenario name. ``all`` sweeps every scenario, an optional one (poisoning) only when
+    the job lists attacks for it. Mapping sections are checked for shape here and for
+    content by the registries in :func:`resolve`.
     """
 
     dataset: str
-    scenario: Literal["injection", "modification", "poisoning", "all"] = "injection"
+    scenario: str = DEFAULT.name
     normalize: str = "arctan"
     seed: int = 0
     repeats: int = 1
@@ -105,18 +112,17 @@ class JobSpec:
     models: Mapping[str, Any] = field(default_factory=dict)
     defenses: tuple[str, ...] = ("gcn",)
     surrogates: tuple[str, ...] = ("gcn",)
-    attack: Mapping[str, Any] = field(default_factory=dict)
-    budgets: Mapping[str, Any] = field(default_factory=dict)
-    attacks: Mapping[str, Any] = field(default_factory=dict)
     adversarial_training: Mapping[str, Any] = field(default_factory=dict)
-    modification: Mapping[str, Any] = field(default_factory=dict)
-    poisoning: Mapping[str, Any] = field(default_factory=dict)
     #: Also attack every defense with itself as the surrogate (white-box): the scenario's
     #: gradient attacks, scored on that defense (threat ``adaptive``).
     adaptive: bool = False
+    #: Each scenario's section (scenario name -> ``attack``, ``budgets``, ``attacks``).
+    sections: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_dataset_ref(self.dataset)
+        if self.scenario != ALL:
+            object.__setattr__(self, "scenario", scenario_of(self.scenario).name)
         check_int(self.repeats, "repeats", 1, MAX_REPEATS)
         # the job seed, the surrogates' seed + 1 and every repeat's attack seed stay below 2**63
         check_seed(self.seed, "seed", span=ATTACK_SEED_STRIDE * self.repeats + SURROGATE_SEED_OFFSET)
@@ -131,81 +137,89 @@ class JobSpec:
         for d in self.difficulties:
             if d not in DIFFICULTIES:
                 raise ConfigError(unknown_name_message("difficulty", d, DIFFICULTIES))
-        for key in ("models", "attack", "budgets", "attacks", "adversarial_training", *SECTIONED):
+        for key in ("models", "adversarial_training", "sections"):
             section = getattr(self, key)
             if not isinstance(section, Mapping):
                 raise ConfigError(f"job {key}: expected a mapping, got {type(section).__name__}")
-        for key in ("models", "budgets", "attacks"):
-            for name, value in getattr(self, key).items():
-                if value is not None and not isinstance(value, Mapping):
-                    raise ConfigError(f"job {key}.{name}: expected a mapping of options, got {value!r}")
-        for d in self.budgets:
-            if d not in DIFFICULTIES:
-                raise ConfigError("job budgets: " + unknown_name_message("difficulty", d, DIFFICULTIES))
+        for name, value in self.models.items():
+            if value is not None and not isinstance(value, Mapping):
+                raise ConfigError(f"job models.{name}: expected a mapping of options, got {value!r}")
         # normalise names and freeze mapping sections into plain sorted dicts
-        object.__setattr__(self, "attacks", {normalize_name(k): dict(v or {}) for k, v in self.attacks.items()})
         object.__setattr__(self, "models", {normalize_name(k): dict(v or {}) for k, v in self.models.items()})
-        object.__setattr__(self, "budgets", {k: dict(v or {}) for k, v in self.budgets.items()})
-        object.__setattr__(self, "attack", dict(self.attack))
         object.__setattr__(self, "adversarial_training", dict(self.adversarial_training))
-        for key in SECTIONED:
-            object.__setattr__(self, key, _scenario_section(getattr(self, key), key))
-        for scenario in self.scenarios:
-            if not self.scenario_attacks(scenario):
-                where = "attacks" if scenario == "injection" else f"{scenario}.attacks"
-                raise ConfigError(f"job {where} must name at least one attack for the {scenario} scenario")
+        sections = {scenario_of(k).name: v for k, v in self.sections.items()}  # unknown scenarios raise here
+        object.__setattr__(self, "sections", {s.name: _scenario_section(sections.get(s.name) or {}, s.name)
+                                              for s in all_scenarios()})
+        for name in self.scenarios:
+            if not self.scenario_attacks(name):
+                raise ConfigError(f"job {scenario_of(name).job_section} must name at least one attack for the {name} "
+                                  "scenario")
 
     @property
     def scenarios(self) -> tuple[str, ...]:
-        """The scenarios this job sweeps (``all``: poisoning only when it lists attacks)."""
-        if self.scenario != "all":
-            return (self.scenario,)
-        return tuple(s for s in SCENARIOS if s != "poisoning" or self.poisoning["attacks"])
+        """The scenarios this job sweeps (:func:`swept`)."""
+        return swept(self.scenario, self)
 
-    def section(self, scenario: str) -> "ScenarioSection":
-        """The attack settings of ``scenario``: the top-level sections for injection, those
-        inside ``modification:`` / ``poisoning:`` for the others."""
-        if scenario == "injection":
-            return ScenarioSection(self.attack, self.budgets, self.attacks)
-        m = getattr(self, scenario)
+    def section(self, scenario: str | Scenario) -> ScenarioSection:
+        """The attack settings of ``scenario``: its section of the job."""
+        m = self.sections.get(scenario_of(scenario).name, _EMPTY)
         return ScenarioSection(m["attack"], m["budgets"], m["attacks"])
 
-    def poisoning_difficulties(self, targetable: bool = True) -> tuple[str, ...]:
-        """What a poisoning perturbation of an attack is computed for: with
-        ``poisoning.budgets`` given (targeted poisoning), one per difficulty of the job,
-        fighting that difficulty's test nodes with its budget; otherwise, or for an attack
-        that is not ``targetable`` (a published set), one global perturbation fighting every
-        unlabelled node, keyed under :data:`~grb_dist.core.names.POISONING_DIFFICULTY`."""
-        return tuple(self.difficulties) if targetable and self.poisoning_targeted else (POISONING_DIFFICULTY,)
-
-    @property
-    def poisoning_targeted(self) -> bool:
-        """Whether poisoning perturbations fight one difficulty each (``poisoning.budgets``
-        given): :meth:`poisoning_difficulties`."""
-        return bool(self.poisoning["budgets"])
-
-    def scenario_attacks(self, scenario: str) -> Mapping[str, Mapping[str, Any]]:
+    def scenario_attacks(self, scenario: str | Scenario) -> Mapping[str, Mapping[str, Any]]:
         """Attack name -> its own parameters, for ``scenario``."""
         return self.section(scenario).attacks
 
+    def targeted(self, scenario: str | Scenario) -> bool:
+        """Whether a poisoning scenario's perturbations fight one difficulty each (its section
+        gives ``budgets``): :meth:`perturbation_difficulties`."""
+        return scenario_of(scenario).poisons and bool(self.section(scenario).budgets)
+
+    def perturbation_difficulties(self, scenario: str | Scenario, targetable: bool = True) -> tuple[str, ...]:
+        """What an attack's perturbations of ``scenario`` are computed for: in evasion, one per
+        difficulty of the job. In poisoning, with budgets per difficulty given (targeted
+        poisoning), likewise, each fighting that difficulty's test nodes with its budget;
+        otherwise, or for an attack that is not ``targetable`` (a published set), one global
+        perturbation fighting every unlabelled node, keyed under
+        :data:`~grb_dist.core.names.POISONING_DIFFICULTY`."""
+        if not scenario_of(scenario).poisons or (targetable and self.targeted(scenario)):
+            return tuple(self.difficulties)
+        return (POISONING_DIFFICULTY,)
+
     def to_dict(self) -> dict[str, Any]:
+        """The job as a document, each scenario's section under its name (sections without
+        settings left out)."""
         data = json.loads(canonical_json(to_dict(self)))
-        if not self.adaptive:  # jobs without adaptive cells keep the hash they always had
+        sections = data.pop("sections")
+        data.update({name: sec for name, sec in sections.items() if any(sec.values())})
+        return data
+
+    def _hashed(self) -> dict[str, Any]:
+        """The document the job's hash is taken of: the layout jobs had before every scenario
+        had a section (injection's keys at the root, ``modification`` always, ``poisoning``
+        and ``adaptive`` only when set, a registered scenario's section only when it has
+        settings), so that every run keeps its id."""
+        data = json.loads(canonical_json(to_dict(self)))
+        sections = data.pop("sections")
+        if not self.adaptive:
             del data["adaptive"]
-        if not any(data["poisoning"].values()):  # likewise jobs without a poisoning section
-            del data["poisoning"]
+        for s in all_scenarios():
+            sec = sections[s.name]
+            if s.legacy_layout:
+                data.update(sec)
+            elif any(sec.values()) or (s in BUILTIN and not s.optional):
+                data[s.name] = sec
         return data
 
     @property
     def config_hash(self) -> str:
         """Hash of the whole job: a run directory belongs to exactly one."""
-        return content_hash(self.to_dict())
+        return content_hash(self._hashed())
 
-    def attack_params(self, attack: str, difficulty: str, seed: int, scenario: str = "injection",
+    def attack_params(self, attack: str, difficulty: str, seed: int, scenario: str | Scenario = DEFAULT.name,
                       defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Parameters of ``build_attack``: ``defaults`` <- ``attack:`` <- ``budgets[difficulty]`` <-
-        ``attacks[name]`` <- seed (of the top level for injection, of ``modification:`` /
-        ``poisoning:`` for those); ``defaults``: an adaptive cell's (``Attack.adaptive_defaults``)."""
+        ``attacks[name]`` <- seed, of ``scenario``'s section; ``defaults``: an adaptive cell's
+        (``Attack.adaptive_defaults``)."""
         s = self.section(scenario)
         return {**(defaults or {}), **s.attack, **s.budgets.get(difficulty, {}), **s.attacks[attack], "seed": seed}
 
@@ -213,14 +227,23 @@ class JobSpec:
         return self.seed + ATTACK_SEED_STRIDE * (repeat + 1)
 
 
-def _scenario_section(section: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """A ``modification:`` or ``poisoning:`` section in canonical form (every key present,
-    names normalised)."""
-    unknown = [k for k in section if k not in MODIFICATION_KEYS]
+def swept(scenario: str, job: JobSpec) -> tuple[str, ...]:
+    """The scenarios ``--scenario scenario`` sweeps with ``job``'s sections: that one, or for
+    ``all`` every scenario, an optional one (poisoning) only when the job lists its attacks."""
+    if scenario != ALL:
+        return (scenario_of(scenario).name,)
+    return tuple(s.name for s in all_scenarios() if not s.optional or job.scenario_attacks(s.name))
+
+
+def _scenario_section(section: Any, where: str) -> dict[str, Any]:
+    """A scenario's section in canonical form (every key present, names normalised)."""
+    if not isinstance(section, Mapping):
+        raise ConfigError(f"job {where}: expected a mapping, got {type(section).__name__}")
+    unknown = [k for k in section if k not in SECTION_KEYS]
     if unknown:
-        raise ConfigError(f"job {where}: unknown key {unknown[0]!r}; valid keys: {', '.join(MODIFICATION_KEYS)}")
+        raise ConfigError(f"job {where}: unknown key {unknown[0]!r}; valid keys: {', '.join(SECTION_KEYS)}")
     out: dict[str, Any] = {}
-    for key in MODIFICATION_KEYS:
+    for key in SECTION_KEYS:
         value = section.get(key) or {}
         if not isinstance(value, Mapping):
             raise ConfigError(f"job {where}.{key}: expected a mapping, got {type(value).__name__}")
@@ -237,20 +260,51 @@ def _scenario_section(section: Mapping[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
+#: The keys of a job document other than the scenarios' sections.
+_KEYS = tuple(f.name for f in fields(JobSpec) if f.name != "sections")
+
+
+def root_layout(data: Mapping[str, Any]) -> bool:
+    """Whether a job document keeps injection's settings at its root (the layout from before
+    every scenario had a section): it loads, with :data:`ROOT_NOTE`."""
+    return isinstance(data, Mapping) and any(k in data for k in SECTION_KEYS)
+
+
 def parse_job(data: Any, *, where: str = "job") -> JobSpec:
-    """Build a :class:`JobSpec` from a parsed YAML document."""
+    """Build a :class:`JobSpec` from a parsed YAML document: the job's keys, and a section per
+    scenario under the scenario's name (injection's keys at the root, the older layout, go
+    to its section)."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}: expected a mapping at the top level, got {type(data).__name__}")
     document_size(data)  # bounded: YAML aliases can expand a small file into a huge job
+    data = dict(data)
+    if root_layout(data):
+        root = next(s for s in all_scenarios() if s.legacy_layout)
+        if root.name in data:
+            raise ConfigError(f"{where}: {root.name}'s settings are given twice, at the top level and in its "
+                              f"{root.name}: section; keep the section")
+        data[root.name] = {k: data.pop(k) for k in SECTION_KEYS if k in data}
+    names = scenario_names()
+    unknown = sorted(k for k in data if k not in _KEYS and k not in names)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; valid keys are: "
+                          f"{', '.join(sorted((*_KEYS, *names)))}")
+    data["sections"] = {k: data.pop(k) for k in names if k in data}
     return from_dict(JobSpec, data, where=where)
 
 
-def load_job(path: str | Path, *, allow_import: bool = False) -> JobSpec:
+def load_job(path: str | Path, *, allow_import: bool = False,
+             on_note: Callable[[str], None] | None = None) -> JobSpec:
     """Read a job file (:func:`~grb_dist.core.jobfile.load_job_document`: safe YAML, bounded,
     no duplicate keys, ``module:Class`` specs only with ``allow_import``); raises
-    :class:`ConfigError` on any defect."""
+    :class:`ConfigError` on any defect. A file in the layout from before every scenario had
+    a section loads, and ``on_note`` hears how to update it (:data:`ROOT_NOTE`)."""
     path = Path(path)
-    return parse_job(load_job_document(path, allow_import=allow_import), where=f"job file {path.name}")
+    data = load_job_document(path, allow_import=allow_import)
+    spec = parse_job(data, where=f"job file {path.name}")
+    if root_layout(data) and on_note is not None:  # a job that does not load gets its error alone
+        on_note(ROOT_NOTE.format(where=f"job file {path.name}"))
+    return spec
 
 
 #: The job a catalogue dataset without a job file of its own runs, by its kind (the
@@ -270,9 +324,9 @@ class DatasetJob:
     made_for: str | None = None
     note: str | None = None
 
-    def load(self, *, allow_import: bool = False) -> "JobSpec":
+    def load(self, *, allow_import: bool = False, on_note: Callable[[str], None] | None = None) -> "JobSpec":
         """The job, with ``dataset:`` set to the dataset it is made for."""
-        spec = load_job(self.path, allow_import=allow_import)
+        spec = load_job(self.path, allow_import=allow_import, on_note=on_note)
         return with_spec(spec, dataset=self.made_for) if self.made_for else spec
 
 
@@ -280,13 +334,16 @@ def dataset_job(dataset: str | None) -> DatasetJob:
     """The job of ``dataset`` without ``--job``: a catalogue dataset's own job file
     (``<jobs dir>/<name>.yaml``); for a catalogue dataset without one, the job of its kind
     (:data:`KIND_JOBS`), else the default job, with a note that says which; the default job,
-    without a note, for ``None`` and for a path (the documented rule)."""
+    without a note, for ``None`` and for a path (read by the one rule of
+    :func:`~grb_dist.datasets.ref.dataset_ref`: a plain name that is also a folder here is an
+    error that says how to name each)."""
     from grb_dist.datasets.catalog import CATALOG
+    from grb_dist.datasets.ref import dataset_ref
 
     d = jobs_dir()
     default = d / f"{DEFAULT_JOB}.yaml"
     # only a plain name selects a shipped job: ``../cluster`` must never read <jobs dir>/../cluster.yaml
-    if dataset is None or not is_name(dataset) or Path(dataset).exists():
+    if dataset is None or dataset_ref(dataset).is_path:
         return DatasetJob(default)
     stem = normalize_name(dataset).replace("_", "-")
     if (d / f"{stem}.yaml").is_file():
@@ -313,10 +370,11 @@ def default_job_path(dataset: str | None) -> Path:
 def dataset_label(dataset: str) -> str:
     """The name of a dataset in the ``dataset=`` partition of a run: a catalogue name as it
     is, a path by its file name without suffix (made a plain directory name)."""
+    from grb_dist.datasets.ref import dataset_ref
     from grb_dist.store import safe_label
 
-    p = Path(dataset)
-    if p.exists() or len(p.parts) > 1 or p.suffix == ".npz":
+    p = dataset_ref(dataset).path
+    if p is not None:
         return safe_label(p.stem if p.suffix == ".npz" else (p.resolve().name or p.stem))
     return safe_label(dataset)
 
@@ -326,6 +384,6 @@ def with_spec(spec: JobSpec, **changes: Any) -> JobSpec:
     return parse_job({**spec.to_dict(), **changes}) if changes else replace(spec)
 
 
-__all__ = ["ATTACK_SEED_STRIDE", "DEFAULT_JOB", "DatasetJob", "JobSpec", "KIND_JOBS", "SURROGATE_SEED_OFFSET",
-           "ScenarioSection", "canonical_json", "content_hash", "dataset_job", "dataset_label", "default_job_path",
+__all__ = ["ATTACK_SEED_STRIDE", "DEFAULT_JOB", "DatasetJob", "JobSpec", "KIND_JOBS", "ROOT_NOTE", "SECTION_KEYS",
+           "SURROGATE_SEED_OFFSET", "ScenarioSection", "root_layout", "swept", "canonical_json", "content_hash", "dataset_job", "dataset_label", "default_job_path",
            "jobs_dir", "load_job", "parse_job", "with_spec"]

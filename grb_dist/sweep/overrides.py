@@ -8,8 +8,10 @@ from typing import Any
 from grb_dist.attacks.registry import BUDGET_SEP, attack_class, attack_registry, base_attack_name
 from grb_dist.core.bounds import MAX_BUDGETS
 from grb_dist.core.errors import ConfigError
-from grb_dist.core.names import SCENARIOS, normalize_name
-from grb_dist.sweep.job import JobSpec, parse_job
+from grb_dist.core.names import normalize_name
+from grb_dist.core.scenario import ALL, scenarios
+from grb_dist.core.scenario import scenario as scenario_of
+from grb_dist.sweep.job import JobSpec, parse_job, swept
 
 
 def _split(value: str | None) -> tuple[str, ...] | None:
@@ -122,11 +124,12 @@ def apply_overrides(
 
     ``scenario`` picks ``injection``, ``modification``, ``poisoning`` or ``all``. ``--attacks`` keeps, in
     every scenario swept, the named attacks that scenario knows, with the job's parameters
-    (attacks the job does not list run with defaults; ``pgd`` names both scenarios' PGD); a
+    (attacks the job does not list run with defaults; ``pgd`` names the PGD of every swept scenario that has one); a
     name no swept scenario knows is an error. ``n_inject`` / ``edges_per_node`` / ``steps``
     replace the value in the shared attack section and in every ``budgets`` and ``attacks``
-    entry (``steps`` in every scenario); ``ratio_edge_mod`` likewise in ``modification:`` and
-    ``poisoning:``.
+    entry of the scenarios that inject nodes (``steps`` in every scenario);
+    ``ratio_edge_mod`` likewise in the scenarios that flip edges (``modification:``,
+    ``poisoning:``).
 
     ``n_inject`` and ``ratio_edge_mod`` may list several values (``"20,40,60"``; see
     :func:`budget_values`): that scenario's attacks then become a budget axis, one entry
@@ -138,9 +141,7 @@ def apply_overrides(
     if dataset is not None:
         data["dataset"] = str(dataset)
     if scenario is not None:
-        data["scenario"] = scenario
-        if scenario not in (*SCENARIOS, "all"):
-            raise ConfigError(f"unknown scenario {scenario!r}; choose one of: {', '.join((*SCENARIOS, 'all'))}")
+        data["scenario"] = scenario if scenario == ALL else scenario_of(scenario).name
     if isinstance(attacks, str):
         attacks = _split(attacks)
     if attacks is not None:
@@ -156,19 +157,18 @@ def apply_overrides(
         data["seed"] = seed
     if adaptive is not None:
         data["adaptive"] = adaptive
-    mod = data.setdefault("modification", {})
-    poison = data.setdefault("poisoning", {})
+    # an injection's budget goes to the scenarios that inject nodes, a share of edges to those that flip them
+    nodes = tuple(data.setdefault(s.name, {}) for s in scenarios() if s.injects)
+    edges = tuple(data.setdefault(s.name, {}) for s in scenarios() if not s.injects)
     n_injects, ratios = budget_values(n_inject, "n_inject"), budget_values(ratio_edge_mod, "ratio_edge_mod")
     n_inject = n_injects[0] if n_injects and len(n_injects) == 1 else None
     ratio_edge_mod = ratios[0] if ratios and len(ratios) == 1 else None
-    if n_injects and len(n_injects) > 1:
-        _budget_axis(data, "n_inject", n_injects)
-    if ratios and len(ratios) > 1:
-        _budget_axis(mod, "ratio_edge_mod", ratios)
-        _budget_axis(poison, "ratio_edge_mod", ratios)
-    for key, value, sections in (("n_inject", n_inject, (data,)), ("edges_per_node", edges_per_node, (data,)),
-                                 ("steps", steps, (data, mod, poison)),
-                                 ("ratio_edge_mod", ratio_edge_mod, (mod, poison))):
+    for axis, values, sections in (("n_inject", n_injects, nodes), ("ratio_edge_mod", ratios, edges)):
+        if values and len(values) > 1:
+            for sec in sections:
+                _budget_axis(sec, axis, values)
+    for key, value, sections in (("n_inject", n_inject, nodes), ("edges_per_node", edges_per_node, nodes),
+                                 ("steps", steps, nodes + edges), ("ratio_edge_mod", ratio_edge_mod, edges)):
         if value is None:
             continue
         for sec in sections:
@@ -182,12 +182,9 @@ def apply_overrides(
 
 def _select_attacks(spec: JobSpec, data: dict[str, Any], names: tuple[str, ...]) -> None:
     """Narrow every swept scenario's attacks to ``names`` (see :func:`apply_overrides`)."""
-    if data.get("scenario") == "all":  # poisoning joins ``all`` when the job lists poisoning attacks
-        scenarios = tuple(s for s in SCENARIOS if s != "poisoning" or spec.poisoning["attacks"])
-    else:
-        scenarios = (data.get("scenario", spec.scenario),)
+    scenarios_swept = swept(data.get("scenario", spec.scenario), spec)
     known = set()
-    for scenario in scenarios:
+    for scenario in scenarios_swept:
         registry = attack_registry(scenario)
         mine = [n for n in names if n in registry]
         known.update(mine)
@@ -196,8 +193,7 @@ def _select_attacks(spec: JobSpec, data: dict[str, Any], names: tuple[str, ...])
         listed = [n for n in names if BUDGET_SEP in n and n in own]  # a job's own <attack>@<value> entries
         known.update(listed)
         chosen.update({n: dict(own[n]) for n in listed})
-        section = data if scenario == "injection" else data.setdefault(scenario, {})
-        section["attacks"] = chosen
+        data.setdefault(scenario, {})["attacks"] = chosen
     unknown = [n for n in names if n not in known]
     if unknown and BUDGET_SEP in unknown[0]:
         raise ConfigError(
@@ -206,8 +202,7 @@ def _select_attacks(spec: JobSpec, data: dict[str, Any], names: tuple[str, ...])
             "(or --ratio-edge-mod 0.01,0.05)"
         )
     if unknown:
-        attack_class(unknown[0], scenarios[0])  # the other scenario's attack, or an unknown name
-        for scenario in scenarios[1:]:
+        for scenario in scenarios_swept:  # another scenario's attack, or an unknown name
             attack_class(unknown[0], scenario)
 
 

@@ -13,6 +13,7 @@ from grb_dist.core.bounds import check_dataset_ref, check_model_bounds, check_se
 from grb_dist.core.paths import check_writable_dir
 from grb_dist.core.resources import TaskMemory, check_memory, machine_memory
 from grb_dist.core.errors import ConfigError, StoreError
+from grb_dist.core.scenario import scenario as scenario_of
 from grb_dist.models.memory import GraphShape, estimate_memory, model_size
 from grb_dist.sweep.resolve import ResolvedJob
 
@@ -31,15 +32,17 @@ def sweep_memory(resolved: ResolvedJob, graph: Any) -> list[TaskMemory]:
     max_k = 0
     # modification attacks hold one graph plus a block of pairs: the injection estimate of
     # the same surrogate with nothing injected bounds them from below
-    for attack in spec.modification["attacks"] if "modification" in spec.scenarios else ():
-        for s in spec.surrogates:
-            attacks.append((f"{attack}/{s}", spec.difficulties[-1], 0, 0, widths[s]))
-    for attack in spec.attacks if "injection" in spec.scenarios else ():
-        for difficulty in spec.difficulties:
-            cfg = resolved.attack("injection", attack, difficulty).config
-            max_k = max(max_k, cfg.n_inject)
-            for s in spec.surrogates:
-                attacks.append((f"{attack}/{s}", difficulty, cfg.n_inject, cfg.edges_per_node, widths[s]))
+    for scenario in map(scenario_of, spec.scenarios):
+        for attack in spec.scenario_attacks(scenario):
+            if not scenario.injects:
+                if not scenario.poisons:  # poisoning's tasks are priced by the plan, on the whole graph
+                    attacks.extend((f"{attack}/{s}", spec.difficulties[-1], 0, 0, widths[s]) for s in spec.surrogates)
+                continue
+            for difficulty in spec.difficulties:
+                cfg = resolved.attack(scenario.name, attack, difficulty).config
+                max_k = max(max_k, cfg.n_inject)
+                for s in spec.surrogates:
+                    attacks.append((f"{attack}/{s}", difficulty, cfg.n_inject, cfg.edges_per_node, widths[s]))
     return estimate_memory(g, models, attacks, max_k)
 
 
@@ -77,14 +80,15 @@ def check_injection_sizes(resolved: ResolvedJob, graph: Any) -> None:
     training nodes): injecting more nodes than the graph has is no longer a perturbation."""
     spec = resolved.job
     n = graph.num_nodes
-    for attack in spec.attacks if "injection" in spec.scenarios else ():
-        for difficulty in spec.difficulties:
-            k = resolved.attack("injection", attack, difficulty).config.n_inject
-            if k > n:
-                raise ConfigError(
-                    f"attack {attack} on {difficulty}: n_inject={k:,} exceeds the {n:,} nodes of {graph.name!r}; "
-                    "lower n_inject (GRB budgets inject about 1-3% of N)"
-                )
+    for scenario in (s for s in map(scenario_of, spec.scenarios) if s.injects):
+        for attack in spec.scenario_attacks(scenario):
+            for difficulty in spec.difficulties:
+                k = resolved.attack(scenario.name, attack, difficulty).config.n_inject
+                if k > n:
+                    raise ConfigError(
+                        f"{scenario.attack_kind} {attack} on {difficulty}: n_inject={k:,} exceeds the {n:,} nodes of "
+                        f"{graph.name!r}; lower n_inject (GRB budgets inject about 1-3% of N)"
+                    )
     if any(resolved.models[m].spec.adversarial for m in (*spec.defenses, *spec.surrogates)):
         check_at_budget(spec.adversarial_training, graph)
 

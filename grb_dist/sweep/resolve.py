@@ -2,7 +2,7 @@
 
 :func:`resolve` checks every name and parameter of a job (also the parts a run does not use:
 a ``models:`` entry of a model that is not swept, a budget of a difficulty not run, the
-other scenario's attacks), the upper bounds of the sizes memory grows with, and the number
+attacks of a scenario not swept), the upper bounds of the sizes memory grows with, and the number
 of cells; it builds every model spec and every attack once, per (scenario, attack,
 difficulty). Listing the cells (:func:`grb_dist.sweep.cells.run_cells`), the preflight checks and the
 memory estimate (:mod:`grb_dist.sweep.preflight`) reuse what it built. No training, no Ray.
@@ -16,7 +16,8 @@ from typing import Any, Mapping
 from grb_dist.attacks.registry import attack_class, build_attack
 from grb_dist.core.bounds import check_budgets, check_model_bounds, check_work_size
 from grb_dist.core.errors import ConfigError, GrbDistError
-from grb_dist.core.names import POISONING, SCENARIOS
+from grb_dist.core.scenario import scenario as scenario_of
+from grb_dist.core.scenario import scenarios
 from grb_dist.datasets import NORMALIZATIONS
 from grb_dist.defenses import at_config, resolve_params
 from grb_dist.models.grammar import ModelSpec, check_name, model_config
@@ -43,7 +44,7 @@ class ResolvedJob:
             scenarios on every swept difficulty (a poisoning attack: on
             :data:`~grb_dist.core.names.POISONING_DIFFICULTY` alone when it is global, on
             every swept difficulty when the job's poisoning is targeted:
-            :meth:`~grb_dist.sweep.job.JobSpec.poisoning_difficulties`), built with the seed
+            :meth:`~grb_dist.sweep.job.JobSpec.perturbation_difficulties`), built with the seed
             of repeat 0.
     """
 
@@ -60,9 +61,8 @@ def resolve(job: JobSpec) -> ResolvedJob:
     (or another :class:`GrbDistError`) naming the first defect."""
     if job.normalize not in NORMALIZATIONS:
         raise ConfigError(f"unknown normalize {job.normalize!r}; choose one of: {', '.join(NORMALIZATIONS)}")
-    check_budgets({"attack": job.attack, **{f"budgets.{d}": b for d, b in job.budgets.items()},
-                   **{f"attacks.{a}": p for a, p in job.attacks.items()},
-                   "adversarial_training": job.adversarial_training})
+    check_budgets({"adversarial_training": job.adversarial_training,
+                   **{f"{sc.name}.{label}": values for sc in scenarios() for label, values in _labelled(job.section(sc))}})
     models = {}
     for name in dict.fromkeys((*job.models, *job.defenses, *job.surrogates)):
         params, overrides = resolve_params(name, job.models)  # unknown model names and keys raise here
@@ -73,13 +73,14 @@ def resolve(job: JobSpec) -> ResolvedJob:
     if job.adversarial_training or any(models[n].spec.adversarial for n in (*job.defenses, *job.surrogates)):
         at_config(job.adversarial_training)
     attacks = {}
-    for scenario in SCENARIOS:  # every scenario's section, also of a scenario this run does not sweep
-        section = job.section(scenario)
+    for sc in scenarios():  # every scenario's section, also of a scenario this run does not sweep
+        scenario, section = sc.name, job.section(sc)
         for attack in section.attacks:
-            cls = attack_class(attack, scenario)
-            swept = job.poisoning_difficulties(cls.targetable) if scenario == POISONING else job.difficulties
+            cls = attack_class(attack, sc)
+            targetable = getattr(cls, "targetable", True)
+            swept = job.perturbation_difficulties(sc, targetable)
             # a global poisoning perturbation (a published set) takes no budget of a difficulty but its own
-            budgeted = () if scenario == POISONING and not cls.targetable else tuple(section.budgets)
+            budgeted = () if sc.poisons and not targetable else tuple(section.budgets)
             for difficulty in dict.fromkeys((*swept, *budgeted)):
                 params = job.attack_params(attack, difficulty, job.attack_seed(0), scenario)
                 built = _build(attack, params, scenario, difficulty)
@@ -97,6 +98,12 @@ def resolve(job: JobSpec) -> ResolvedJob:
     n_attacks = sum(len(job.scenario_attacks(sc)) for sc in job.scenarios)  # poisoning: also a cell per difficulty
     check_work_size(len(job.scenarios) * d * t + n_attacks * s * d * job.repeats * t)
     return ResolvedJob(job, models, attacks)
+
+
+def _labelled(section: Any) -> list[tuple[str, Mapping[str, Any]]]:
+    """A scenario section's settings by where they sit (``attack``, ``budgets.full``, ``attacks.fgsm``)."""
+    return [("attack", section.attack), *((f"budgets.{d}", b) for d, b in section.budgets.items()),
+            *((f"attacks.{a}", p) for a, p in section.attacks.items())]
 
 
 def check_weighted_surrogate(attack: str, surrogate: str, params: Mapping[str, Any]) -> None:
@@ -131,7 +138,7 @@ def adapts(scenario: str, attack: Any) -> bool:
     """Whether ``attack`` (built) gets adaptive cells in ``scenario``: an attack that follows
     its surrogate's gradients; in poisoning, one whose gradient runs through the surrogate's
     training (a meta-gradient: ``meta_prbcd``), since the defense is trained after it."""
-    return bool(attack.follows_gradients and (scenario != POISONING or getattr(attack, "trains", False)))
+    return bool(attack.follows_gradients and (not scenario_of(scenario).poisons or getattr(attack, "trains", False)))
 
 
 def transfer_only(resolved: ResolvedJob, graph: Any) -> dict[tuple[str, str], str]:
@@ -151,7 +158,7 @@ def transfer_only(resolved: ResolvedJob, graph: Any) -> dict[tuple[str, str], st
         model = build_defense(name, graph, dict(resolved.models[name].params))
         for scenario in job.scenarios:
             reason = transfer_only_reason(model, scenario) if scenario in gradient else None
-            if scenario == POISONING and scenario in gradient and resolved.models[name].spec.adversarial:
+            if scenario in gradient and scenario_of(scenario).poisons and resolved.models[name].spec.adversarial:
                 reason = reason or "adversarial training is not unrolled by a meta-gradient"
             if reason:
                 out[scenario, name] = reason

@@ -44,7 +44,7 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from grb_dist.core.errors import GrbDistError
-from grb_dist.core.names import POISONING, TRANSFER
+from grb_dist.core.names import TRANSFER
 from grb_dist.core.graph import Graph
 from grb_dist.models.io import state_dict_from_bytes, state_dict_to_bytes
 from grb_dist.store import RunStore, ScoreWriter, schema
@@ -172,7 +172,7 @@ class _Sweep:
         # their own training task (a PoisonTask per perturbation and defense)
         self.todo_by_pert: dict[str | None, dict[str, list[ScoreCell]]] = {}
         for c in self.todo:
-            if c.scenario != POISONING:
+            if not c.trained_on_perturbation:
                 self.todo_by_pert.setdefault(c.perturbation_id, {}).setdefault(c.difficulty, []).append(c)
         self.poison_by_pert: dict[str | None, list[PoisonTask]] = {}
         for pt in work.poisoned:

@@ -68,10 +68,10 @@ def resolve_job(dataset: str | None, job: str | Path | None, overrides: Mapping[
     name the default job), with the CLI overrides applied; ``module:Class`` specs in the job
     file need ``allow_import``."""
     if job is not None:
-        spec = load_job(Path(job), allow_import=allow_import)
+        spec = load_job(Path(job), allow_import=allow_import, on_note=on_note)
     else:
         chosen = dataset_job(dataset)
-        spec = chosen.load(allow_import=allow_import)
+        spec = chosen.load(allow_import=allow_import, on_note=on_note)
         if chosen.note and on_note is not None:
             on_note(chosen.note)
     return apply_overrides(spec, dataset=dataset, **{k: v for k, v in overrides.items() if v is not None})

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from grb_dist.core.errors import ConfigError
-from grb_dist.core.names import POISONING
+from grb_dist.core.scenario import scenario as scenario_of
 from grb_dist.core.resources import format_bytes
 from grb_dist.models.memory import GraphShape, estimate_memory, model_size
 from grb_dist.sweep.cells import AttackCell, Cells, ModelTask, PoisonTask, Work
@@ -106,10 +106,11 @@ class Sizes:
         surrogate = self.models.get(cell.surrogate_model)
         widths = model_size(surrogate.name, dict(surrogate.params), self.classes) if surrogate else [64]
         k, e = int(cell.params.get("n_inject", 0) or 0), int(cell.params.get("edges_per_node", 0) or 0)
-        if cell.scenario != "injection":
+        scenario = scenario_of(cell.scenario)
+        if not scenario.injects:
             k = e = 0  # one graph plus a block of pairs: bounded below by the clean pass
-        shape = self._whole() if cell.scenario == POISONING else self.shape
-        difficulty = "all" if cell.scenario == POISONING else cell.difficulty
+        shape = self._whole() if scenario.poisons else self.shape
+        difficulty = "all" if scenario.poisons else cell.difficulty
         estimate = estimate_memory(shape, [], [(cell.attack, difficulty, k, e, widths)], 0)[0].bytes
         return self._figure(plan_key("attack", cell.perturbation_id),
                             f"attack {cell.attack} ({cell.scenario}, {cell.difficulty}) on {cell.surrogate}", estimate)

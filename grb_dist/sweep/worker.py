@@ -19,7 +19,7 @@ import torch
 
 from grb_dist.attacks import SurrogateCache, build_attack
 from grb_dist.attacks.poisoning.base import poisoning_targets
-from grb_dist.core.names import POISONING
+from grb_dist.core.scenario import scenario as scenario_of
 from grb_dist.defenses import build_defense, train_defense
 from grb_dist.evaluation.evaluate import difficulty_accuracy, predict_tensors
 from grb_dist.core.graph import Graph, Injection, Modification, modified_graph
@@ -127,7 +127,7 @@ def attack_task(graph: Graph, cell: AttackCell, surrogate: torch.nn.Module, *, d
     attack = cell_attack(cell)
     start = time.perf_counter()
     # a global poisoning attack fights every unlabelled node; the others their difficulty's targets
-    global_ = cell.scenario == POISONING and not cell.targeted
+    global_ = scenario_of(cell.scenario).poisons and not cell.targeted
     targets = poisoning_targets(graph) if global_ else graph.targets(cell.difficulty)
     perturbation = attack.attack(graph, surrogate, targets, device=device, cache=cache, labels=labels)
     seconds = time.perf_counter() - start

@@ -30,6 +30,7 @@ from grb_dist.attacks.injection.common import AttackContext, SurrogateCache, bui
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph, Injection
 from grb_dist.core.names import check_precision
+from grb_dist.core.scenario import INJECTION
 from grb_dist.models.precision import precision_mode
 
 log = logging.getLogger(__name__)
@@ -97,8 +98,8 @@ class InjectionAttack(Attack):
     """
 
     Config: ClassVar[type[AttackConfig]] = AttackConfig
-    name: ClassVar[str] = "injection"
-    scenario: ClassVar[str] = "injection"
+    name: ClassVar[str] = INJECTION.name
+    scenario: ClassVar[str] = INJECTION.name
     optimizes: ClassVar[bool] = True
     injected_links: ClassVar[bool] = False
 

@@ -30,6 +30,7 @@ from grb_dist.attacks.shared.surrogate import SurrogateCache
 from grb_dist.attacks.shared.flips import ModContext, ModificationAttack, ModificationConfig
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph, Modification
+from grb_dist.core.scenario import POISONING
 
 
 #: Share of this machine's memory a poisoning attack's estimated state may take.
@@ -74,10 +75,10 @@ class PoisoningAttack(ModificationAttack):
             the forecast (``sweep --plan``) prices it as a training per step.
     """
 
-    scenario: ClassVar[str] = "poisoning"
-    name: ClassVar[str] = "poisoning"
+    scenario: ClassVar[str] = POISONING.name
+    name: ClassVar[str] = POISONING.name
     global_pairs: ClassVar[bool] = True
-    scenarios: ClassVar[tuple[str, ...]] = ("poisoning",)
+    scenarios: ClassVar[tuple[str, ...]] = (POISONING.name,)
     trains: ClassVar[bool] = False
 
     def attack(self, graph: Graph, surrogate: torch.nn.Module, targets: np.ndarray | None = None, *,

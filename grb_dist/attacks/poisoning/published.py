@@ -63,6 +63,7 @@ from grb_dist.attacks.shared.flips import ModContext, ModificationAttack, Modifi
 from grb_dist.core.errors import ConfigError, DatasetError
 from grb_dist.core.graph import Graph, Modification, undirected_keys
 from grb_dist.core.names import is_name
+from grb_dist.core.scenario import MODIFICATION, POISONING
 from grb_dist.datasets.prognn import (
     KINDS, NETTACK_DATASETS, PROGNN_DATASETS, PUBLISHED_RATES, ProGNNFolder, attacked_nodes_file, perturbed_file,
     prognn_file, prognn_folder, rate_label,
@@ -150,7 +151,7 @@ class Published(ModificationAttack):
     uses_surrogate = False
     targetable = False
     global_pairs = True
-    scenarios = ("modification", "poisoning")
+    scenarios = (MODIFICATION.name, POISONING.name)
 
     # ------------------------------------------------------------------ files
 

@@ -43,6 +43,7 @@ from grb_dist.attacks.shared.weighted import EdgeWeightSurrogate, WeightedSurrog
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph, Modification, canonical_pairs, undirected_keys
 from grb_dist.core.names import check_precision
+from grb_dist.core.scenario import MODIFICATION, POISONING
 from grb_dist.models.tensors import graph_tensors
 
 log = logging.getLogger(__name__)
@@ -173,13 +174,13 @@ class ModificationAttack(Attack):
     """
 
     Config: ClassVar[type[ModificationConfig]] = ModificationConfig
-    name: ClassVar[str] = "modification"
-    scenario: ClassVar[str] = "modification"
+    name: ClassVar[str] = MODIFICATION.name
+    scenario: ClassVar[str] = MODIFICATION.name
     uses_surrogate: ClassVar[bool] = True
     edge_gradients: ClassVar[bool] = False
     changes_features: ClassVar[bool] = False
     global_pairs: ClassVar[bool] = False
-    scenarios: ClassVar[tuple[str, ...]] = ("modification", "poisoning")
+    scenarios: ClassVar[tuple[str, ...]] = (MODIFICATION.name, POISONING.name)
     targetable: ClassVar[bool] = True
 
     @property

@@ -39,7 +39,7 @@ from typing import Any
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.resources import reservable_memory
 from grb_dist.sweep.cost.calibrate import Calibration
-from grb_dist.core.names import POISONING, TRANSFER
+from grb_dist.core.names import TRANSFER
 from grb_dist.sweep.cells import ATTACK_BATCH, AttackCell, Cells, ModelTask, PoisonTask, ScoreCell, Work
 
 #: Seconds of a scoring call beyond its forward passes (the actor call, assembling the
@@ -142,7 +142,7 @@ def forecast(cells: Cells, work: Work, calibration: Calibration, cluster: Cluste
         "attack": StageForecast("attack", len(work.attacks_to_run),
                                 peak=max((cal.attack[a.perturbation_id].peak for a in work.attacks_to_run), default=0)),
         "score": StageForecast("score", len(work.todo),
-                               peak=max((cal.score[c.defense].peak for c in work.todo if c.scenario != POISONING),
+                               peak=max((cal.score[c.defense].peak for c in work.todo if not c.trained_on_perturbation),
                                         default=0)),
     }
     schedule = _Schedule(cells, work, cal, cluster, train_s, stored, n_scorers, stages).run()
@@ -180,7 +180,7 @@ class _Schedule:
         for pt in work.poisoned:
             self.poison_of.setdefault(pt.perturbation_id, []).append(pt)
         self.poison_queue: list[PoisonTask] = []
-        defenses = sorted({c.defense for c in work.todo if c.scenario != POISONING})
+        defenses = sorted({c.defense for c in work.todo if not c.trained_on_perturbation})
         n = n_scorers or max(1, int(cluster.gpus) if cluster.gpus else int(cluster.cpus) // 2)
         n = max(1, min(n, len(defenses) or 1))
         self.holder = {d: i % n for i, d in enumerate(defenses)}
@@ -189,7 +189,7 @@ class _Schedule:
         # score cells by perturbation and difficulty; cells waiting for their defense
         self.by_pert: dict[str | None, list[ScoreCell]] = {}
         for c in work.todo:
-            if c.scenario != POISONING:
+            if not c.trained_on_perturbation:
                 self.by_pert.setdefault(c.perturbation_id, []).append(c)
         self.waiting: dict[str, list[tuple[str | None, ScoreCell]]] = {}
         self.running: list[list[Any]] = []  # [remaining seconds, kind, payload]
@@ -332,7 +332,7 @@ def task_figures(work: Work, calibration: Calibration, fc: Forecast, memory: int
     tasks = [*(_train_task(t, calibration) for t in work.models if t.file_stem not in fc.stored),
              *(_attack_task(a, calibration) for a in work.attacks_to_run),
              *(_poison_task(pt, calibration, work, fc.stored) for pt in work.poisoned),
-             *(_score_task(c, calibration) for c in work.todo if c.scenario != POISONING)]
+             *(_score_task(c, calibration) for c in work.todo if not c.trained_on_perturbation)]
     for t in tasks:
         t.update(seconds=round(t["seconds"], 6), peak_bytes=base + t["task_bytes"],
                  fits=base + t["task_bytes"] <= limit)
