@@ -108,10 +108,10 @@ def sweep(
                                location=out if is_remote(out) else None)
 
             def settings():
-                from grb_dist.cluster.settings import RaySettings
+                from grb_dist.cluster.settings import Connection, RaySettings, Scaling
 
-                return RaySettings(address=address, num_cpus=num_cpus, include_dashboard=dashboard, threads=threads,
-                                   keep=keep_ray)
+                return RaySettings(Connection(address=address, num_cpus=num_cpus, include_dashboard=dashboard,
+                                              keep=keep_ray), Scaling(threads=threads))
 
             _run(prepared, settings, local=address is None, wait=wait, flush_rows=flush_rows,
                  flush_seconds=flush_seconds)

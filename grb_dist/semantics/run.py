@@ -92,7 +92,7 @@ def run_study(
             _write_rows(run_unit(spec, unit, cache), path)
             done(i, unit)
     elif todo:
-        from grb_dist.cluster.settings import RaySettings
+        from grb_dist.cluster.settings import Connection, RaySettings
         from grb_dist.cluster.ray_edge import run_units
 
         spec_dict = asdict(spec)
@@ -105,7 +105,8 @@ def run_study(
             done(finished[0], unit)
 
         run_units(_unit_task, [(f"study {u.model} {u.attack} K={u.K:g}", (spec_dict, asdict(u))) for u, _ in todo],
-                  on_result, settings=RaySettings(address=address, num_cpus=num_cpus, include_dashboard=False),
+                  on_result,
+                  settings=RaySettings(Connection(address=address, num_cpus=num_cpus, include_dashboard=False)),
                   job_name=f"grb-dist study {spec.study}")
     write_tables(directory, spec.budgets)
     return directory

@@ -92,22 +92,23 @@ def check_placement(sizes: Sizes, work: Work, defenses: list[str], settings: Ray
     if not gpus:
         check_fits(every, host=max((n["memory"] for n in edge.nodes()), default=0))
         return settings
-    gpu_memory = settings.gpu_memory or edge.gpu_memory()
+    gpu_memory = settings.connection.gpu_memory or edge.gpu_memory()
     check_fits(every, host=0, gpu=gpu_memory, where="one GPU of the cluster")
-    return replace(settings, gpu_memory=gpu_memory or None)
+    return replace(settings, connection=replace(settings.connection, gpu_memory=gpu_memory or None))
 
 
 def place(cells: Cells, work: Work, graph: Graph, settings: RaySettings, defenses: list[str],
           sizes: Sizes | None = None) -> Placement:
     """The :class:`Placement` of ``work`` on the connected cluster: the graph and the
     registrations put in the object store once, and on a GPU cluster its device workers
-    started, each reserving a share of a GPU of ``settings.gpu_memory`` bytes (see
+    started, each reserving a share of a GPU of ``settings.connection.gpu_memory`` bytes (see
     :func:`check_placement`). ``defenses``: those the Scorers will hold."""
     sizes = sizes or Sizes(cells, graph)
     cpus, gpus = edge.cluster_size()
-    n_scorers = min(settings.num_scorers or max(1, SCORERS_PER_GPU * int(gpus) if gpus else int(cpus) // 2),
+    scaling = settings.scaling
+    n_scorers = min(scaling.num_scorers or max(1, SCORERS_PER_GPU * int(gpus) if gpus else int(cpus) // 2),
                     max(1, len(defenses)))
-    in_flight = settings.max_in_flight or max(2, int(2 * cpus))
+    in_flight = scaling.max_in_flight or max(2, int(2 * cpus))
     scorer = sizes.scorer(defenses)
     if not gpus:
         return Placement(settings, sizes, cpus, in_flight, n_scorers,
@@ -115,8 +116,8 @@ def place(cells: Cells, work: Work, graph: Graph, settings: RaySettings, defense
                          edge.put_registrations())
     pooled = sizes.of_work(work)
     layout = device_layout(max((s.gpu() for s in pooled), default=0), scorer.gpu(),
-                           gpu_memory=settings.gpu_memory or 0, gpus=int(gpus), cpus=cpus, scorers=n_scorers,
-                           cap=settings.workers_per_gpu)
+                           gpu_memory=settings.connection.gpu_memory or 0, gpus=int(gpus), cpus=cpus,
+                           scorers=n_scorers, cap=scaling.workers_per_gpu)
     host = max((s.host(True) for s in pooled), default=0)
     pool = DevicePool(layout.workers, edge.options(settings, "device", memory=host, gpu_share=layout.worker_share))
     scorer_opts = edge.options(settings, "scorer", memory=scorer.host(True), gpu_share=layout.scorer_share)

@@ -20,7 +20,7 @@ the run directory (workers return results; the caller holds the run's lock), so 
 written exactly once per run and the sweep needs no shared file system. Score rows are
 buffered and written every ``flush_rows`` rows or ``flush_seconds`` seconds, whichever comes
 first, and on every exit path (Ctrl-C included); a SIGKILL loses only the buffered rows,
-whose cells the next run recomputes. Fault tolerance: tasks have ``max_retries``; Scorer
+whose cells the next run recomputes. Fault tolerance (``RaySettings.faults``): tasks have ``max_retries``; Scorer
 actors ``max_restarts`` and ``max_task_retries``, and a scoring call that still fails with
 the actor gone is resubmitted (up to ``resubmits`` times) to the restarted actor. Scorer
 constructors take no object refs (Ray cannot promise to restore those on a restart,
@@ -543,7 +543,7 @@ class _Sweep:
         try:
             results = edge.get(ref)
         except ActorLost as exc:
-            if attempt < self.settings.resubmits:
+            if attempt < self.settings.faults.resubmits:
                 log.warning("scorer %d died (%s); resubmitting", i, exc)
                 self.submit_score(i, pert_ref, difficulty, group, attempt + 1)
             else:
