@@ -234,7 +234,7 @@ def _calibration_progress(prepared, gpu_kind: Optional[str], budget: Optional[fl
     then one whenever a measurement starts 5 s after the last line. Returns the function
     each measurement calls and the one that ends the display."""
     from grb_dist.sweep.cost.calibrate import sample_sizes
-    from grb_dist.sweep.cost.render import duration
+    from grb_dist.core.text import duration
 
     sizes = sample_sizes(prepared.graph.num_nodes, calibration)
     if base.err_console.is_terminal:

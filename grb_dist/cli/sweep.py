@@ -22,7 +22,7 @@ from grb_dist.cli.options import (
     RATIO_EDGE_MOD_OPTION, ADAPTIVE_OPTION, OUT_OPTION, ADDRESS_OPTION, NUM_CPUS_OPTION, THREADS_OPTION,
     DASHBOARD_OPTION, DOWNLOAD_OPTION,
 )
-from grb_dist.core.text import plural
+from grb_dist.core.text import duration, plural
 
 
 #: ``sweep --plan``'s options, kept for the spelling of ``grb-dist plan`` it is an alias of
@@ -229,7 +229,7 @@ def _show(prepared, outcome, elapsed: float, ctx=None) -> None:
         return
     base.console.print(
         f"{summary.done}/{plural(summary.total, 'cell')} ({summary.computed} computed, {summary.skipped} already done, "
-        f"{summary.failures} failed) in {elapsed:.1f}s; results in {prepared.where}", highlight=False,
+        f"{summary.failures} failed) in {duration(elapsed)}; results in {prepared.where}", highlight=False,
     )
     for e in summary.errors[:10]:
         base.err_console.print(f"failed: {e}", highlight=False, soft_wrap=True, markup=False)
