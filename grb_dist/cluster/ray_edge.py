@@ -414,9 +414,10 @@ def device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def resolve(ref: Any) -> Any:
-    """In a worker: the value of a ref that came nested in an argument (Ray resolves only
-    top-level arguments)."""
+def fetch_nested(ref: Any) -> Any:
+    """In a worker: the value of a ref that came nested in an argument (Ray hands tasks the
+    values of top-level ref arguments only). Not :func:`grb_dist.sweep.resolve.resolve`,
+    which checks a job against the tables."""
     return ray.get(ref)
 
 
@@ -595,5 +596,5 @@ class SweepMetrics:
 
 
 __all__ = ["ActorLost", "RayContext", "SweepMetrics", "TaskFailed", "call", "cancel", "cluster_size", "connect", "device",
-           "disconnect", "get", "gpu_memory", "in_worker", "kill", "nodes", "options", "put", "put_registrations",
-           "resolve", "run_units", "start_actor", "startup_report", "submit", "wait"]
+           "disconnect", "fetch_nested", "get", "gpu_memory", "in_worker", "kill", "nodes", "options", "put",
+           "put_registrations", "run_units", "start_actor", "startup_report", "submit", "wait"]
