@@ -61,8 +61,8 @@ def sample_sizes(num_nodes: int, sample: str = "auto") -> tuple[int, ...]:
 
 #: The fastest growth between two samples that is taken as measured: work that grows with
 #: the graph costs at most (ratio of the samples' nodes) ** this on the larger sample. A
-#: larger sample measured slower than that was slowed by the machine's other work (seen: 15x
-#: for a 4x larger sample, on a machine shared with other jobs), and is taken at this bound.
+#: larger sample measured slower than that was slowed by the machine's other work (on a
+#: machine shared with other jobs, by far more than this), and is taken at this bound.
 MAX_GROWTH = 1.5
 
 
