@@ -415,9 +415,8 @@ def device() -> str:
 
 
 def fetch_nested(ref: Any) -> Any:
-    """In a worker: the value of a ref that came nested in an argument (Ray hands tasks the
-    values of top-level ref arguments only). Not :func:`grb_dist.sweep.resolve.resolve`,
-    which checks a job against the tables."""
+    """In a worker: the value of a ref that came nested in an argument (Ray hands a task the
+    values of its top-level ref arguments only)."""
     return ray.get(ref)
 
 
