@@ -172,7 +172,7 @@ def benchmark(
     Raises:
         GrbDistError: invalid input (before anything runs), or cells that failed.
     """
-    from grb_dist.cluster.settings import RaySettings
+    from grb_dist.cluster.settings import Connection, RaySettings
     from grb_dist.store.remote import staged
 
     # the options in four groups: what runs, where the run and its data live, which Ray, how progress shows
@@ -181,7 +181,7 @@ def benchmark(
     where = RunPlace.given(out, data_dir, download)
     shown = Display(on_progress=on_progress, progress=progress)
     key, given, spec, graph = _benchmark_inputs(model, name, dataset, what)
-    settings = RaySettings(address=address, num_cpus=num_cpus)
+    settings = RaySettings(Connection(address=address, num_cpus=num_cpus))
     with tempfile.TemporaryDirectory(prefix="grb-dist-benchmark-") as tmp, staged(where.out, write=True) as run_dir:
         outcome = _run(spec, run_dir or Path(tmp) / "run", where, settings, shown, graph=graph, given=given)
         return benchmark_rows(outcome.store.read_scores(), outcome.boards, list(spec.defenses),

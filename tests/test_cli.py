@@ -98,13 +98,13 @@ def test_ray_settings_threads_reach_the_workers(monkeypatch):
 
     from grb_dist.core.errors import ConfigError
     from grb_dist.cluster import ray_edge
-    from grb_dist.cluster.settings import RaySettings
+    from grb_dist.cluster.settings import RaySettings, Scaling
 
     with pytest.raises(ConfigError, match="1..1024"):
-        RaySettings(threads=0)
+        Scaling(threads=0)
     for kind in ("train", "attack", "scorer", "device"):
         assert "runtime_env" not in ray_edge.options(RaySettings(), kind)
-        opts = ray_edge.options(RaySettings(threads=3), kind)
+        opts = ray_edge.options(RaySettings(scaling=Scaling(threads=3)), kind)
         assert opts["runtime_env"] == {"env_vars": {ray_edge.THREADS_ENV: "3"}}
     before = torch.get_num_threads()
     try:

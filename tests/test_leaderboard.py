@@ -253,6 +253,34 @@ def test_html_is_a_sortable_page():
     assert 'data-value="' in text and 'class="board"' in text
 
 
+def test_one_repeat_shows_the_mean_alone_and_says_why():
+    """A board over one repeat has no spread to show: its cells hold the mean alone (never
+    ``± 0.0000``, which reads as no variance), its legend says a spread needs --repeats > 1,
+    and the CSV keeps its numeric std columns; two repeats show ``mean ± std``."""
+    import re
+
+    from rich.console import Console
+
+    from grb_dist.leaderboard.render import rich_tables
+
+    one = leaderboards(synthetic_scores(scenarios=("injection",), difficulties=("full",), repeats=1))
+    two = leaderboards(synthetic_scores(scenarios=("injection",), difficulties=("full",), repeats=2))
+    spread = re.compile(r"\d\.\d{4}(?: ± | \$\\pm\$ )\d\.\d{4}")  # a metric cell: mean ± std
+    for fmt in ("md", "html", "latex"):
+        assert not spread.search(render(one, fmt)) and "0.0000" not in render(one, fmt), fmt
+        assert spread.search(render(two, fmt)), fmt
+    md = render(one, "md")
+    row = next(line for line in md.splitlines() if line.startswith("| 1 | "))
+    assert row.count(" | ") == 7 and "±" not in row and row.endswith(" | 1 |"), row  # Repeats 1
+    assert md.count("a spread needs --repeats > 1") == 2  # both boards' legends
+    out = io.StringIO()
+    Console(file=out, width=300, color_system=None).print(*rich_tables(one))
+    text = " ".join(out.getvalue().split())
+    assert not spread.search(text) and "0.0000" not in text and "--repeats > 1" in text
+    back = pd.read_csv(io.StringIO(render(one, "csv")))
+    assert back["weighted_std"].dtype.kind in "if" and (back["weighted_std"] == 0).all() and (back["n_repeats"] == 1).all()
+
+
 # ----------------------------------------------------------------------------- the command
 
 runner = CliRunner()

@@ -248,13 +248,13 @@ def test_foreign_parquet_is_not_read_as_rows(run, ray_local):
 
 
 def test_finished_run_rerun_does_not_start_ray(run, monkeypatch):
-    import grb_dist.cluster.ray_edge as edge
+    from grb_dist.cluster import ray_edge
 
     def no_ray(*a, **kw):
         raise AssertionError("Ray was started for a finished run")
 
-    monkeypatch.setattr(edge, "connect", no_ray)
-    monkeypatch.setattr(edge.ray, "init", no_ray)
+    monkeypatch.setattr(ray_edge, "connect", no_ray)
+    monkeypatch.setattr(ray_edge.ray, "init", no_ray)
     before = {p: p.stat().st_mtime_ns for p in run.rglob("*")}
     r = sweep(*FLAGS, "--out", str(run))
     assert r.exit_code == 0, r.output

@@ -84,9 +84,9 @@ def test_leaderboard_bad_input(workdir):
 
 
 def test_sweep_then_leaderboard(ray_local, workdir, monkeypatch):
-    import grb_dist.cluster.ray_edge as edge
+    from grb_dist.cluster import ray_edge
 
-    monkeypatch.setattr(edge, "dashboard_available", lambda: False)  # its hint holds brackets
+    monkeypatch.setattr(ray_edge, "dashboard_available", lambda: False)  # its hint holds brackets
     args = ["sweep", "--attacks", ATTACK, "--defenses", "gcn,mlp", "--difficulties", "easy,full", "--repeats", "1",
             "--steps", "3", "--n-inject", "5", "--edges-per-node", "3", "--out", "run"]
     r = runner.invoke(app, args)
@@ -170,9 +170,9 @@ def test_keep_ray_leaves_the_dashboard_up_after_the_sweep(tmp_path):
 def test_dashboard_asked_for_without_its_packages_is_one_line(workdir, monkeypatch):
     """A minimal Ray (``ray`` without the ``dashboard`` extra) runs sweeps; asking it for a
     dashboard is one line naming the extra, before Ray starts or anything is written."""
-    import grb_dist.cluster.ray_edge as edge
+    from grb_dist.cluster import ray_edge
 
-    monkeypatch.setattr(edge, "dashboard_available", lambda: False)
+    monkeypatch.setattr(ray_edge, "dashboard_available", lambda: False)
     r = runner.invoke(app, ["sweep", "--attacks", "rnd", "--defenses", "gcn", "--dashboard", "--out", "run"])
     assert r.exit_code == 2, r.output
     assert "pip install 'grb-dist[dashboard]'" in r.output and len(r.output.strip().splitlines()) <= 2

@@ -57,7 +57,7 @@ SCRIPT = """
 import json, os, sys, time
 os.environ["RAY_AUTH_MODE"] = "disabled"
 from grb_dist.cluster.ray_edge import connect, disconnect
-from grb_dist.cluster.settings import RaySettings
+from grb_dist.cluster.settings import Connection, RaySettings
 from grb_dist.datasets import load_dataset
 from grb_dist.store import RunLock, RunStore, graph_fingerprint
 from grb_dist.sweep.cells import run_cells, run_components
@@ -115,12 +115,12 @@ def test_declared_gpus_run_the_work_in_device_workers_packed_by_gpu_memory(tmp_p
     out = run_script("""
         G = 8 * 2**30
         gpu = dict(num_cpus=2, num_gpus=1, gpu_memory=G, include_dashboard=False)
-        out["apart"] = sweep(tmp / "apart", RaySettings(**gpu), int(0.6 * G))   # two never fit one card
-        out["packed"] = sweep(tmp / "packed", RaySettings(**gpu), int(0.3 * G))  # two fit side by side
+        out["apart"] = sweep(tmp / "apart", RaySettings(Connection(**gpu)), int(0.6 * G))   # two never fit one card
+        out["packed"] = sweep(tmp / "packed", RaySettings(Connection(**gpu)), int(0.3 * G))  # two fit side by side
         # the device workers are long-lived: six calls on two actors run in two processes
         from grb_dist.sweep.pool import DevicePool
         from grb_dist.cluster import ray_edge
-        ctx = connect(RaySettings(**gpu))
+        ctx = connect(RaySettings(Connection(**gpu)))
         try:
             pool = DevicePool(2, ray_edge.options(RaySettings(), "device", gpu_share=0.4))
             graph_ref, regs, pids = ray_edge.put(graph), ray_edge.put_registrations(), []
@@ -150,7 +150,7 @@ def test_declared_gpus_run_the_work_in_device_workers_packed_by_gpu_memory(tmp_p
 def test_cpu_tasks_reserve_their_memory_and_never_share_a_node_they_do_not_fit(tmp_path):
     out = run_script(f"""
         M = 4 * 2**30
-        out["run"] = sweep(tmp / "cpu", RaySettings(num_cpus=2, memory=M, include_dashboard=False),
+        out["run"] = sweep(tmp / "cpu", RaySettings(Connection(num_cpus=2, memory=M, include_dashboard=False)),
                            int(0.6 * M) - {WORKER_BYTES})
     """, tmp_path)
     run = out["run"]
@@ -167,7 +167,7 @@ def test_a_task_that_fits_no_node_is_refused_before_anything_is_written(tmp_path
         prepared = prepare(spec, out=Path("refused"))
         plan = {plan_key("train", prepared.cells.models[0].file_stem): 3 * 2**30}
         try:
-            run(prepared, lambda: RaySettings(num_cpus=1, memory=2**30, include_dashboard=False), local=True,
+            run(prepared, lambda: RaySettings(Connection(num_cpus=1, memory=2**30, include_dashboard=False)), local=True,
                 on_locked=lambda locked: None, plan=plan)
             out["error"] = None
         except ConfigError as exc:

@@ -56,15 +56,15 @@ def job_plan(job, graph):
     return run_cells(job, graph_fingerprint(graph, job.normalize))
 
 
-def sweep(job, graph, run_dir, on_progress=None, flush_rows=4096, **settings):
+def sweep(job, graph, run_dir, on_progress=None, flush_rows=4096, **scaling):
     from grb_dist.sweep.runner import run_sweep
-    from grb_dist.cluster.settings import RaySettings
+    from grb_dist.cluster.settings import RaySettings, Scaling
 
     p = job_plan(job, graph)
     with RunLock(run_dir) as lock:
         store = RunStore.open(run_dir, dataset=dataset_identity(job, graph), components=run_components(p),
                               config=job.to_dict(), config_hash=job.config_hash, lock=lock)
-        return store, run_sweep(p, graph, store, RaySettings(**settings), on_progress=on_progress,
+        return store, run_sweep(p, graph, store, RaySettings(scaling=Scaling(**scaling)), on_progress=on_progress,
                                 flush_rows=flush_rows)
 
 

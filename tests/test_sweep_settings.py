@@ -6,21 +6,29 @@ import pytest
 
 from grb_dist.core.errors import ConfigError
 from grb_dist.sweep.runner import _partition
-from grb_dist.cluster.settings import RaySettings
+from grb_dist.cluster.settings import Connection, FaultTolerance, RaySettings, Scaling
 from grb_dist.cluster.settings import check_reachable as _check_reachable
 
 
-@pytest.mark.parametrize("kwargs", [{"num_cpus": 0}, {"max_in_flight": -1}, {"attack_num_cpus": 0},
-                                    {"memory": 0}, {"num_gpus": -1}, {"workers_per_gpu": -1}, {"max_restarts": -1}])
-def test_settings_rejected(kwargs):
+@pytest.mark.parametrize("group, kwargs", [(Connection, {"num_cpus": 0}), (Scaling, {"max_in_flight": -1}),
+                                           (Scaling, {"attack_num_cpus": 0}), (Connection, {"memory": 0}),
+                                           (Connection, {"num_gpus": -1}), (Scaling, {"workers_per_gpu": -1}),
+                                           (FaultTolerance, {"max_restarts": -1})])
+def test_settings_rejected(group, kwargs):
     with pytest.raises(ConfigError):
-        RaySettings(**kwargs)
+        group(**kwargs)
+
+
+def test_settings_in_their_groups():
+    settings = RaySettings(Connection(num_cpus=2), Scaling(threads=4), FaultTolerance(resubmits=0))
+    assert (settings.connection.num_cpus, settings.scaling.threads, settings.faults.resubmits) == (2, 4, 0)
+    assert RaySettings().faults == FaultTolerance() and RaySettings().scaling.max_in_flight == 0
 
 
 def test_address_from_environment(monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
     assert RaySettings().resolved_address() == "10.0.0.1:6379"
-    assert RaySettings(address="auto").resolved_address() == "auto"
+    assert RaySettings(Connection(address="auto")).resolved_address() == "auto"
     monkeypatch.delenv("RAY_ADDRESS")
     assert RaySettings().resolved_address() is None
 

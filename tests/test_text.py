@@ -1,5 +1,6 @@
 """Counts and numbers as grb-dist writes them: plural-aware counts (``1 surrogate``,
-``2 difficulties``) and CSV files with a name on every column and rounded floats."""
+``2 difficulties``), durations in words and CSV files with a name on every column and rounded
+floats."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pandas as pd
 from typer.testing import CliRunner
 
 from grb_dist.cli import app
-from grb_dist.core.text import csv_text, plural, plural_form
+from grb_dist.core.text import csv_text, duration, plural, plural_form
 from grb_dist.leaderboard.rank import leaderboards
 from grb_dist.leaderboard.render import render
 from test_leaderboard import make_run, synthetic_scores
@@ -29,6 +30,13 @@ def test_plural_counts():
     assert [plural_form(w) for w in ("day", "batch", "epoch", "training epoch", "study")] == [
         "days", "batches", "epochs", "training epochs", "studies"]
     assert plural(2, "matrix", "matrices") == "2 matrices"
+
+
+def test_durations_in_words():
+    assert [duration(s) for s in (0.04, 13.5, 59.94, 59.96, 245, 3599.9)] == [
+        "0.0 s", "13.5 s", "59.9 s", "1 min 00 s", "4 min 05 s", "59 min 59 s"]
+    assert duration(7800) == "2 h 10 min" and duration(86399) == "23 h 59 min" and duration(97200) == "1 d 03 h"
+    assert duration(-0.2) == "0.0 s"  # a difference of two clocks that went below zero
 
 
 def test_compact_counts_in_the_singular(tmp_path):

@@ -9,7 +9,7 @@ difference, and flags every adaptive attack weaker than its transfer counterpart
 than ``--tolerance`` (an adaptive attack should never be weaker: the defense itself is the
 best surrogate the attacker can have).
 
-    python bench/attacks/adaptive.py --out /tmp/adaptive                     # cora-legacy, both scenarios
+    python bench/attacks/adaptive.py --out /tmp/adaptive                     # cora-legacy, injection and modification
     python bench/attacks/adaptive.py --out /tmp/adaptive --scenario injection
     python bench/attacks/adaptive.py --out /tmp/adaptive --report-only      # tables of a finished run
     python bench/attacks/adaptive.py --out /tmp/adaptive --only transfer    # one of the two sweeps

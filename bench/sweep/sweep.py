@@ -64,14 +64,14 @@ def sweep_case(case: str, num_cpus: int, quick: bool) -> dict:
 
     from grb_dist.cluster.ray_edge import connect, disconnect
     from grb_dist.sweep.runner import run_sweep
-    from grb_dist.cluster.settings import RaySettings
+    from grb_dist.cluster.settings import Connection, RaySettings
     from grb_dist.sweep.session import lock_run, open_store, prepare
 
     memory = case == "memory"
     spec = _job("csbm-grb-aminer" if memory else "csbm", quick, memory)
     with tempfile.TemporaryDirectory() as tmp:
         load_s, prepared = timed(prepare, spec, out=Path(tmp) / "run")
-        settings = RaySettings(num_cpus=num_cpus, include_dashboard=False)
+        settings = RaySettings(Connection(num_cpus=num_cpus, include_dashboard=False))
         ctx = connect(settings)
         stop, peak = threading.Event(), [0.0]
         sampler = threading.Thread(target=_plasma_sampler, args=(stop, peak), daemon=True)

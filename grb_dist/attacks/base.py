@@ -99,14 +99,14 @@ class Budget:
 
 
 class Attack:
-    """The interface of every attack, of either scenario.
+    """The interface of every attack, of any scenario (injection, modification, poisoning).
 
     An instance holds only its typed config (class attribute ``Config``), so it can be
     reused and shared. Subclasses of a scenario's base implement the attack-specific step.
     """
 
     Config: ClassVar[type]
-    #: The scenario the attack belongs to (``injection`` or ``modification``).
+    #: The scenario the attack belongs to (``injection``, ``modification`` or ``poisoning``).
     scenario: ClassVar[str]
 
     def __init__(self, config=None):

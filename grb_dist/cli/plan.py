@@ -165,9 +165,9 @@ def _plan_cluster(address: Optional[str], num_cpus: Optional[int], cpus: Optiona
     memory = 0
     if cpus is None and address:
         from grb_dist.cluster.ray_edge import cluster_size, connect, disconnect, nodes
-        from grb_dist.cluster.settings import RaySettings
+        from grb_dist.cluster.settings import Connection, RaySettings
 
-        ctx = connect(RaySettings(address=address, include_dashboard=False))
+        ctx = connect(RaySettings(Connection(address=address, include_dashboard=False)))
         try:
             (cpus, found), memory = cluster_size(), int(max((n["memory"] for n in nodes()), default=0))
         finally:
@@ -234,7 +234,7 @@ def _calibration_progress(prepared, gpu_kind: Optional[str], budget: Optional[fl
     then one whenever a measurement starts 5 s after the last line. Returns the function
     each measurement calls and the one that ends the display."""
     from grb_dist.sweep.cost.calibrate import sample_sizes
-    from grb_dist.sweep.cost.render import duration
+    from grb_dist.core.text import duration
 
     sizes = sample_sizes(prepared.graph.num_nodes, calibration)
     if base.err_console.is_terminal:

@@ -22,7 +22,7 @@ from grb_dist.cli.options import (
     RATIO_EDGE_MOD_OPTION, ADAPTIVE_OPTION, OUT_OPTION, ADDRESS_OPTION, NUM_CPUS_OPTION, THREADS_OPTION,
     DASHBOARD_OPTION, DOWNLOAD_OPTION,
 )
-from grb_dist.core.text import plural
+from grb_dist.core.text import duration, plural
 
 
 #: ``sweep --plan``'s options, kept for the spelling of ``grb-dist plan`` it is an alias of
@@ -108,10 +108,10 @@ def sweep(
                                location=out if is_remote(out) else None)
 
             def settings():
-                from grb_dist.cluster.settings import RaySettings
+                from grb_dist.cluster.settings import Connection, RaySettings, Scaling
 
-                return RaySettings(address=address, num_cpus=num_cpus, include_dashboard=dashboard, threads=threads,
-                                   keep=keep_ray)
+                return RaySettings(Connection(address=address, num_cpus=num_cpus, include_dashboard=dashboard,
+                                              keep=keep_ray), Scaling(threads=threads))
 
             _run(prepared, settings, local=address is None, wait=wait, flush_rows=flush_rows,
                  flush_seconds=flush_seconds)
@@ -229,7 +229,7 @@ def _show(prepared, outcome, elapsed: float, ctx=None) -> None:
         return
     base.console.print(
         f"{summary.done}/{plural(summary.total, 'cell')} ({summary.computed} computed, {summary.skipped} already done, "
-        f"{summary.failures} failed) in {elapsed:.1f}s; results in {prepared.where}", highlight=False,
+        f"{summary.failures} failed) in {duration(elapsed)}; results in {prepared.where}", highlight=False,
     )
     for e in summary.errors[:10]:
         base.err_console.print(f"failed: {e}", highlight=False, soft_wrap=True, markup=False)

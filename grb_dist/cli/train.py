@@ -95,19 +95,19 @@ def train(
 def training_summary(result, config) -> str:
     """How training went, by the metric early stopping selects on (the lowest validation
     loss), and when and why it ended: ``best val loss 0.4100 at epoch 20 (val acc 0.8723);
-    stopped early at epoch 50: val loss did not improve for 30 epochs (patience); 1.2s``."""
-    from grb_dist.core.text import plural
+    stopped early at epoch 50: val loss did not improve for 30 epochs (patience); 1.2 s``."""
+    from grb_dist.core.text import duration, plural
 
     best = f"val loss {result.best_val_loss:.4f}"
     if result.epochs_run == 0:  # label propagation, a defense used as built
-        return f"{best} (val acc {result.best_val_accuracy:.4f}); no training epochs; {result.seconds:.1f}s"
+        return f"{best} (val acc {result.best_val_accuracy:.4f}); no training epochs; {duration(result.seconds)}"
     if result.stopped_early:
         end = (f"stopped early at epoch {result.epochs_run} of {config.epochs}: val loss did not improve for "
                f"{plural(result.epochs_run - result.best_epoch - 1, 'epoch')} (patience)")
     else:
         end = f"ran all {plural(result.epochs_run, 'epoch')}"
     return (f"best {best} at epoch {result.best_epoch + 1} (val acc {result.best_val_accuracy:.4f}); {end}; "
-            f"{result.seconds:.1f}s")
+            f"{duration(result.seconds)}")
 
 
 #: Without a terminal, ``train`` prints its progress every this many epochs.

@@ -40,7 +40,7 @@ from grb_dist.core import allocator, registry
 from grb_dist.core.errors import ConfigError, GrbDistError
 from grb_dist.core.graph import Graph
 from grb_dist.cluster import reaper as reaper_mod
-from grb_dist.cluster.settings import RaySettings, check_reachable
+from grb_dist.cluster.settings import Connection, RaySettings, check_reachable
 
 
 class TaskFailed(GrbDistError):
@@ -90,10 +90,10 @@ def connect(settings: RaySettings, job_name: str | None = None) -> RayContext:
     ``job_name`` names the Ray job (its ``job_name`` metadata, the column Name of the
     dashboard's Jobs page).
     """
-    address = settings.resolved_address()
+    address, conn = settings.resolved_address(), settings.connection
     if address:
         check_reachable(address)
-    if settings.include_dashboard and not address and not dashboard_available():
+    if conn.include_dashboard and not address and not dashboard_available():
         raise ConfigError(f"--dashboard: this Ray has no dashboard packages; {DASHBOARD_HINT}, or leave --dashboard out")
     if ray.is_initialized():
         return RayContext(False, _dashboard_url(None), *cluster_size(), dashboard_token=_token_hint())
@@ -102,23 +102,23 @@ def connect(settings: RaySettings, job_name: str | None = None) -> RayContext:
         kwargs["job_config"] = JobConfig(metadata={"job_name": job_name})
     if address:
         kwargs["address"] = address
-    elif settings.keep:  # a head node of its own, left running: joined like a cluster
+    elif conn.keep:  # a head node of its own, left running: joined like a cluster
         _explicit_token_auth()
-        kwargs["address"] = _start_head(settings)
+        kwargs["address"] = _start_head(conn)
         kwargs["namespace"] = NAMESPACE
     else:
         kwargs["address"] = "local"
         kwargs["namespace"] = NAMESPACE
         _explicit_token_auth()
-        if settings.num_cpus is not None:
-            kwargs["num_cpus"] = settings.num_cpus
-        if settings.num_gpus is not None:
-            kwargs["num_gpus"] = settings.num_gpus
-        if settings.memory is not None:
-            kwargs["_memory"] = settings.memory
-        if settings.include_dashboard is not None:
-            kwargs["include_dashboard"] = settings.include_dashboard
-        if settings.include_dashboard is not False and dashboard_available():  # the printed URL is this sweep's own
+        if conn.num_cpus is not None:
+            kwargs["num_cpus"] = conn.num_cpus
+        if conn.num_gpus is not None:
+            kwargs["num_gpus"] = conn.num_gpus
+        if conn.memory is not None:
+            kwargs["_memory"] = conn.memory
+        if conn.include_dashboard is not None:
+            kwargs["include_dashboard"] = conn.include_dashboard
+        if conn.include_dashboard is not False and dashboard_available():  # the printed URL is this sweep's own
             kwargs["dashboard_port"] = free_port()
     try:
         with _keep_sigterm_handler():
@@ -126,7 +126,7 @@ def connect(settings: RaySettings, job_name: str | None = None) -> RayContext:
     except (ConnectionError, RuntimeError, ValueError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"cannot reach Ray at {address or 'a new local instance'}: {msg}") from None
-    if settings.keep and not address:
+    if conn.keep and not address:
         return RayContext(False, _dashboard_url(ctx), *cluster_size(), dashboard_token=_token_hint(),
                           kept=kwargs["address"])
     reaper = None
@@ -156,7 +156,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start_head(settings: RaySettings) -> str:
+def _start_head(conn: Connection) -> str:
     """Start a local Ray head node that outlives this process (``ray start --head`` on free
     ports, its dashboard on 127.0.0.1); its address."""
     import subprocess
@@ -165,13 +165,13 @@ def _start_head(settings: RaySettings) -> str:
     port = free_port()
     cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", f"--port={port}",
            "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
-    if settings.num_cpus is not None:
-        cmd.append(f"--num-cpus={settings.num_cpus}")
-    if settings.num_gpus is not None:
-        cmd.append(f"--num-gpus={settings.num_gpus}")
-    if settings.memory is not None:
-        cmd.append(f"--memory={settings.memory}")
-    if settings.include_dashboard is not False and dashboard_available():
+    if conn.num_cpus is not None:
+        cmd.append(f"--num-cpus={conn.num_cpus}")
+    if conn.num_gpus is not None:
+        cmd.append(f"--num-gpus={conn.num_gpus}")
+    if conn.memory is not None:
+        cmd.append(f"--memory={conn.memory}")
+    if conn.include_dashboard is not False and dashboard_available():
         cmd += ["--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={free_port()}"]
     else:
         cmd.append("--include-dashboard=false")
@@ -282,7 +282,7 @@ def startup_report(num_cpus: int, include_dashboard: bool | None, preload: str) 
     import time
 
     start = time.perf_counter()
-    ctx = connect(RaySettings(num_cpus=num_cpus, include_dashboard=include_dashboard))
+    ctx = connect(RaySettings(Connection(num_cpus=num_cpus, include_dashboard=include_dashboard)))
     up = time.perf_counter()
     try:
         sizes = ray.get([_worker_size.options(num_cpus=1).remote(preload) for _ in range(num_cpus)])
@@ -414,13 +414,13 @@ def device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def resolve(ref: Any) -> Any:
-    """In a worker: the value of a ref that came nested in an argument (Ray resolves only
-    top-level arguments)."""
+def fetch_nested(ref: Any) -> Any:
+    """In a worker: the value of a ref that came nested in an argument (Ray hands a task the
+    values of its top-level ref arguments only)."""
     return ray.get(ref)
 
 
-#: The environment variable that carries ``RaySettings.threads`` to tasks and actors.
+#: The environment variable that carries ``Scaling.threads`` (of :class:`RaySettings`) to tasks and actors.
 THREADS_ENV = "GRB_DIST_TORCH_THREADS"
 
 
@@ -429,15 +429,16 @@ def options(settings: RaySettings, kind: str, *, memory: int = 0, gpu_share: flo
     worker actor under ``settings``: its CPUs, the bytes of memory it reserves (``memory``:
     its peak, so that Ray never packs tasks that do not fit a node together) and its share
     of a GPU (``gpu_share``, sized by its GPU memory; 0 on CPUs), retries or restarts, and
-    the runtime environment that gives it ``settings.threads`` torch threads."""
-    threads = {"runtime_env": {"env_vars": {THREADS_ENV: str(settings.threads)}}} if settings.threads else {}
+    the runtime environment that gives it ``settings.scaling.threads`` torch threads."""
+    scaling, faults = settings.scaling, settings.faults
+    threads = {"runtime_env": {"env_vars": {THREADS_ENV: str(scaling.threads)}}} if scaling.threads else {}
     sizes = {"num_gpus": gpu_share, **({"memory": int(memory)} if memory > 0 else {})}
     if kind in ("scorer", "device"):
-        cpus = settings.scorer_num_cpus if kind == "scorer" else settings.attack_num_cpus
-        return {"num_cpus": cpus, "max_restarts": settings.max_restarts,
-                "max_task_retries": settings.max_task_retries, **sizes, **threads}
-    cpus = settings.train_num_cpus if kind == "train" else settings.attack_num_cpus
-    return {"max_retries": settings.max_retries, "retry_exceptions": False, "num_cpus": cpus, **sizes, **threads}
+        cpus = scaling.scorer_num_cpus if kind == "scorer" else scaling.attack_num_cpus
+        return {"num_cpus": cpus, "max_restarts": faults.max_restarts,
+                "max_task_retries": faults.max_task_retries, **sizes, **threads}
+    cpus = scaling.train_num_cpus if kind == "train" else scaling.attack_num_cpus
+    return {"max_retries": faults.max_retries, "retry_exceptions": False, "num_cpus": cpus, **sizes, **threads}
 
 
 @contextmanager
@@ -594,5 +595,5 @@ class SweepMetrics:
 
 
 __all__ = ["ActorLost", "RayContext", "SweepMetrics", "TaskFailed", "call", "cancel", "cluster_size", "connect", "device",
-           "disconnect", "get", "gpu_memory", "in_worker", "kill", "nodes", "options", "put", "put_registrations",
-           "resolve", "run_units", "start_actor", "startup_report", "submit", "wait"]
+           "disconnect", "fetch_nested", "get", "gpu_memory", "in_worker", "kill", "nodes", "options", "put",
+           "put_registrations", "run_units", "start_actor", "startup_report", "submit", "wait"]

@@ -1,7 +1,10 @@
-"""How grb_dist writes counts and numbers for people and for CSV files.
+"""How grb_dist writes counts, durations and numbers for people and for CSV files.
 
 * :func:`plural`: a count with its noun in the right number (``1 surrogate``, ``2 surrogates``,
   ``1 difficulty``, ``3 difficulties``), for every count the commands print;
+* :func:`duration`: a span of seconds in words (``12.3 s``, ``4 min 05 s``, ``2 h 10 min``,
+  ``1 d 03 h``), for every time the commands print: a plan's forecast, a sweep's or a
+  training's time, the time left of a sweep's stage, a calibration or a study;
 * :func:`csv_text`: a table as CSV text with every column named and floats rounded to
   :data:`CSV_FLOAT_FORMAT` (6 significant digits). The Parquet files keep full precision; a
   CSV is for reading and spreadsheets, where float32 noise (``0.8844444553057353``) says
@@ -47,6 +50,21 @@ def plural(count: int, noun: str, many: Optional[str] = None) -> str:
     return f"{number} {noun if count == 1 else (many or plural_form(noun))}"
 
 
+def duration(seconds: float) -> str:
+    """``seconds`` in words, to the tenth of a second below a minute and in two units above:
+    ``duration(0.42)`` is ``0.4 s``, ``duration(245)`` is ``4 min 05 s``, ``duration(7800)``
+    is ``2 h 10 min``, ``duration(97200)`` is ``1 d 03 h`` (the smaller unit cut, not rounded)."""
+    seconds = max(0.0, float(seconds))
+    if seconds < 59.95:
+        return f"{seconds:.1f} s"
+    seconds = max(seconds, 60.0)  # what would round to 60.0 s is a minute
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
+    return f"{int(seconds // 86400)} d {int(seconds % 86400 // 3600):02d} h"
+
+
 def csv_text(frame: "pd.DataFrame", index_label: Optional[str] = None) -> str:
     """``frame`` as CSV text (``\\n`` line ends), floats written with :data:`CSV_FLOAT_FORMAT`.
     Its index is written only when ``index_label`` names it, so that no column of the file
@@ -55,4 +73,4 @@ def csv_text(frame: "pd.DataFrame", index_label: Optional[str] = None) -> str:
                         lineterminator="\n")
 
 
-__all__ = ["CSV_FLOAT_FORMAT", "csv_text", "plural", "plural_form"]
+__all__ = ["CSV_FLOAT_FORMAT", "csv_text", "duration", "plural", "plural_form"]

@@ -24,7 +24,7 @@ def normalize_features(features: np.ndarray, method: str = "arctan") -> np.ndarr
     The statistics are accumulated in float64 and the output written block of rows by block
     (:mod:`grb_dist.core.arrays`): the only full-size allocation is the float32 result, so
     loading a graph holds its stored features and one normalised copy, as
-    :meth:`grb_dist.datasets.npz.DeclaredGraph.load_bytes` counts."""
+    :attr:`grb_dist.datasets.npz.DeclaredGraph.nbytes` counts."""
     method = method.lower()
     if method not in NORMALIZATIONS:
         raise ConfigError(unknown_name_message("feature normalisation", method, NORMALIZATIONS))

@@ -19,7 +19,7 @@ training labels (remove same-label edges, connect different labels) for the othe
 R-GCN), which say so in the log once.
 
 Only training nodes are ever targeted: the hook receives the training view (the subgraph
-induced by the training nodes, see :func:`grb_dist.models.train.induced`), so validation
+induced by the training nodes, see :func:`grb_dist.models.views.induced`), so validation
 and test nodes do not exist for it. The attack runs with the model in eval mode (dropout
 off) and the previous mode is restored; the model's parameters get no gradient from it.
 """

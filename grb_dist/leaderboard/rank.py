@@ -16,7 +16,8 @@ Uses the GRB metrics of :mod:`grb_dist.evaluation.metrics` (no re-implementation
   and standard deviation over repeats, ranked by Weighted, descending.
 
 The clean row of a defense is computed once (its accuracy is deterministic) and joins every
-repeat. Standard deviations are population deviations (ddof = 0), so one repeat gives 0.
+repeat. Standard deviations are population deviations (ddof = 0), so one repeat gives 0
+(kept as data; the rendered boards show the mean alone there, :mod:`grb_dist.leaderboard.render`).
 
 Both GRB boards use the *transfer* rows only (black-box: attacks made on surrogate models).
 Rows of the ``threat`` ``adaptive`` (white-box: the attack differentiates through the

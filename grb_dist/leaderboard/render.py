@@ -57,14 +57,18 @@ def title(name: str) -> str:
     return f"Defenses over attacks ({difficulty}; {scenario}; accuracy, higher = more robust)"
 
 
+#: What a metric cell of one repeat shows: its mean alone (a standard deviation over one
+#: repeat would print as 0.0000, which reads as no spread at all).
+_ONE_REPEAT = " (the mean alone where Repeats is 1: a spread needs --repeats > 1)"
+
 #: What the columns of each kind of board are: the legend under every view of a board.
 LEGENDS = {
     "attacks": ("Ranked by Weighted, lowest first. Each value: the defenses' accuracy under the attack, mean ± std "
-                "over Repeats. Average: mean over the Defenses; Avg 3-Max: mean of the 3 highest (the most robust "
+                f"over Repeats{_ONE_REPEAT}. Average: mean over the Defenses; Avg 3-Max: mean of the 3 highest (the most robust "
                 "defenses); Weighted: accuracies sorted highest first, weighted 1/i² (GRB's weighted score); "
                 "Defenses: defenses scored."),
     "defenses": ("Ranked by Weighted, highest first. Clean: accuracy without attack. Each other value: the "
-                 "defense's accuracy over the Attacks and Clean, mean ± std over Repeats. Average: their mean; "
+                 f"defense's accuracy over the Attacks and Clean, mean ± std over Repeats{_ONE_REPEAT}. Average: their mean; "
                  "Avg 3-Min: mean of the 3 lowest (the strongest attacks); Weighted: accuracies sorted lowest first, "
                  "weighted 1/i² (GRB's weighted score); Attacks: attacks scored (Clean not counted)."),
     "robustness": ("Ranked by Robust, highest first, defenses attacked adaptively before those attacked by transfer "
@@ -95,9 +99,12 @@ _COLUMNS = {"attacks": _ATTACK_COLS, "defenses": _DEFENSE_COLS, "robustness": _R
 
 def _cell(r: pd.Series, key: str, columns: pd.Index, pm: str) -> tuple[str, float | None]:
     """One formatted cell and its numeric value (None for text): ``mean ± std`` with 4
-    decimals for the metrics."""
+    decimals for the metrics, the mean alone over one repeat (or without a std)."""
     if f"{key}_mean" in columns:
-        return f"{r[f'{key}_mean']:.4f}{pm}{r[f'{key}_std']:.4f}", float(r[f"{key}_mean"])
+        mean, std = r[f"{key}_mean"], r[f"{key}_std"]
+        if pd.isna(std) or ("n_repeats" in columns and r["n_repeats"] == 1):
+            return f"{mean:.4f}", float(mean)
+        return f"{mean:.4f}{pm}{std:.4f}", float(mean)
     if key == "clean_accuracy":
         return ("", None) if pd.isna(r[key]) else (f"{r[key]:.4f}", float(r[key]))
     if key in _OPTIONAL:

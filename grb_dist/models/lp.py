@@ -77,9 +77,9 @@ def label_spreading(
     n = y0.size(0)
     ei, _ = remove_self_loops(edge_index)
     ei, w = gcn_norm(ei, torch.ones(ei.size(1), dtype=y0.dtype, device=ei.device), n, add_self_loops=False)
-    # S as one CSR matrix (row = target): each step is a single sparse product, about 4x
-    # faster than gathering and scattering the E x C messages (duplicate edges add up in
-    # both forms); differentiable in y0.
+    # S as one CSR matrix (row = target): each step is a single sparse product, faster than
+    # gathering and scattering the E x C messages (duplicate edges add up in both forms);
+    # differentiable in y0.
     with warnings.catch_warnings():  # torch flags sparse CSR as beta on every construction
         warnings.simplefilter("ignore", UserWarning)
         s = torch.sparse_coo_tensor(ei.flip(0), w.to(y0.dtype), (n, n)).coalesce().to_sparse_csr()

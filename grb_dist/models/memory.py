@@ -108,7 +108,7 @@ def estimate_memory(
     injected edges and the surrogate's activations on targets + injected nodes; a Scorer runs
     inference on the whole perturbed graph. Sparse propagation structures, PyG's per-edge
     messages, framework overhead and allocator slack come on top, so real peaks are higher
-    (measured: about 1.5x for GCN training at the grb-aminer shape).
+    (where ``sweep --plan`` measured a task's peak, a sweep reserves that instead).
     """
     d, c = g.num_features, g.num_classes
     graph = _graph_bytes(g)

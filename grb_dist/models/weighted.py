@@ -111,8 +111,9 @@ KEPT_STRUCTURES = 16
 def kept_structures() -> Iterator[None]:
     """Within this block, the weighted sparse products compute the CSR structure of the
     same edge tensors once (an unrolled training propagates over one edge list hundreds of
-    times, forward and backward; sorting it again each time took over half of a
-    meta-gradient's time). Reentrant; what was kept is dropped on leaving."""
+    times, forward and backward, and sorting it again each time is much of a meta-gradient's
+    cost; figures: docs/performance.md, section "Adaptive poisoning"). Reentrant; what was
+    kept is dropped on leaving."""
     if _KEPT.get() is not None:
         yield
         return

@@ -19,7 +19,7 @@ from typing import Callable
 import pandas as pd
 
 from grb_dist.core.errors import ConfigError
-from grb_dist.core.text import plural
+from grb_dist.core.text import duration, plural
 from grb_dist.semantics.cache import UnitCache, worker_cache
 from grb_dist.semantics.kernel import run_unit
 from grb_dist.semantics.spec import StudySpec, Unit, check_spec, units
@@ -84,7 +84,7 @@ def run_study(
         elapsed = time.perf_counter() - start
         left = elapsed / count * (len(todo) - count)
         say(f"[{count}/{len(todo)}] K={unit.K:g} graph={unit.graph_seed} {unit.model} {unit.attack} "
-            f"({elapsed:.0f} s, about {_duration(left)} left)")
+            f"({duration(elapsed)}, about {duration(left)} left)")
 
     if todo and not use_ray:
         cache = UnitCache()
@@ -92,7 +92,7 @@ def run_study(
             _write_rows(run_unit(spec, unit, cache), path)
             done(i, unit)
     elif todo:
-        from grb_dist.cluster.settings import RaySettings
+        from grb_dist.cluster.settings import Connection, RaySettings
         from grb_dist.cluster.ray_edge import run_units
 
         spec_dict = asdict(spec)
@@ -105,19 +105,11 @@ def run_study(
             done(finished[0], unit)
 
         run_units(_unit_task, [(f"study {u.model} {u.attack} K={u.K:g}", (spec_dict, asdict(u))) for u, _ in todo],
-                  on_result, settings=RaySettings(address=address, num_cpus=num_cpus, include_dashboard=False),
+                  on_result,
+                  settings=RaySettings(Connection(address=address, num_cpus=num_cpus, include_dashboard=False)),
                   job_name=f"grb-dist study {spec.study}")
     write_tables(directory, spec.budgets)
     return directory
-
-
-def _duration(seconds: float) -> str:
-    """``42 s``, ``7 min``, ``2.5 h``: a remaining time, as precise as it can be."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def _check_same_settings(spec: StudySpec, directory: Path) -> None:

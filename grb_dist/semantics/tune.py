@@ -88,7 +88,7 @@ def tune(spec: StudySpec, search: Mapping[str, Any], *, graphs: int, address: st
     results: list[float] = [math.nan] * len(todo)
     spec_dict = asdict(spec)
     if use_ray:
-        from grb_dist.cluster.settings import RaySettings
+        from grb_dist.cluster.settings import Connection, RaySettings
         from grb_dist.cluster.ray_edge import run_units
 
         done = [0]
@@ -100,7 +100,7 @@ def tune(spec: StudySpec, search: Mapping[str, Any], *, graphs: int, address: st
             say(f"[{done[0]}/{len(todo)}] K={k:g} {m} {s}: {value:.3f}")
 
         run_units(_score_task, [(f"tune {m} K={k:g}", (spec_dict, k, m, s, graphs)) for k, m, s in todo], on_result,
-                  settings=RaySettings(address=address, num_cpus=num_cpus, include_dashboard=False),
+                  settings=RaySettings(Connection(address=address, num_cpus=num_cpus, include_dashboard=False)),
                   job_name=f"grb-dist study-tune {spec.study}")
     else:
         cache = UnitCache()

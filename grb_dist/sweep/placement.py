@@ -15,7 +15,7 @@ from typing import Any
 
 from grb_dist.cluster.settings import RaySettings
 from grb_dist.core.graph import Graph
-from grb_dist.sweep import tasks as edge
+from grb_dist.sweep import tasks as ray_tasks
 from grb_dist.sweep.cells import AttackCell, Cells, PoisonTask, Work
 from grb_dist.sweep.pool import DevicePool
 from grb_dist.sweep.sizing import Sizes, TaskSize, check_fits, device_layout
@@ -48,29 +48,29 @@ class Placement:
         return self.pool is None or self.pool.idle()
 
     def _task_opts(self, kind: str, size: TaskSize) -> dict:
-        return edge.options(self.settings, kind, memory=size.host(False))
+        return ray_tasks.options(self.settings, kind, memory=size.host(False))
 
     def train(self, task: Any, name: str) -> list:
         if self.pool is not None:
-            return self.pool.submit(edge.train, self.graph_ref, (task,), self.registrations, name)
-        return [edge.submit_train(self.graph_ref, task, self.registrations,
-                                  self._task_opts("train", self.sizes.train(task)), name)]
+            return self.pool.submit(ray_tasks.train, self.graph_ref, (task,), self.registrations, name)
+        return [ray_tasks.submit_train(self.graph_ref, task, self.registrations,
+                                       self._task_opts("train", self.sizes.train(task)), name)]
 
     def attack(self, cells: list[AttackCell], models: list, name: str) -> list:
         if self.pool is not None:
             nested = [(m, p, [ref]) for m, p, ref in models]
-            return self.pool.submit(edge.attack, self.graph_ref, (cells, nested), self.registrations, name,
+            return self.pool.submit(ray_tasks.attack, self.graph_ref, (cells, nested), self.registrations, name,
                                     num_returns=len(cells))
         size = max((self.sizes.attack(c) for c in cells), key=lambda s: s.own)
-        return edge.submit_attack(self.graph_ref, cells, models, self.registrations, self._task_opts("attack", size),
-                                  name)
+        return ray_tasks.submit_attack(self.graph_ref, cells, models, self.registrations,
+                                       self._task_opts("attack", size), name)
 
     def poison(self, task: PoisonTask, pert_ref: Any, state_ref: Any, name: str) -> list:
         if self.pool is not None:
             state = [state_ref] if state_ref is not None else []
-            return self.pool.submit(edge.poison, self.graph_ref, (task, pert_ref, state), self.registrations, name)
-        return [edge.submit_poison(self.graph_ref, task, pert_ref, state_ref, self.registrations,
-                                   self._task_opts("train", self.sizes.poison(task)), name)]
+            return self.pool.submit(ray_tasks.poison, self.graph_ref, (task, pert_ref, state), self.registrations, name)
+        return [ray_tasks.submit_poison(self.graph_ref, task, pert_ref, state_ref, self.registrations,
+                                        self._task_opts("train", self.sizes.poison(task)), name)]
 
     def done(self, ref: Any) -> str | None:
         """A training, attack or poisoning ref came back; the device worker that ran it, if any."""
@@ -87,41 +87,42 @@ def check_placement(sizes: Sizes, work: Work, defenses: list[str], settings: Ray
     against the largest node's reservable memory, on a GPU cluster its GPU memory against
     one GPU's. Before the run directory is opened. ``settings`` with the GPU's memory
     (asked of the cluster once)."""
-    cpus, gpus = edge.cluster_size()
+    cpus, gpus = ray_tasks.cluster_size()
     every = sizes.every(work, defenses)
     if not gpus:
-        check_fits(every, host=max((n["memory"] for n in edge.nodes()), default=0))
+        check_fits(every, host=max((n["memory"] for n in ray_tasks.nodes()), default=0))
         return settings
-    gpu_memory = settings.gpu_memory or edge.gpu_memory()
+    gpu_memory = settings.connection.gpu_memory or ray_tasks.gpu_memory()
     check_fits(every, host=0, gpu=gpu_memory, where="one GPU of the cluster")
-    return replace(settings, gpu_memory=gpu_memory or None)
+    return replace(settings, connection=replace(settings.connection, gpu_memory=gpu_memory or None))
 
 
 def place(cells: Cells, work: Work, graph: Graph, settings: RaySettings, defenses: list[str],
           sizes: Sizes | None = None) -> Placement:
     """The :class:`Placement` of ``work`` on the connected cluster: the graph and the
     registrations put in the object store once, and on a GPU cluster its device workers
-    started, each reserving a share of a GPU of ``settings.gpu_memory`` bytes (see
+    started, each reserving a share of a GPU of ``settings.connection.gpu_memory`` bytes (see
     :func:`check_placement`). ``defenses``: those the Scorers will hold."""
     sizes = sizes or Sizes(cells, graph)
-    cpus, gpus = edge.cluster_size()
-    n_scorers = min(settings.num_scorers or max(1, SCORERS_PER_GPU * int(gpus) if gpus else int(cpus) // 2),
+    cpus, gpus = ray_tasks.cluster_size()
+    scaling = settings.scaling
+    n_scorers = min(scaling.num_scorers or max(1, SCORERS_PER_GPU * int(gpus) if gpus else int(cpus) // 2),
                     max(1, len(defenses)))
-    in_flight = settings.max_in_flight or max(2, int(2 * cpus))
+    in_flight = scaling.max_in_flight or max(2, int(2 * cpus))
     scorer = sizes.scorer(defenses)
     if not gpus:
         return Placement(settings, sizes, cpus, in_flight, n_scorers,
-                         edge.options(settings, "scorer", memory=scorer.host(False)), edge.put(graph),
-                         edge.put_registrations())
+                         ray_tasks.options(settings, "scorer", memory=scorer.host(False)), ray_tasks.put(graph),
+                         ray_tasks.put_registrations())
     pooled = sizes.of_work(work)
     layout = device_layout(max((s.gpu() for s in pooled), default=0), scorer.gpu(),
-                           gpu_memory=settings.gpu_memory or 0, gpus=int(gpus), cpus=cpus, scorers=n_scorers,
-                           cap=settings.workers_per_gpu)
+                           gpu_memory=settings.connection.gpu_memory or 0, gpus=int(gpus), cpus=cpus,
+                           scorers=n_scorers, cap=scaling.workers_per_gpu)
     host = max((s.host(True) for s in pooled), default=0)
-    pool = DevicePool(layout.workers, edge.options(settings, "device", memory=host, gpu_share=layout.worker_share))
-    scorer_opts = edge.options(settings, "scorer", memory=scorer.host(True), gpu_share=layout.scorer_share)
-    return Placement(settings, sizes, cpus, in_flight, n_scorers, scorer_opts, edge.put(graph),
-                     edge.put_registrations(), pool)
+    pool = DevicePool(layout.workers, ray_tasks.options(settings, "device", memory=host, gpu_share=layout.worker_share))
+    scorer_opts = ray_tasks.options(settings, "scorer", memory=scorer.host(True), gpu_share=layout.scorer_share)
+    return Placement(settings, sizes, cpus, in_flight, n_scorers, scorer_opts, ray_tasks.put(graph),
+                     ray_tasks.put_registrations(), pool)
 
 
 __all__ = ["Placement", "check_placement", "place"]

@@ -15,6 +15,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Protocol
 
+from grb_dist.core.text import duration
+
 #: The stages in the order a sweep runs them: attribute of ``SweepProgress``, label, unit.
 STAGES: tuple[tuple[str, str, str], ...] = (
     ("train", "train", "models"),
@@ -121,21 +123,13 @@ class HasStages(Protocol):
     score: Stage
 
 
-def clock_text(seconds: float) -> str:
-    """``m:ss`` below an hour, else ``h:mm:ss``."""
-    s = max(0, int(round(seconds)))
-    h, rest = divmod(s, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
-
-
 def rate_text(rate: float) -> str:
     """Items per second, or per minute when below 0.1/s."""
     return f"{rate:.1f}/s" if rate >= 0.1 else f"{rate * 60:.1f}/min"
 
 
 def stage_detail(stage: Stage, elapsed: float) -> str:
-    """What follows a stage's counts: ``2.1/s, eta 0:15``, ``waiting``, ``done in 0:42``, failures."""
+    """What follows a stage's counts: ``2.1/s, eta 15.0 s``, ``waiting``, ``done in 42.0 s``, failures."""
     status = stage.status()
     if status == "waiting":
         text = "waiting"
@@ -144,18 +138,18 @@ def stage_detail(stage: Stage, elapsed: float) -> str:
             text = "stored" if stage.total else "none needed"
         else:
             took = (stage.finished if stage.finished is not None else elapsed) - (stage.started or 0.0)
-            text = f"done in {clock_text(took)}"
+            text = f"done in {duration(took)}"
     else:
         rate = stage.rate(elapsed)
         eta = stage.eta(elapsed)
-        text = "running" if rate is None else f"{rate_text(rate)}, eta {clock_text(eta or 0.0)}"
+        text = "running" if rate is None else f"{rate_text(rate)}, eta {duration(eta or 0.0)}"
     if stage.failed:
         text += f", {stage.failed} failed"
     return text
 
 
 def stage_text(label: str, unit: str, stage: Stage, elapsed: float) -> str:
-    """One stage: ``attack 10/40 perturbations (2.1/s, eta 0:15)``."""
+    """One stage: ``attack 10/40 perturbations (2.1/s, eta 15.0 s)``."""
     return f"{label} {stage.done}/{stage.total} {unit} ({stage_detail(stage, elapsed)})"
 
 
@@ -288,5 +282,5 @@ class SweepSummary:
     errors: list[str] = field(default_factory=list)
 
 
-__all__ = ["PLAIN_EVERY", "PlainProgress", "RichProgress", "STAGES", "Stage", "SweepProgress", "SweepSummary", "clock_text", "progress_line",
+__all__ = ["PLAIN_EVERY", "PlainProgress", "RichProgress", "STAGES", "Stage", "SweepProgress", "SweepSummary", "progress_line",
            "stage_detail", "stage_text"]

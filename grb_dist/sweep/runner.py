@@ -20,7 +20,7 @@ the run directory (workers return results; the caller holds the run's lock), so 
 written exactly once per run and the sweep needs no shared file system. Score rows are
 buffered and written every ``flush_rows`` rows or ``flush_seconds`` seconds, whichever comes
 first, and on every exit path (Ctrl-C included); a SIGKILL loses only the buffered rows,
-whose cells the next run recomputes. Fault tolerance: tasks have ``max_retries``; Scorer
+whose cells the next run recomputes. Fault tolerance (``RaySettings.faults``): tasks have ``max_retries``; Scorer
 actors ``max_restarts`` and ``max_task_retries``, and a scoring call that still fails with
 the actor gone is resubmitted (up to ``resubmits`` times) to the restarted actor. Scorer
 constructors take no object refs (Ray cannot promise to restore those on a restart,
@@ -48,7 +48,7 @@ from grb_dist.core.names import TRANSFER
 from grb_dist.core.graph import Graph
 from grb_dist.models.io import state_dict_from_bytes, state_dict_to_bytes
 from grb_dist.store import RunStore, ScoreWriter, schema
-from grb_dist.sweep import tasks as edge
+from grb_dist.sweep import tasks as ray_tasks
 from grb_dist.sweep import worker
 from grb_dist.sweep.cells import ATTACK_BATCH, AttackCell, Cells, PoisonTask, ScoreCell, needed_work
 from grb_dist.sweep.placement import Placement, place
@@ -267,7 +267,7 @@ class _Sweep:
     def start_scorers(self) -> None:
         # Scorers start at once: they load each defense on its first scoring call
         for i, part in enumerate(_partition(self.target_names, min(self.ray.n_scorers, len(self.target_names)))):
-            self.scorers.append(edge.start_scorer(scorer_name(i), self.ray.scorer_opts))
+            self.scorers.append(ray_tasks.start_scorer(scorer_name(i), self.ray.scorer_opts))
             self.holder.update({n: i for n in part})
 
     def queue_work(self) -> None:
@@ -308,7 +308,7 @@ class _Sweep:
         self.attacked.skipped += 1
         self.pert_info[a.perturbation_id] = (secs, worker.perturbation_sizes(inj))
         result = worker.AttackResult(a.perturbation_id, inj, secs, worker.scored_nodes(self.graph, a))
-        self.submit_scores(edge.put(result), a.perturbation_id)
+        self.submit_scores(ray_tasks.put(result), a.perturbation_id)
 
     def loop(self) -> None:
         """Keep work in flight and collect it as it ends, until nothing is left."""
@@ -318,7 +318,7 @@ class _Sweep:
             if not self.in_flight:
                 raise SweepError("the sweep stalled: work is left but nothing can run (a bug; please report it)")
             due = self.writer.seconds_until_due()
-            ready = edge.wait(list(self.in_flight), HEARTBEAT if due is None else min(due, HEARTBEAT))
+            ready = ray_tasks.wait(list(self.in_flight), HEARTBEAT if due is None else min(due, HEARTBEAT))
             if self.writer.due():
                 self.writer.flush()
             if not ready:
@@ -353,8 +353,8 @@ class _Sweep:
                 if not propagating:
                     raise
                 log.error("the timeline of this sweep could not be written: %s", exc)
-        edge.cancel(list(self.in_flight))
-        edge.kill(self.scorers)
+        ray_tasks.cancel(list(self.in_flight))
+        ray_tasks.kill(self.scorers)
         if self.ray is not None:
             self.ray.close()
         if self.metrics is not None and self.settings.resolved_address() is not None:
@@ -425,15 +425,15 @@ class _Sweep:
         target_stem = self.target_stem
         models = [(c.defense, self.params_of[target_stem[c.defense]], self.state_refs[target_stem[c.defense]],
                    self.train_secs[target_stem[c.defense]]) for c in group]
-        ref = edge.submit_score(self.scorers[i], [self.ray.graph_ref, models, self.ray.registrations], pert_ref, difficulty,
-                                [c.defense for c in group])
+        ref = ray_tasks.submit_score(self.scorers[i], [self.ray.graph_ref, models, self.ray.registrations], pert_ref,
+                                     difficulty, [c.defense for c in group])
         self.in_flight[ref] = ("score", (i, pert_ref, difficulty, group, attempt))
         self.begin(self.scored)
 
     def submit_poison(self, pert_ref: Any, pt: PoisonTask) -> None:
         """Train ``pt``'s defense on its poisoned graph and score it (load it when stored)."""
         m = self.store.has_model(pt.model.file_stem, pt.model.model_id)
-        state = edge.put(self.store.read_model(pt.model.file_stem, state_dict_from_bytes)) if m else None
+        state = ray_tasks.put(self.store.read_model(pt.model.file_stem, state_dict_from_bytes)) if m else None
         c = pt.cells[0]
         name = f"poison:{c.defense}/{c.attack}/{c.surrogate}/r{c.repeat}"
         ref, = self.ray.poison(pt, pert_ref, state, name)
@@ -457,7 +457,7 @@ class _Sweep:
 
     def model_ready(self, stem: str) -> None:
         # what the Scorers hold is exactly what is stored
-        self.state_refs[stem] = edge.put(self.store.read_model(stem, state_dict_from_bytes))
+        self.state_refs[stem] = ray_tasks.put(self.store.read_model(stem, state_dict_from_bytes))
         self.train_secs[stem] = float(self.store.read_model_meta(stem)["train_seconds"])
         for defense in self.defenses_of.get(stem, []):  # its waiting cells, one call per perturbation
             groups: dict[tuple[str | None, str], tuple[Any, list[ScoreCell]]] = {}
@@ -471,7 +471,7 @@ class _Sweep:
     def on_trained(self, ref: Any, t: Any) -> None:
         self.running["train"] -= 1
         try:
-            result_model = edge.get(ref)
+            result_model = ray_tasks.get(ref)
         except TaskFailed as exc:
             raise SweepError(f"training {t.name} (seed {t.seed}) failed: {exc}") from None
         self.store.write_model(t.file_stem, state_dict_to_bytes(result_model.state_dict), result_model.meta)
@@ -487,7 +487,7 @@ class _Sweep:
             del self.batch_left[batch_id]
             self.running["attack"] -= 1
         try:
-            result: worker.AttackResult = edge.get(ref)
+            result: worker.AttackResult = ray_tasks.get(ref)
         except TaskFailed as exc:
             lost = [c for cells in self.todo_by_pert.get(a.perturbation_id, {}).values() for c in cells]
             self.count("score", lost + [c for pt in self.poison_by_pert.get(a.perturbation_id, ()) for c in pt.cells],
@@ -514,7 +514,7 @@ class _Sweep:
         self.running["poison"] -= 1
         c0 = pt.cells[0]
         try:
-            result: worker.PoisonResult = edge.get(ref)
+            result: worker.PoisonResult = ray_tasks.get(ref)
         except TaskFailed as exc:
             self.count("score", pt.cells, "failed")
             self.errors.append(f"poisoning {c0.defense} with {c0.attack} on {c0.surrogate} (repeat {c0.repeat}): {exc}")
@@ -541,9 +541,9 @@ class _Sweep:
     def on_scored(self, ref: Any, info: tuple) -> None:
         i, pert_ref, difficulty, group, attempt = info
         try:
-            results = edge.get(ref)
+            results = ray_tasks.get(ref)
         except ActorLost as exc:
-            if attempt < self.settings.resubmits:
+            if attempt < self.settings.faults.resubmits:
                 log.warning("scorer %d died (%s); resubmitting", i, exc)
                 self.submit_score(i, pert_ref, difficulty, group, attempt + 1)
             else:

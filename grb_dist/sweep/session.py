@@ -297,12 +297,13 @@ def run(prepared: Prepared, settings: Callable[[], Any], *, local: bool, on_lock
     if plan is None:  # the last --plan of this job measured its tasks' memory
         plan = plan_figures(prepared)
     if local:  # a local Ray: every task must fit what it lets a task reserve, known before it starts
-        if ray_settings.memory is None:
-            ray_settings = dataclasses.replace(ray_settings, memory=reservable_memory())
+        if ray_settings.connection.memory is None:
+            ray_settings = dataclasses.replace(
+                ray_settings, connection=dataclasses.replace(ray_settings.connection, memory=reservable_memory()))
         from grb_dist.sweep.sizing import Sizes, check_fits
 
         sizes, work = Sizes(prepared.cells, prepared.graph, plan), pending_work(prepared)
-        check_fits(sizes.every(work, work.scored_defenses), host=ray_settings.memory,
+        check_fits(sizes.every(work, work.scored_defenses), host=ray_settings.connection.memory,
                    where="this machine (what a local Ray lets a task reserve)")
     lock, prepared = lock_run(prepared, wait=wait, on_wait=on_wait)
     try:

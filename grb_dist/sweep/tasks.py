@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from grb_dist.cluster.ray_edge import (ActorLost, TaskFailed, cancel, cluster_size, device, get, gpu_memory, in_worker,
-                                       kill, nodes, options, put, put_registrations, resolve, wait)
-from grb_dist.cluster import ray_edge as edge
+from grb_dist.cluster.ray_edge import (ActorLost, TaskFailed, cancel, cluster_size, device, fetch_nested, get, gpu_memory,
+                                       in_worker, kill, nodes, options, put, put_registrations, wait)
+from grb_dist.cluster import ray_edge
 from grb_dist.core.graph import Graph
 from grb_dist.sweep import worker
 
@@ -35,7 +35,7 @@ def attack(graph: Graph, cells: list, models: list):
     ``num_returns=len(cells)``), so each perturbation goes to the Scorers as soon as the
     batch ends, without passing through the driver."""
     dev = device()
-    surrogate, *labeler = [worker.load_model(graph, name, params, resolve(ref[0]), dev) for name, params, ref in models]
+    surrogate, *labeler = [worker.load_model(graph, name, params, fetch_nested(ref[0]), dev) for name, params, ref in models]
     results = worker.attack_batch(graph, cells, surrogate, device=dev, labeler=labeler[0] if labeler else None)
     return results[0] if len(results) == 1 else tuple(results)
 
@@ -45,7 +45,7 @@ def poison(graph: Graph, task, attack: worker.AttackResult | None, state: list):
     ``state``: ``[ref]`` of the stored state_dict when the run holds the model, else ``[]``."""
     perturbation, scored = (attack.perturbation, attack.scored) if attack is not None else (None, None)
     return worker.poison_task(graph, task, perturbation, device=device(),
-                              state_dict=resolve(state[0]) if state else None, scored=scored)
+                              state_dict=fetch_nested(state[0]) if state else None, scored=scored)
 
 
 #: What a scoring call carries so that any Scorer, fresh or restarted, can load what it
@@ -75,11 +75,11 @@ class ScorerActor:
     def _hold(self, setup: ScorerSetup) -> worker.Scorer:
         graph_ref, models, _registrations = setup  # restored by score's in_worker
         if self.scorer is None:
-            self.scorer = worker.Scorer(resolve(graph_ref), {}, device())
+            self.scorer = worker.Scorer(fetch_nested(graph_ref), {}, device())
         scorer = self.scorer
         for name, params, ref, secs in models:
             if name not in scorer.models:
-                scorer.models[name] = worker.load_model(scorer.graph, name, params, resolve(ref), scorer.device)
+                scorer.models[name] = worker.load_model(scorer.graph, name, params, fetch_nested(ref), scorer.device)
                 scorer.train_seconds[name] = float(secs)
         return scorer
 
@@ -125,7 +125,7 @@ class DeviceWorker:
         """``fn(graph, *args)`` on this actor's device; ``graph``: ``[ref]`` of the run's graph."""
         key = graph[0].hex()
         if key not in self.graphs:
-            self.graphs = {key: resolve(graph[0])}  # one run's graph at a time
+            self.graphs = {key: fetch_nested(graph[0])}  # one run's graph at a time
         self.calls += 1
         for attempt in range(OOM_RETRIES + 1):
             try:
@@ -162,15 +162,15 @@ def _release_device_memory(wait: float) -> None:
 
 def submit_train(graph_ref: Any, task: Any, registrations: list, opts: dict, name: str) -> Any:
     """A training task (:func:`train`); its ref."""
-    return edge.submit(train, (graph_ref, task), registrations, opts, name)
+    return ray_edge.submit(train, (graph_ref, task), registrations, opts, name)
 
 
 def submit_attack(graph_ref: Any, cells: list, models: list, registrations: list, opts: dict, name: str) -> list:
     """An attack task over a batch of cells on one stored surrogate (``models``: ``(name,
     params, state_ref)`` of the surrogate, and of the labels' model when the cells have
     one); one ref per cell."""
-    refs = edge.submit(attack, (graph_ref, cells, [(m, p, [ref]) for m, p, ref in models]), registrations, opts,
-                       name, num_returns=len(cells))
+    refs = ray_edge.submit(attack, (graph_ref, cells, [(m, p, [ref]) for m, p, ref in models]), registrations, opts,
+                           name, num_returns=len(cells))
     return refs if len(cells) > 1 else [refs]
 
 
@@ -179,34 +179,34 @@ def submit_poison(graph_ref: Any, task: Any, pert_ref: Any, state_ref: Any, regi
     """A poisoning task (train on the perturbation of ``pert_ref``, ``None`` for the clean
     graph, then score); its ref. ``state_ref``: the stored model's, or ``None``."""
     state = [state_ref] if state_ref is not None else []
-    return edge.submit(poison, (graph_ref, task, pert_ref, state), registrations, opts, name)
+    return ray_edge.submit(poison, (graph_ref, task, pert_ref, state), registrations, opts, name)
 
 
 def start_device_worker(name: str, opts: dict[str, Any]) -> Any:
     """A :class:`DeviceWorker` actor named ``name``."""
-    return edge.start_actor(DeviceWorker, name, opts, name)
+    return ray_edge.start_actor(DeviceWorker, name, opts, name)
 
 
 def call_device_worker(actor: Any, fn, graph_ref: Any, args: tuple, registrations: list, name: str,
                        num_returns: int = 1) -> Any:
     """``fn(graph, *args)`` (:func:`train`, :func:`attack` or :func:`poison`) on ``actor``;
     its ref, or a list of ``num_returns`` refs."""
-    return edge.call(actor, "run", fn, registrations, [graph_ref], *args, num_returns=num_returns, name=name)
+    return ray_edge.call(actor, "run", fn, registrations, [graph_ref], *args, num_returns=num_returns, name=name)
 
 
 def info_of(actor: Any) -> Any:
     """The ref of a :class:`DeviceWorker`'s :meth:`~DeviceWorker.info`."""
-    return edge.call(actor, "info")
+    return ray_edge.call(actor, "info")
 
 
 def start_scorer(name: str, opts: dict[str, Any]) -> Any:
     """A Scorer actor named ``name`` (with a suffix while an earlier sweep's still holds it)."""
-    return edge.start_actor(ScorerActor, name, opts, name)
+    return ray_edge.start_actor(ScorerActor, name, opts, name)
 
 
 def submit_score(scorer: Any, setup: ScorerSetup, pert_ref: Any, difficulty: str, defenses: list[str]) -> Any:
     """A scoring call: ``defenses`` on the perturbation of ``pert_ref`` (``None``: clean)."""
-    return edge.call(scorer, "score", setup, pert_ref, difficulty, defenses)
+    return ray_edge.call(scorer, "score", setup, pert_ref, difficulty, defenses)
 
 
 __all__ = ["ActorLost", "DeviceWorker", "ScorerActor", "call_device_worker", "info_of",

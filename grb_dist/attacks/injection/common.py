@@ -3,7 +3,7 @@
 loss and the sign-ascent loop.
 
 Everything here is sparse: the perturbed graph is the (local) edge_index with the injected
-block appended (:func:`grb_dist.core.graph.apply_injection`); no N x N matrix is ever built.
+block appended (:func:`grb_dist.models.tensors.apply_injection`); no N x N matrix is ever built.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from the final weights. What differs is the loss and the candidates:
   to ``p`` runs through the whole training (the meta-gradient). The loss is ``loss``
   (``ce`` by default: Meta-Self's cross-entropy) on the unlabelled nodes against
   self-training labels (:func:`~grb_dist.attacks.poisoning.base.self_training_labels`);
-- the candidates are any node pairs (:func:`~grb_dist.attacks.poisoning.base.sample_global_pairs`),
+- the candidates are any node pairs (:func:`~grb_dist.attacks.shared.flips.sample_global_pairs`),
   the budget a share of all edges.
 
 ``inner: model`` (the default of adaptive cells, ``Attack.adaptive_defaults``) trains the

@@ -41,10 +41,11 @@ weight decay 5e-4, 1000 epochs, no early stopping), which is the model's own
 it. Every script also sets hidden 16, dropout 0.5, ``gamma`` 1, ``lr_adj`` 0.01, one step on
 ``S`` and two on the GCN per epoch: this config's defaults. It needs the epochs: on
 Metattack's graphs the nuclear-norm step first shrinks added and clean edges alike, and only
-after about 600 epochs are the added ones gone while the low-rank graph keeps the rest
-(docs/performance.md). Its cost is the nuclear norm's full O(N^3) eigendecomposition per
-step on ``S``, which dominates an epoch by far on a CPU (a cora training: about 25 minutes
-on one core). Cora-ML has no script of the authors (it takes cora's row); Pubmed's script
+after hundreds of epochs are the added ones gone while the low-rank graph keeps the rest
+(figures: docs/performance.md, section "Fidelity on Pro-GNN's published Metattack graphs").
+Its cost is the nuclear norm's full O(N^3) eigendecomposition per step on ``S``, which
+dominates an epoch by far on a CPU (figures: docs/performance.md, section "Defenses'
+training cost"). Cora-ML has no script of the authors (it takes cora's row); Pubmed's script
 trains on a schedule of its own (lr 0.01, 100 epochs, 30 GCN steps per epoch) on a graph
 beyond the default ``max_dense_gb``, and is not in the table.
 

@@ -17,7 +17,7 @@ it).** Two steps:
    entry is not among its kept ones gets a self-loop of weight 1, as that normalisation
    adds the missing self-loops (rare: the diagonal of the PPR matrix is in practice among
    the largest entries of its row; no node of prognn-cora lacks it). A node's weights no
-   longer sum to 1: on prognn-cora their totals range from 0.35 to 1.26.
+   longer sum to 1.
    :func:`symmetric_normalized`.
 
 Node ``i`` aggregates its ``k`` sources ``j`` with weights ``a_ij``. The matrix is computed

@@ -11,9 +11,9 @@ Pro-GNN tunes it per dataset), and the GCN runs on the **dense** reconstruction
 DeepRobust's GCN normalises a dense adjacency, ``D^-1/2 (R + I) D^-1/2`` with ``D`` the row
 sums of ``R + I``. A row whose sum is not positive gets no propagation (a zero row, as the
 reference gives a zero sum; it gives NaN to a negative one; no row of prognn-cora has one).
-On clean prognn-cora (trained as the prognn-cora job's poisoning cells train, 3-5 seeds)
-it scores 71.8% at ``k = 15``, 78.0% at ``k = 50`` and 80.2% at ``k = 200``, where Pro-GNN
-publishes 80.6% with the rank tuned over {5, 10, 15, 50, 100, 200}. It is N x N floats, so
+Its accuracy rises with the rank, and reaches Pro-GNN's published figure (the rank tuned over
+{5, 10, 15, 50, 100, 200}) only at the top of that grid (figures: docs/performance.md,
+section "Fidelity on Pro-GNN's published Metattack graphs"). It is N x N floats, so
 before it is allocated the graph is checked against the memory (:func:`check_dense`): three N x N
 matrices (the model keeps two graphs' matrices, the training and the validation graph, and
 builds a third) must fit in ``max_dense_gb``, by default half of this machine's memory (of
@@ -30,17 +30,17 @@ method**: the reconstruction is evaluated **on the existing edges only**: edge `
 gets weight ``max(0, (U_k S_k V_k^T)_ij)``, computed in edge chunks in O(E k); edges whose
 reconstructed weight is not positive are dropped, no edge is added, and the GCN runs on
 that weighted graph (``D~^-1/2 (A' + I) D~^-1/2``). Never an N x N matrix. It keeps less of
-the structure at a low rank: on clean prognn-cora it scores 68.5% at ``k = 15`` and 74.7% at
-``k = 50`` (the dense method: 71.8% and 78.0%), 80.1% at ``k = 200`` (docs/performance.md).
+the structure at a low rank, so it scores below the dense method at low ranks and alike at
+the top of the grid (figures: docs/performance.md, section "Fidelity on Pro-GNN's published
+Metattack graphs").
 
 The SVD: ``gcnsvd`` computes it as DeepRobust does, with ARPACK (scipy's ``svds``, on the
 CPU in float64, from a start vector drawn with ``svd_seed``), exact to ARPACK's tolerance.
 ``gcnsvd_sparse`` uses a seeded randomised truncated SVD (``torch.svd_lowrank`` on the
 sparse adjacency, ``niter`` subspace iterations with ``oversample`` extra columns, inside a
-forked RNG), which runs on a GPU and scales but only approximates the top-k subspace: on
-prognn-cora at its defaults (4 iterations, 10 extra columns) the reconstruction is 19%
-(k = 15) to 30% (k = 50) away from the exact one in Frobenius norm. Both are deterministic
-and leave the global random state (dropout) untouched.
+forked RNG), which runs on a GPU and scales but only approximates the top-k subspace at its
+defaults (4 iterations, 10 extra columns), so its reconstruction is not the exact one. Both
+are deterministic and leave the global random state (dropout) untouched.
 
 The reconstruction is computed for every input graph, so a model trained on one graph (the
 training subgraph) is evaluated on another (the full graph, with injected nodes) with that

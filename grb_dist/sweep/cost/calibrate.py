@@ -211,10 +211,10 @@ class _Calibrator:
         """The process's kernel time per torch thread so far, read at each epoch's end,
         where the heap keeps a training's freed memory (``cache``, on the CPU); else 0. A
         training's heap grows over its first epochs, whose every new page the kernel faults
-        in and zeroes; later epochs reuse it and fault none (GAT on the flickr twin: 13 s an
-        epoch while it grew, 6 s after, the difference kernel time). So an epoch less the
-        kernel's time is a long training's epoch, read off a few; a run's own faults stay in
-        its fixed part. Under ``system`` every epoch faults, and nothing is taken off."""
+        in and zeroes; later epochs reuse it and fault none, and the difference is kernel time
+        (figures: docs/performance.md, section "Freed memory"). So an epoch less the kernel's
+        time is a long training's epoch, read off a few; a run's own faults stay in its fixed
+        part. Under ``system`` every epoch faults, and nothing is taken off."""
         try:
             import resource
         except ImportError:  # not a Unix
@@ -405,9 +405,10 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
     try:
         # the whole graph: the full-size checks and the best epoch are measured there
         whole = _Calibrator(cells, graph, device, threads, fingerprint, report, machine)
-        # Ray's start runs beside the sampling, not beside a measurement: on a 2-core machine
-        # it slowed the first figures measured beside it by 1.5x to 2x (the first surrogate's,
-        # which the full-size check scales every figure by)
+        # Ray's start runs beside the sampling, not beside a measurement: on a small machine it
+        # slows the figures measured beside it, and the first of them (the first surrogate's)
+        # scales every figure through the full-size check
+        # (figures: docs/performance.md, section "How accurate the plan is")
         startup_of = whole.startup(max(1, min(int(cpus), os.cpu_count() or 1)), dashboard)
         if sizes:
             from grb_dist.datasets.sample import sample_graph
@@ -431,8 +432,9 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
                                               slower) if sizes and not progress.over() else {}
         attacks_checked, checked = attack_check(figures, whole, points, slower) if sizes else (None, {})
         for (kind, name), measured in points.items():
-            # an architecture's own factor scales its trainings, not its forward passes: GAT's
-            # forward on the flickr twin grew linearly, its training epoch about 2x faster
+            # an architecture's own factor is read off its training epochs: it scales its
+            # trainings, not its forward passes, whose growth it does not measure
+            # (figures: docs/performance.md, section "How accurate the plan is")
             scale = (attacks_checked or check) if kind == "attack" else \
                 by_architecture.get(architecture(whole.tasks[name].name), check) if kind == "train" else check
             rates[kind][name] = extrapolate(measured, scale[3] if scale else 1.0)

@@ -66,7 +66,7 @@ def _epoch_check(task: ModelTask, whole: Any, measured: list[tuple[float, Rate]]
     # the models' work grows at least as the extrapolation says: a graph larger than the
     # samples does not run faster per edge; a check that reads faster says the samples'
     # figure of this one model was slowed, and scaling every figure down by it spreads that
-    # (seen: 0.60x to 0.94x on the flickr twin, whose figures came out slower on the whole graph)
+    # (the checks' current figures: docs/performance.md, section "How accurate the plan is")
     return task.name, epoch, rate.unit, max(1.0, check_scale(measured, epoch, lambda r: r.unit))
 
 
@@ -102,9 +102,9 @@ def architecture_checks(trainings: list[ModelTask], whole: Any,
     epochs, ``slower`` times (what the first check found), is extrapolated to take at most
     :data:`ARCHITECTURE_CHECK_S`: architecture -> (model, measured, extrapolated, scale),
     the scale for the trainings of that architecture. How much faster than linearly an
-    epoch grows beyond the samples differs between architectures (on the flickr twin GCN's
-    growth 1.25-1.30x the linear one, GAT's 1.12x; GAT's about 2x while its heap was
-    trimmed every epoch), so one architecture's growth does not tell another's."""
+    epoch grows beyond the samples differs between architectures (figures:
+    docs/performance.md, section "How accurate the plan is"), so one architecture's growth
+    does not tell another's."""
     cost: dict[str, float] = {}
     tasks: dict[str, list[ModelTask]] = {}
     for t in trainings:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from grb_dist.core.text import plural
+from grb_dist.core.text import duration, plural
 
 
 def plan_document(prepared, work, cal, fc, where: str) -> dict[str, Any]:
@@ -112,16 +112,6 @@ def _calibration_lines(cal, cluster, where: str) -> list[str]:
     return lines
 
 
-def duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
-    if seconds < 86400:
-        return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
-    return f"{int(seconds // 86400)} d {int(seconds % 86400 // 3600):02d} h"
-
-
 def _clock(seconds: float) -> str:
     """A moment of the schedule as h:mm:ss from its start."""
     s = int(round(seconds))
@@ -132,4 +122,4 @@ def _gib(size: int) -> str:
     return f"{size / 2**30:.2f} GiB" if size else "-"
 
 
-__all__ = ["duration", "plan_document", "plan_lines"]
+__all__ = ["plan_document", "plan_lines"]

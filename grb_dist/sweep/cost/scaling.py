@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from grb_dist.core.errors import ConfigError
+from grb_dist.core.text import duration
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,8 @@ def sample_sizes(num_nodes: int, sample: str = "auto") -> tuple[int, ...]:
 
 #: The fastest growth between two samples that is taken as measured: work that grows with
 #: the graph costs at most (ratio of the samples' nodes) ** this on the larger sample. A
-#: larger sample measured slower than that was slowed by the machine's other work (seen: 15x
-#: for a 4x larger sample, on a machine shared with other jobs), and is taken at this bound.
+#: larger sample measured slower than that was slowed by the machine's other work (on a
+#: machine shared with other jobs, by far more than this), and is taken at this bound.
 MAX_GROWTH = 1.5
 
 
@@ -125,13 +126,8 @@ class Progress:
 
     def step(self, what: str) -> None:
         left = self.left()
-        eta = f", about {_short(left)} left" if left is not None and self.total > self.done else ""
+        eta = f", about {duration(left)} left" if left is not None and self.total > self.done else ""
         self.on_step(f"[{self.done + 1}/{self.total}{eta}] {what}")
-
-
-def _short(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 60}:{seconds % 60:02d}" if seconds >= 60 else f"{seconds} s"
 
 
 def fill(rates: dict[str, dict[str, Rate]], figures: Iterable[tuple[str, str]]) -> dict[str, dict[str, tuple[Rate, Rate]]]:
