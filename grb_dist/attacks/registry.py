@@ -177,10 +177,10 @@ def build_attack(name: str, params: Mapping[str, Any],
     """
     cls = attack_class(name, scenario)
     base, sep, budget = name.partition(BUDGET_SEP)
-    config = from_dict(cls.Config, params,
-                       where=f"{sc.scenario(scenario).name} attack {attack_registry(scenario).canonical(base)}{sep}{budget}")
-    return cls(config)
+    where = f"{sc.scenario(scenario).name} attack {attack_registry(scenario).canonical(base)}{sep}{budget}"
+    return cls(from_dict(cls.Config, params, where=where))
 
 
 __all__ = ["BASES", "BUDGET_SEP", "GROUP", "INJECTION", "MODIFICATION", "POISONING", "REGISTRIES", "attack_class",
-           "attack_entry", "attack_registry", "base_attack_name", "build_attack", "register_attack", "register_scenario"]
+           "attack_entry", "attack_registry", "base_attack_name", "build_attack", "register_attack",
+           "register_scenario"]

@@ -385,5 +385,5 @@ def with_spec(spec: JobSpec, **changes: Any) -> JobSpec:
 
 
 __all__ = ["ATTACK_SEED_STRIDE", "DEFAULT_JOB", "DatasetJob", "JobSpec", "KIND_JOBS", "ROOT_NOTE", "SECTION_KEYS",
-           "SURROGATE_SEED_OFFSET", "ScenarioSection", "root_layout", "swept", "canonical_json", "content_hash", "dataset_job", "dataset_label", "default_job_path",
-           "jobs_dir", "load_job", "parse_job", "with_spec"]
+           "SURROGATE_SEED_OFFSET", "ScenarioSection", "canonical_json", "content_hash", "dataset_job", "dataset_label",
+           "default_job_path", "jobs_dir", "load_job", "parse_job", "root_layout", "swept", "with_spec"]

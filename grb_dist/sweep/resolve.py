@@ -62,7 +62,8 @@ def resolve(job: JobSpec) -> ResolvedJob:
     if job.normalize not in NORMALIZATIONS:
         raise ConfigError(f"unknown normalize {job.normalize!r}; choose one of: {', '.join(NORMALIZATIONS)}")
     check_budgets({"adversarial_training": job.adversarial_training,
-                   **{f"{sc.name}.{label}": values for sc in scenarios() for label, values in _labelled(job.section(sc))}})
+                   **{f"{sc.name}.{label}": values for sc in scenarios()
+                      for label, values in _labelled(job.section(sc))}})
     models = {}
     for name in dict.fromkeys((*job.models, *job.defenses, *job.surrogates)):
         params, overrides = resolve_params(name, job.models)  # unknown model names and keys raise here
