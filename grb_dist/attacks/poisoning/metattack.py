@@ -401,9 +401,11 @@ def _powerlaw_ll(count: torch.Tensor, logsum: torch.Tensor) -> torch.Tensor:
     """The "log-likelihood" of the degrees >= :data:`LL_DMIN` under their fitted power law
     (``count`` of them, ``logsum`` of their logs), as the authors' code computes it:
     ``n log(alpha) + n alpha log(d_min) + (alpha + 1) sum(log d)``. The paper prints the
-    last term with a minus (the true power-law log-likelihood); the authors' Nettack and
-    Metattack code, and DeepRobust after them, add it, and that sum decides which flips
-    their published perturbations allowed, so it is the one kept here."""
+    last term with a minus (the true power-law log-likelihood); the authors' Metattack code
+    (and an early revision of their Nettack), and DeepRobust's Metattack after them, add it,
+    and that sum decides which flips their published perturbations allowed, so it is the one
+    kept here. (Nettack, :mod:`grb_dist.attacks.targeted.plausibility`, has the paper's minus,
+    as the authors' current Nettack and DeepRobust's do.)"""
     alpha = 1 + count / (logsum - count * math.log(LL_DMIN - 0.5))
     return count * torch.log(alpha) + count * alpha * math.log(LL_DMIN) + (alpha + 1) * logsum
 
