@@ -177,10 +177,9 @@ def seed_all(seed: int) -> None:
 # ---------------------------------------------------------------------- the DeepRobust child
 
 
-def deeprobust_worker(argv: list[str]) -> None:
-    """Child in DeepRobust's venv (never imports grb_dist): one attack, one seed."""
-    ap = argparse.ArgumentParser(prog="compare_peers_modification.py deeprobust-worker")
-    ap.add_argument("attack", choices=("dice", "rnd", "pgd"))
+def _child_arguments(ap: argparse.ArgumentParser) -> None:
+    """The arguments both children take: the graph, split and surrogate files, the rate, the
+    seed, the output file and the thread count."""
     ap.add_argument("npz", type=Path)
     ap.add_argument("split", type=Path)
     ap.add_argument("surrogate", type=Path)
@@ -188,6 +187,13 @@ def deeprobust_worker(argv: list[str]) -> None:
     ap.add_argument("seed", type=int)
     ap.add_argument("output", type=Path)
     ap.add_argument("--threads", type=int, default=1)
+
+
+def deeprobust_worker(argv: list[str]) -> None:
+    """Child in DeepRobust's venv (never imports grb_dist): one attack, one seed."""
+    ap = argparse.ArgumentParser(prog="compare_peers_modification.py deeprobust-worker")
+    ap.add_argument("attack", choices=("dice", "rnd", "pgd"))
+    _child_arguments(ap)
     ap.add_argument("--speedups", action="store_true")
     ap.add_argument("--random-type", default="flip")
     ap.add_argument("--pgd-steps", type=int, default=100)
@@ -294,13 +300,7 @@ def grb_worker(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(prog="compare_peers_modification.py grb-dist-worker")
     ap.add_argument("attack", choices=ATTACKS)
     ap.add_argument("tool")
-    ap.add_argument("npz", type=Path)
-    ap.add_argument("split", type=Path)
-    ap.add_argument("surrogate", type=Path)
-    ap.add_argument("rate", type=float)
-    ap.add_argument("seed", type=int)
-    ap.add_argument("output", type=Path)
-    ap.add_argument("--threads", type=int, default=1)
+    _child_arguments(ap)
     ap.add_argument("--pgd-steps", type=int, default=100)
     ap.add_argument("--grbcd-steps", type=int, default=125)
     ap.add_argument("--block-size", type=int, default=100_000)
