@@ -125,8 +125,8 @@ def graph():
 
 
 def run(tmp_path, graph, edge, monkeypatch, job=JOB):
-    monkeypatch.setattr(runner, "edge", edge)
-    monkeypatch.setattr(placement, "edge", edge)
+    monkeypatch.setattr(runner, "ray_tasks", edge)
+    monkeypatch.setattr(placement, "ray_tasks", edge)
     spec = parse_job(job)
     p = run_cells(spec, graph_fingerprint(graph, spec.normalize))
     seen = []
