@@ -82,6 +82,11 @@ def test_the_toy_is_a_scenario_like_the_others(toy):
     assert parse_job(plain).config_hash == hashed
     with pytest.raises(ConfigError, match="unknown key.*'toy'"):
         parse_job(JOB)  # the section of a scenario nobody registered
+    for bad, why in ((Scenario("modification", "edges"), "built-in and cannot be replaced"),
+                     ("toy", "takes a grb_dist.core.scenario.Scenario"),
+                     (Scenario("toy2", "nodes", legacy_layout=True), "only injection keeps the layout")):
+        with pytest.raises(ConfigError, match=why):
+            api.register_scenario(bad)
     api.register_scenario(TOY)  # back, with the attack table it had
     with pytest.raises(ConfigError, match="toy_rnd is a toy attack.*list it under toy.attacks"):
         resolve(parse_job({**JOB, "scenario": "modification", "modification": {"attacks": {"toy_rnd": {}}}}))

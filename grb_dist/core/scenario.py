@@ -105,8 +105,7 @@ DEFAULT = INJECTION
 
 def _admit(name: str, obj: object, where: str) -> Scenario:
     if not isinstance(obj, Scenario):
-        raise ConfigError(f"{where}: register_scenario takes a grb_dist.core.scenario.Scenario, got "
-                          f"{type(obj).__name__}")
+        raise ConfigError(f"{where} takes a grb_dist.core.scenario.Scenario, got {type(obj).__name__}")
     if obj.legacy_layout:
         raise ConfigError(f"{where}: only injection keeps the layout from before scenarios (legacy_layout)")
     return obj
@@ -147,9 +146,11 @@ def scenario_names() -> tuple[str, ...]:
 def add_scenario(s: Scenario, *, replace: bool = False) -> Scenario:
     """Add ``s`` to the table (a taken name needs ``replace``). Use
     :func:`grb_dist.api.register_scenario`, which also gives it an attack table."""
-    TABLE.add(s.name if isinstance(s, Scenario) else "?", TABLE.admit(getattr(s, "name", "?"), s, "scenario"),
-              replace=replace)
-    return s
+    admitted = TABLE.admit(str(getattr(s, "name", s)), s, "register_scenario")  # a Scenario, or one line why not
+    if TABLE.is_builtin(admitted.name):  # the built-ins' ids and layouts hang on them
+        raise ConfigError(f"scenario {admitted.name!r} is a built-in and cannot be replaced; choose another name")
+    TABLE.add(admitted.name, admitted, replace=replace)
+    return admitted
 
 
 __all__ = ["ALL", "BUILTIN", "DEFAULT", "INJECTION", "MODIFICATION", "POISONING", "Perturbs", "Scenario", "TABLE",
