@@ -269,19 +269,10 @@ def _poisoning(resolved: ResolvedJob, scenario: Scenario, base: Mapping[str, Any
 
     def train_on(t: ModelTask, pid: str | None, attack: str, surrogate: str, repeat: int, seed: int,
                  threat: str = TRANSFER, scored: tuple[str, ...] = spec.difficulties) -> ModelTask:
-        tag = pid[:16] if pid else "clean"
-        model = ModelTask("poisoned", t.name, t.seed, t.params, t.train, t.at,
-                          content_hash({"defense": t.model_id, "perturbation": pid, "setting": "transductive"}), tag,
-                          True)
-        cells = tuple(ScoreCell(content_hash({**base, "attack": CLEAN, "difficulty": d, "defense": model.model_id})
-                                if pid is None else content_hash({"perturbation": pid, "defense": t.model_id,
-                                                                  "difficulty": d}),
-                                attack, surrogate, t.name, d, repeat, seed, model.file_stem, pid, scenario.name,
-                                threat)
-                      for d in scored)
-        poisoned.append(PoisonTask(model, pid, cells))
-        scores.extend(cells)
-        return model
+        task = _poisoned_task(t, pid, base, scenario.name, (attack, surrogate, repeat, seed, threat), scored)
+        poisoned.append(task)
+        scores.extend(task.cells)
+        return task.model
 
     def perturb(attack: str, targeted: bool, attacker: ModelTask, owner: str, threat: str,
                 defaults: Mapping[str, Any] | None, defenses: tuple[ModelTask, ...]) -> None:
@@ -327,6 +318,24 @@ def _poisoning(resolved: ResolvedJob, scenario: Scenario, base: Mapping[str, Any
                 perturb(attack, targeted, adaptive.setdefault(t.name, clean[t.name]), t.name, ADAPTIVE,
                         built.adaptive_defaults, (t,))
     return attackers + tuple(adaptive.values())
+
+
+def _poisoned_task(t: ModelTask, pid: str | None, base: Mapping[str, Any], scenario: str,
+                   row: tuple[str, str, int, int, str], scored: tuple[str, ...]) -> PoisonTask:
+    """Defense ``t`` trained on perturbation ``pid`` (``None``: the clean graph) and its score
+    cells on the ``scored`` difficulties; ``row``: the cells' (attack, surrogate, repeat,
+    seed, threat). A clean cell's id hashes what evasion's clean rows hash, with the
+    transductive model's id."""
+    attack, surrogate, repeat, seed, threat = row
+    model = ModelTask("poisoned", t.name, t.seed, t.params, t.train, t.at,
+                      content_hash({"defense": t.model_id, "perturbation": pid, "setting": "transductive"}),
+                      pid[:16] if pid else "clean", True)
+    cells = tuple(ScoreCell(content_hash({**base, "attack": CLEAN, "difficulty": d, "defense": model.model_id})
+                            if pid is None else content_hash({"perturbation": pid, "defense": t.model_id,
+                                                              "difficulty": d}),
+                            attack, surrogate, t.name, d, repeat, seed, model.file_stem, pid, scenario, threat)
+                  for d in scored)
+    return PoisonTask(model, pid, cells)
 
 
 def _cells(spec: JobSpec, base: Mapping[str, Any], scenario: str, attack: str, attacker: ModelTask,

@@ -86,9 +86,6 @@ class ScenarioSection:
     attacks: Mapping[str, Any]
 
 
-_EMPTY = {"attack": {}, "budgets": {}, "attacks": {}}
-
-
 @dataclass(frozen=True)
 class JobSpec:
     """A sweep job: one dataset, a scenario (or ``all``), the models and each scenario's
@@ -162,7 +159,8 @@ class JobSpec:
 
     def section(self, scenario: str | Scenario) -> ScenarioSection:
         """The attack settings of ``scenario``: its section of the job."""
-        m = self.sections.get(scenario_of(scenario).name, _EMPTY)
+        name = scenario_of(scenario).name
+        m = self.sections.get(name) or _scenario_section({}, name)  # a scenario registered after the job was read
         return ScenarioSection(m["attack"], m["budgets"], m["attacks"])
 
     def scenario_attacks(self, scenario: str | Scenario) -> Mapping[str, Mapping[str, Any]]:

@@ -167,10 +167,8 @@ class _Step:
         return self.s[self.u] * self.b
 
     def entries(self, m: np.ndarray, n: np.ndarray) -> np.ndarray:
-        """``A[m[i], n[i]]`` for each pair."""
-        uniq, inv = np.unique(m, return_inverse=True)
-        rows = self.adj[uniq].toarray()
-        return rows[inv, n]
+        """``A[m[i], n[i]]`` for each pair (looked up in the sparse matrix: no dense rows)."""
+        return np.asarray(self.adj[m, n], dtype=np.float64).ravel()
 
 
 def flip_logits(step: _Step, m: np.ndarray, n: np.ndarray) -> np.ndarray:

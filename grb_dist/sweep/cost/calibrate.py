@@ -405,10 +405,8 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
     try:
         # the whole graph: the full-size checks and the best epoch are measured there
         whole = _Calibrator(cells, graph, device, threads, fingerprint, report, machine)
-        # Ray's start runs beside the sampling, not beside a measurement: on a small machine it
-        # slows the figures measured beside it, and the first of them (the first surrogate's)
-        # scales every figure through the full-size check
-        # (figures: docs/performance.md, section "How accurate the plan is")
+        # Ray's start runs beside the sampling, not beside a measurement: it slows what runs beside it, and
+        # the first surrogate's figure scales every figure (docs/performance.md, "How accurate the plan is")
         startup_of = whole.startup(max(1, min(int(cpus), os.cpu_count() or 1)), dashboard)
         if sizes:
             from grb_dist.datasets.sample import sample_graph
