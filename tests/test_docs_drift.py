@@ -176,6 +176,7 @@ def test_sweep_md_column_tables_are_the_schemas(tmp_path):
         "`leaderboard/<scenario>/attacks-": schema.ATTACK_BOARD, "`leaderboard/<scenario>/defenses-": schema.DEFENSE_BOARD,
         "`leaderboard/<scenario>/robustness-": schema.ROBUSTNESS_BOARD,
         "`leaderboard/<scenario>/transfer-": schema.TRANSFER_BOARD, "`timeline/": schema.TIMELINE,
+        "`leaderboard/<scenario>/targets-": schema.TARGET_BOARD,
     }
     expected = {prefix: list(sch.names) for prefix, sch in tables.items()}
     expected["`manifest.json`"] = sorted(manifest_keys(tmp_path))

@@ -51,6 +51,8 @@ ATTACKS = {"injection": ("fgsm", "tdgia"), "modification": ("dice", "fga")}
 def _default(field: pa.Field):
     """A neutral value of a SCORES column the synthetic rows do not set."""
     t = field.type
+    if pa.types.is_list(t):
+        return []
     if pa.types.is_string(t):
         return "x"
     if pa.types.is_integer(t):

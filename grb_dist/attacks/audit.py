@@ -32,6 +32,15 @@ Modification rules (:data:`MODIFICATION_RULES`):
     node_target      every node with changed features is a target (sorted, distinct)
     feature_finite   features are finite
     feature_range    features lie in ``[feat_min, feat_max]`` (float32-rounded limits)
+
+Targeted rules (:func:`audit_targeted`, a
+:class:`~grb_dist.core.targeted.TargetedModification`: each target's flips alone):
+    shape            as above; ``targets`` sorted and distinct
+    touches_target   every pair's first end is one of the targets (direct flips)
+    self_loop, duplicate_edge, removed_exists, added_absent   as above, per target
+    edge_budget      each target has at most its own budget of flips
+    node_target      only targets' features change, each target's at most once
+    feature_finite, feature_range   as above
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ import numpy as np
 
 from grb_dist.core.errors import AuditError
 from grb_dist.core.graph import Graph, Injection, Modification, undirected_keys
+from grb_dist.core.targeted import TargetedModification
 
 RULES = (
     "shape", "node_count", "edge_endpoints", "self_loop", "duplicate_edge",
@@ -290,3 +300,50 @@ def _member(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
         return np.zeros(keys.shape, dtype=bool)
     pos = np.minimum(np.searchsorted(sorted_keys, keys), sorted_keys.size - 1)
     return sorted_keys[pos] == keys
+
+
+def audit_targeted(graph: Graph, mod: TargetedModification, budgets: np.ndarray, *, feat_min: float,
+                   feat_max: float, features: bool) -> None:
+    """Check each target's flips in ``mod`` as its own direct modification of ``graph``
+    (budget ``budgets[i]`` for ``mod.targets[i]``; ``features``: the attack may change the
+    targets' features); raise :class:`AuditError` naming the first violated rule. Every
+    target at once: one membership test against the clean edges, not one per target."""
+    n, targets = graph.num_nodes, mod.targets
+    if targets.ndim != 1 or targets.dtype != np.int64 or (np.diff(targets) <= 0).any() or budgets.shape != targets.shape:
+        raise _fail("shape", "targets must be sorted distinct int64 ids, one budget each")
+    _check_modification_shapes(Modification(mod.removed, mod.added, mod.nodes, mod.features, mod.num_original),
+                               n, graph.num_features)
+    pairs = np.concatenate([mod.removed, mod.added], axis=1)
+    if pairs.size and (pairs.min() < 0 or pairs.max() >= n):
+        raise _fail("edge_order", f"edge endpoint outside [0, {n})")
+    pos = np.minimum(np.searchsorted(targets, pairs[0]), max(targets.size - 1, 0))
+    off = targets[pos] != pairs[0] if targets.size else np.ones(pairs.shape[1], bool)
+    if off.any():
+        raise _fail("touches_target", f"{int(off.sum())} flipped pair(s) do not start at a target, "
+                                      f"e.g. ({int(pairs[0][off][0])}, {int(pairs[1][off][0])})")
+    loops = pairs[0] == pairs[1]
+    if loops.any():
+        raise _fail("self_loop", f"{int(loops.sum())} self-loop(s), e.g. on node {int(pairs[0][loops][0])}")
+    owned = pairs[0] * n + pairs[1]
+    if np.unique(owned).size != owned.size:
+        raise _fail("duplicate_edge", "a target flips the same pair twice")
+    used = np.bincount(pos, minlength=targets.size)
+    over = used > budgets
+    if over.any():
+        i = int(np.flatnonzero(over)[0])
+        raise _fail("edge_budget", f"target {int(targets[i])} flips {int(used[i])} pairs, over its budget of "
+                                   f"{int(budgets[i])}")
+    clean = undirected_keys(graph)
+
+    def keys(a: np.ndarray) -> np.ndarray:
+        return np.minimum(a[0], a[1]) * n + np.maximum(a[0], a[1])
+
+    if not _member(keys(mod.removed), clean).all():
+        raise _fail("removed_exists", "a removed pair is not an edge of the graph")
+    if _member(keys(mod.added), clean).any():
+        raise _fail("added_absent", "an added pair is already an edge of the graph")
+    nodes = mod.nodes
+    if nodes.size and (not features or (np.diff(nodes) <= 0).any() or not np.isin(nodes, targets).all()):
+        raise _fail("node_target", "only the targets' own features may change, once each"
+                    + ("" if features else " (this attack changes none)"))
+    _check_features(mod.features, feat_min, feat_max)

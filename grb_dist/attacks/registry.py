@@ -27,6 +27,10 @@ from grb_dist.attacks.shared.flips import ModificationAttack, ModificationConfig
 from grb_dist.attacks.poisoning import metattack
 from grb_dist.attacks.poisoning import prbcd as meta_prbcd
 from grb_dist.attacks.poisoning.published import Published
+from grb_dist.attacks.targeted import dice as targeted_dice
+from grb_dist.attacks.targeted import nettack as targeted_nettack
+from grb_dist.attacks.targeted import rnd as targeted_rnd
+from grb_dist.attacks.targeted.base import TargetedAttack, TargetedConfig
 from grb_dist.core import scenario as sc
 from grb_dist.core.config import from_dict
 from grb_dist.core.errors import ConfigError, ExtensionTypeError
@@ -37,9 +41,16 @@ GROUP = "grb_dist.attacks"
 #: The base class and base config of the attacks of a scenario, by what it perturbs (a
 #: poisoning perturbation is a modification made before training: the same types).
 BASES = {"nodes": (InjectionAttack, AttackConfig), "edges": (ModificationAttack, ModificationConfig)}
+#: The base class and config of a per-target scenario's attacks (each target attacked alone).
+PER_TARGET = (TargetedAttack, TargetedConfig)
 #: Separator of a budget-axis entry's name, ``<attack>@<budget>`` (``fgsm@20``, ``prbcd@0.05``):
 #: one attack of a sweep over several budgets, built by the class of ``<attack>``.
 BUDGET_SEP = "@"
+
+
+def bases(scenario: sc.Scenario) -> tuple[type, type]:
+    """The base class and base config of ``scenario``'s attacks."""
+    return PER_TARGET if scenario.per_target else BASES[scenario.perturbs]
 
 
 def _belongs(where: str, cls: type, home: sc.Scenario, scenario: sc.Scenario) -> ConfigError:
@@ -52,12 +63,12 @@ def attack_entry(scenario: str | sc.Scenario, cls: Any, where: str, *, registeri
     from the scenario's base config; else :class:`ConfigError` saying what it is (found in a
     job: where it belongs; given to :func:`register_attack`: which ``scenario`` to pass)."""
     s = sc.scenario(scenario)
-    base, config = BASES[s.perturbs]
+    base, config = bases(s)
     if inspect.isclass(cls) and issubclass(cls, base) and s.name not in getattr(cls, "scenarios", (s.name,)):
         raise _belongs(where, cls, sc.scenario(cls.scenarios[0]), s)
     if not (inspect.isclass(cls) and issubclass(cls, base)):
-        other = next((o for o in sc.scenarios() if o.perturbs != s.perturbs and inspect.isclass(cls)
-                      and issubclass(cls, BASES[o.perturbs][0])), None)
+        other = next((o for o in sc.scenarios() if bases(o) != bases(s) and inspect.isclass(cls)
+                      and issubclass(cls, bases(o)[0])), None)
         if other is not None and not registering:
             raise _belongs(where, cls, other, s)
         hint = f"; it is {other.an}: pass scenario={other.name!r}" if other else ""
@@ -111,6 +122,13 @@ POISONING: Registry[type[ModificationAttack]] = _table(sc.POISONING, {
     **_MODIFICATION_ATTACKS,
     "metattack": metattack.Metattack,
     "meta_prbcd": meta_prbcd.MetaPRBCD,
+})
+
+#: Targeted attacks (each target attacked alone): name -> class.
+TARGETED: Registry[type[TargetedAttack]] = _table(sc.TARGETED, {
+    "nettack": targeted_nettack.Nettack,
+    "rnd": targeted_rnd.RND,
+    "dice": targeted_dice.DICE,
 })
 
 
@@ -181,6 +199,7 @@ def build_attack(name: str, params: Mapping[str, Any],
     return cls(from_dict(cls.Config, params, where=where))
 
 
-__all__ = ["BASES", "BUDGET_SEP", "GROUP", "INJECTION", "MODIFICATION", "POISONING", "REGISTRIES", "attack_class",
+__all__ = ["BASES", "BUDGET_SEP", "GROUP", "INJECTION", "MODIFICATION", "PER_TARGET", "POISONING", "REGISTRIES",
+           "TARGETED", "bases", "attack_class",
            "attack_entry", "attack_registry", "base_attack_name", "build_attack", "register_attack",
            "register_scenario"]

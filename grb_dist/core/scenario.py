@@ -7,8 +7,8 @@ its settings live in, the key of its attacks in a run's record, its board and re
 Its attack table lives beside its attacks (:mod:`grb_dist.attacks.registry`), which are
 built by torch code; this object is plain data, read on the torch-free floors too.
 
-The three built-in scenarios are GRB's two evasion scenarios (graph injection, graph
-modification) and poisoning. Adding one is one :class:`Scenario` and one registration
+The built-in scenarios are GRB's two evasion scenarios (graph injection, graph
+modification), poisoning, and targeted evasion (Nettack's setting: one node at a time). Adding one is one :class:`Scenario` and one registration
 (:func:`grb_dist.api.register_scenario`, which also gives it an attack table).
 """
 
@@ -43,6 +43,11 @@ class Scenario:
         budget_label: the axis of a budget sweep in the report's figures.
         optional: ``--scenario all`` sweeps it only when the job lists attacks for it (the
             others must list some).
+        per_target: a targeted scenario: each target node is attacked alone, within a budget of
+            its own (a perturbation holds one set of flips per target:
+            :class:`~grb_dist.core.targeted.TargetedModification`), and scored alone, at that
+            node on the graph with its flips; the job's section chooses the targets
+            (``targets``) and every score row carries its targets' predictions and margins.
         legacy_layout: the GRB layout from before there were scenarios (injection alone):
             job files kept its ``attack``, ``budgets`` and ``attacks`` at the document's root
             (such files still load, with a note, and run ids hash that layout), and a run's
@@ -56,6 +61,7 @@ class Scenario:
     threat_model: str = "black-box, inductive, evasion"
     budget_label: str = "budget (share of edges flipped)"
     optional: bool = False
+    per_target: bool = False
     legacy_layout: bool = False
 
     def __post_init__(self) -> None:
@@ -63,6 +69,9 @@ class Scenario:
             raise ConfigError(f"scenario name {self.name!r}: use lower-case letters, digits, '_' or '-' (not 'all')")
         if self.perturbs not in ("nodes", "edges"):
             raise ConfigError(f"scenario {self.name}: perturbs must be 'nodes' or 'edges', got {self.perturbs!r}")
+        if self.per_target and (self.perturbs != "edges" or self.poisons):
+            raise ConfigError(f"scenario {self.name}: a per-target scenario flips edges in evasion "
+                              "(perturbs='edges', poisons=False)")
 
     @property
     def injects(self) -> bool:
@@ -97,8 +106,11 @@ INJECTION = Scenario("injection", "nodes", budget_label="injected nodes", legacy
 MODIFICATION = Scenario("modification", "edges")
 POISONING = Scenario("poisoning", "edges", poisons=True, optional=True,
                      threat_model="black-box, transductive, poisoning")
+TARGETED = Scenario("targeted", "edges", optional=True, per_target=True,
+                    threat_model="black-box, evasion, targeted: each target attacked alone",
+                    budget_label="flips per target")
 #: The built-in scenarios, in the order tables and boards list them.
-BUILTIN = (INJECTION, MODIFICATION, POISONING)
+BUILTIN = (INJECTION, MODIFICATION, POISONING, TARGETED)
 #: The scenario of a table or a board without a scenario (the GRB setting, before scenarios).
 DEFAULT = INJECTION
 
@@ -153,5 +165,5 @@ def add_scenario(s: Scenario, *, replace: bool = False) -> Scenario:
     return admitted
 
 
-__all__ = ["ALL", "BUILTIN", "DEFAULT", "INJECTION", "MODIFICATION", "POISONING", "Perturbs", "Scenario", "TABLE",
+__all__ = ["ALL", "BUILTIN", "DEFAULT", "INJECTION", "MODIFICATION", "POISONING", "Perturbs", "Scenario", "TABLE", "TARGETED",
            "add_scenario", "find_scenario", "scenario", "scenario_names", "scenarios"]

@@ -44,6 +44,7 @@ import pyarrow as pa
 from grb_dist.core.names import CLEAN, DIFFICULTIES
 from grb_dist.core.scenario import DEFAULT, find_scenario, scenario_names
 from grb_dist.evaluation.metrics import attack_scores, defense_scores
+from grb_dist.leaderboard.targets import targets_board
 from grb_dist.store import schema
 
 #: Scenario of a scores table without a ``scenario`` column (the GRB leaderboard setting).
@@ -51,7 +52,9 @@ DEFAULT_SCENARIO = DEFAULT.name
 #: The GRB boards (transfer rows only), then the boards of adaptive evaluation.
 GRB_KINDS = ("attacks", "defenses")
 ADAPTIVE_KINDS = ("robustness", "transfer")
-KINDS = GRB_KINDS + ADAPTIVE_KINDS
+#: The board of a per-target scenario (:mod:`grb_dist.leaderboard.targets`).
+TARGET_KIND = "targets"
+KINDS = GRB_KINDS + ADAPTIVE_KINDS + (TARGET_KIND,)
 #: Values of the scores' ``threat`` column; a missing column or value is ``transfer``.
 TRANSFER, ADAPTIVE = "transfer", "adaptive"
 #: The surrogate label of the transfer matrix's row of adaptive attacks.
@@ -335,13 +338,16 @@ def leaderboards(scores: pd.DataFrame, difficulties: list[str] | None = None,
     for each scenario present in ``scores`` (or the given ones) and each difficulty that
     scenario holds (or the given ones), in the GRB order easy, medium, hard, full. After
     every GRB board come, per scenario and difficulty, ``robustness`` (a scenario with
-    adaptive rows) and ``transfer`` (adaptive rows or several surrogates)."""
+    adaptive rows), ``transfer`` (adaptive rows or several surrogates) and ``targets`` (a
+    per-target scenario: :func:`~grb_dist.leaderboard.targets.targets_board`)."""
     out: dict[str, pd.DataFrame] = {}
     extra: dict[str, pd.DataFrame] = {}
     for scenario in scenarios or scenarios_of(scores):
         _, mine = of_scenario(scores, scenario)
         present = set(mine["difficulty"].unique()) if len(mine) else set()
         adaptive, matrix = has_adaptive(mine), len(mine) > 0 and _shows_transfer(mine)
+        known = find_scenario(scenario)
+        per_target = known is not None and known.per_target
         for d in difficulties or [d for d in DIFFICULTIES if d in present]:
             out[board_name(scenario, "attacks", d)] = attack_board(mine, d, scenario)
             out[board_name(scenario, "defenses", d)] = defense_board(mine, d, scenario)
@@ -349,12 +355,15 @@ def leaderboards(scores: pd.DataFrame, difficulties: list[str] | None = None,
                 extra[board_name(scenario, "robustness", d)] = robustness_board(mine, d, scenario)
             if matrix:
                 extra[board_name(scenario, "transfer", d)] = transfer_board(mine, d, scenario)
+            if per_target:
+                extra[board_name(scenario, TARGET_KIND, d)] = targets_board(transfer_rows(mine), d, scenario)
     return {**out, **extra}
 
 
 #: The Arrow schema of each kind of board.
 BOARD_SCHEMAS = {"attacks": schema.ATTACK_BOARD, "defenses": schema.DEFENSE_BOARD,
-                 "robustness": schema.ROBUSTNESS_BOARD, "transfer": schema.TRANSFER_BOARD}
+                 "robustness": schema.ROBUSTNESS_BOARD, "transfer": schema.TRANSFER_BOARD,
+                 TARGET_KIND: schema.TARGET_BOARD}
 
 
 def to_arrow(name: str, board: pd.DataFrame) -> pa.Table:

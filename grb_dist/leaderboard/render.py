@@ -30,9 +30,14 @@ _ROBUSTNESS_COLS = [("Rank", "rank"), ("Defense", "defense"), ("Clean", "clean_a
                     ("Transfer", "transfer_accuracy"), ("Transfer attack", "transfer_attack"),
                     ("Adaptive", "adaptive_accuracy"), ("Adaptive attack", "adaptive_attack"), ("Gap", "gap"),
                     ("Robust", "robust_accuracy"), ("Adaptive attacks", "n_adaptive"), ("Note", "note")]
+_TARGET_COLS = [("Rank", "rank"), ("Attack", "attack"), ("Surrogate", "surrogate"), ("Defense", "defense"),
+                ("Clean", "clean_accuracy"), ("Accuracy", "accuracy"), ("Success", "success"),
+                ("Margin", "margin_mean"), ("Targets", "n_targets"), ("Repeats", "n_repeats")]
 _TEXT_KEYS = {"attack", "surrogate", "defense", "transfer_attack", "adaptive_attack", "note"}
-#: Numbers of the robustness board that may be missing (printed ``-``); ``gap`` is signed.
-_OPTIONAL = {"transfer_accuracy", "adaptive_accuracy", "gap", "robust_accuracy"}
+#: Numbers of the robustness and targets boards that may be missing (printed ``-``);
+#: ``gap`` and ``margin_mean`` are signed.
+_OPTIONAL = {"transfer_accuracy", "adaptive_accuracy", "gap", "robust_accuracy", "margin_mean"}
+_SIGNED = {"gap", "margin_mean"}
 
 #: Columns of the long CSV, in order: which board, then the union of both boards' columns.
 LONG_COLUMNS = ["scenario", "board", "difficulty", "rank", "attack", "surrogate", "defense", "clean_accuracy",
@@ -42,7 +47,9 @@ LONG_COLUMNS = ["scenario", "board", "difficulty", "rank", "attack", "surrogate"
 #: transfer board (a run without adaptive rows keeps the GRB header).
 ADAPTIVE_LONG_COLUMNS = ["transfer_accuracy", "transfer_attack", "adaptive_accuracy", "adaptive_attack", "gap",
                          "robust_accuracy", "accuracy_mean", "n_transfer", "n_adaptive", "note"]
-_INT_COLUMNS = ("rank", "n_defenses", "n_attacks", "n_repeats", "n_transfer", "n_adaptive")
+#: Columns the long CSV adds, after those, when it holds a per-target scenario's board.
+TARGET_LONG_COLUMNS = ["accuracy_mean", "accuracy_std", "success_mean", "success_std", "margin_mean", "n_targets"]
+_INT_COLUMNS = ("rank", "n_defenses", "n_attacks", "n_repeats", "n_transfer", "n_adaptive", "n_targets")
 
 
 def title(name: str) -> str:
@@ -54,6 +61,8 @@ def title(name: str) -> str:
         return f"Transfer vs adaptive attacks ({difficulty}; {scenario}; accuracy, higher = more robust)"
     if kind == "transfer":
         return f"Transfer matrix, surrogate x defense ({difficulty}; {scenario}; accuracy, lower = stronger attacks)"
+    if kind == "targets":
+        return f"Attacks on each target ({difficulty}; {scenario}; success rate, higher = stronger attack)"
     return f"Defenses over attacks ({difficulty}; {scenario}; accuracy, higher = more robust)"
 
 
@@ -77,6 +86,13 @@ LEGENDS = {
                    "attack; Adaptive: the lowest under an attack made on the defense itself, named in Adaptive "
                    "attack; Gap: Transfer - Adaptive, what transfer-only evaluation overstates; Robust: the lower "
                    "of Transfer and Adaptive; Adaptive attacks: attacks run adaptively."),
+    "targets": ("Ranked by Success, highest first. Each target attacked alone, with its own budget. Clean: the "
+                "defense's accuracy on the same targets without attack; Accuracy: on the targets, each on the "
+                "graph with its own flips; Success: of the targets the defense classifies correctly on the clean "
+                "graph (margin above 0), the share it misclassifies after the attack (margin at most 0); both "
+                f"mean ± std over Repeats{_ONE_REPEAT}; Margin: the defense's mean margin (logit of the label minus "
+                "the highest other) after the attack, over targets and repeats, negative = misclassified; "
+                "Targets: attacked nodes."),
     "transfer": ("Each cell: the accuracy of the defense (column) under the attacks made on the surrogate (row), "
                  "mean over those attacks and repeats; lower = the surrogate's attacks transfer better. Row "
                  "adaptive: each defense under attacks made on itself (mean over its adaptive attacks)."),
@@ -94,7 +110,8 @@ def file_stem(name: str) -> str:
     return f"{scenario}-{kind}-{difficulty}"
 
 
-_COLUMNS = {"attacks": _ATTACK_COLS, "defenses": _DEFENSE_COLS, "robustness": _ROBUSTNESS_COLS}
+_COLUMNS = {"attacks": _ATTACK_COLS, "defenses": _DEFENSE_COLS, "robustness": _ROBUSTNESS_COLS,
+            "targets": _TARGET_COLS}
 
 
 def _cell(r: pd.Series, key: str, columns: pd.Index, pm: str) -> tuple[str, float | None]:
@@ -108,7 +125,7 @@ def _cell(r: pd.Series, key: str, columns: pd.Index, pm: str) -> tuple[str, floa
     if key == "clean_accuracy":
         return ("", None) if pd.isna(r[key]) else (f"{r[key]:.4f}", float(r[key]))
     if key in _OPTIONAL:
-        return ("-", None) if pd.isna(r[key]) else (f"{r[key]:{'+' if key == 'gap' else ''}.4f}", float(r[key]))
+        return ("-", None) if pd.isna(r[key]) else (f"{r[key]:{'+' if key in _SIGNED else ''}.4f}", float(r[key]))
     if key in _TEXT_KEYS:
         return ("" if r[key] is None or (isinstance(r[key], float) and pd.isna(r[key])) else str(r[key])), None
     return str(r[key]), float(r[key])
@@ -272,7 +289,9 @@ def long_table(boards: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     parts = [p for p in parts if len(p)]
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     extra = any(parse_name(n)[1] in ("robustness", "transfer") for n in boards)
-    out = out.reindex(columns=LONG_COLUMNS + (ADAPTIVE_LONG_COLUMNS if extra else []))
+    targeted = any(parse_name(n)[1] == "targets" for n in boards)
+    adaptive = ADAPTIVE_LONG_COLUMNS if extra else []
+    out = out.reindex(columns=LONG_COLUMNS + adaptive + [c for c in TARGET_LONG_COLUMNS if targeted and c not in adaptive])
     for c in _INT_COLUMNS:
         if c in out:
             out[c] = out[c].astype("Int64")

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from grb_dist.core.errors import StoreError
 from grb_dist.core.fileio import write_bytes
+from grb_dist.core.targeted import TargetedModification
 from grb_dist.core.graph import Injection, Modification
 from grb_dist.core.scenario import DEFAULT, find_scenario
 from grb_dist.core.scenario import scenario as scenario_of
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: List columns of a perturbation (the rest are its scalar metadata).
-_PERTURBATION_ARRAYS = ("features", "edge_src", "edge_dst", "node_ids", "removed_src", "removed_dst")
+_PERTURBATION_ARRAYS = ("features", "edge_src", "edge_dst", "node_ids", "removed_src", "removed_dst", "targets")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -124,13 +125,16 @@ class Perturbations:
     def has(self, perturbation_id: str) -> bool:
         return perturbation_id in self._files()
 
-    def write(self, perturbation_id: str, perturbation: Injection | Modification, meta: Mapping[str, Any]) -> None:
-        """Store one perturbation (an injection or a modification); ``meta`` holds the
+    def write(self, perturbation_id: str, perturbation: Injection | Modification | TargetedModification,
+              meta: Mapping[str, Any]) -> None:
+        """Store one perturbation (an injection, a modification or a targeted one: its pairs
+        as they are, target first, and its ``targets``); ``meta`` holds the
         attack's scalar columns of :data:`schema.PERTURBATIONS` (partition columns included,
         see :func:`schema.perturbation_meta`); the perturbation's own are added here."""
         empty = np.zeros(0, dtype=np.int64)
         feats = np.ascontiguousarray(perturbation.features, dtype=np.float32)
-        if isinstance(perturbation, Modification):
+        targets = getattr(perturbation, "targets", empty)
+        if isinstance(perturbation, (Modification, TargetedModification)):
             added, removed, nodes, n_inject = perturbation.added, perturbation.removed, perturbation.nodes, 0
         else:
             added = np.asarray(perturbation.edges, dtype=np.int64).reshape(2, -1)
@@ -146,7 +150,7 @@ class Perturbations:
         cols = {k: [v] for k, v in row.items()}
         cols["features"] = pa.array([feats.ravel()], type=pa.list_(pa.float32()))
         for name, values in (("edge_src", added[0]), ("edge_dst", added[1]), ("node_ids", nodes),
-                             ("removed_src", removed[0]), ("removed_dst", removed[1])):
+                             ("removed_src", removed[0]), ("removed_dst", removed[1]), ("targets", targets)):
             cols[name] = pa.array([np.asarray(values, dtype=np.int64)], type=pa.list_(pa.int64()))
         table = pa.Table.from_pydict({f.name: cols[f.name] for f in schema.PERTURBATION_FILE},
                                      schema=schema.PERTURBATION_FILE)
@@ -167,8 +171,9 @@ class Perturbations:
             raise StoreError(f"perturbation file {path} does not hold {perturbation_id}; remove it to recompute it")
         return t
 
-    def read(self, perturbation_id: str) -> Injection | Modification:
-        """The stored :class:`Injection` or :class:`Modification` of ``perturbation_id``."""
+    def read(self, perturbation_id: str) -> Injection | Modification | TargetedModification:
+        """The stored :class:`Injection`, :class:`Modification` or
+        :class:`~grb_dist.core.targeted.TargetedModification` of ``perturbation_id``."""
         t = self._read_table(perturbation_id)
 
         def ints(name: str) -> np.ndarray:
@@ -178,10 +183,14 @@ class Perturbations:
         feats = t["features"].combine_chunks().flatten().to_numpy(zero_copy_only=False).astype(np.float32)
         added = np.stack([ints("edge_src"), ints("edge_dst")])
         num_original = int(t["num_original"][0].as_py())
-        if not scenario_of(t["scenario"][0].as_py()).injects:  # a modification (evasion or poisoning)
+        scenario = scenario_of(t["scenario"][0].as_py())
+        if not scenario.injects:  # a modification (evasion, poisoning or targeted)
             nodes = ints("node_ids")
-            return Modification(np.stack([ints("removed_src"), ints("removed_dst")]), added, nodes,
-                                feats.reshape(nodes.size, d), num_original)
+            removed = np.stack([ints("removed_src"), ints("removed_dst")])
+            if scenario.per_target:
+                return TargetedModification(ints("targets"), removed, added, nodes, feats.reshape(nodes.size, d),
+                                            num_original)
+            return Modification(removed, added, nodes, feats.reshape(nodes.size, d), num_original)
         return Injection(feats.reshape(n, d), added, num_original)
 
     def meta(self, perturbation_id: str) -> dict[str, Any]:

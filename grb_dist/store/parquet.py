@@ -9,6 +9,8 @@ by file: a torn, truncated or foreign file is reported and skipped, never counte
 
 from __future__ import annotations
 
+import json
+
 import os
 import re
 import stat
@@ -126,7 +128,8 @@ def read_partitioned_file(base: Path, path: Path, file_schema: pa.Schema, full_s
     for f in file_schema:
         if f.name not in have.names:
             if f.metadata and b"default" in f.metadata:
-                added[f.name] = f.metadata[b"default"].decode()
+                default = f.metadata[b"default"].decode()
+                added[f.name] = json.loads(default) if pa.types.is_list(f.type) else default
                 continue
             raise ValueError(f"no column {f.name!r} (not a grb-dist file)")
         if not have.field(f.name).type.equals(f.type):

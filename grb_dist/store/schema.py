@@ -48,11 +48,24 @@ def added_column(name: str, default: str) -> pa.Field:
     return pa.field(name, pa.string(), nullable=False, metadata={b"default": default.encode()})
 
 
+def added_list_column(name: str, item: pa.DataType) -> pa.Field:
+    """A list column added after runs were first written: files without it read as empty
+    lists."""
+    return pa.field(name, pa.list_(item), nullable=False, metadata={b"default": b"[]"})
+
+
 #: ``transfer`` (a surrogate the attacker trained itself) or ``adaptive`` (the defense
 #: itself); rows and perturbations written before adaptive cells existed are transfer.
 THREAT = added_column("threat", "transfer")
+#: A per-target scenario's score row, per target (the same order): its node id, the
+#: defense's prediction there and its margin (``logit[label] - max other logit``, negative
+#: when misclassified); empty in the other scenarios' rows.
+TARGET_COLUMNS = (added_list_column("target_nodes", pa.int64()), added_list_column("target_predictions", pa.int64()),
+                  added_list_column("target_margins", pa.float64()))
+#: A per-target scenario's perturbation: its targets (empty in the other scenarios').
+TARGETS = added_list_column("targets", pa.int64())
 #: The added columns' defaults, for rows written without them.
-ADDED_DEFAULTS = {THREAT.name: "transfer"}
+ADDED_DEFAULTS: dict[str, Any] = {THREAT.name: "transfer", TARGETS.name: [], **{f.name: [] for f in TARGET_COLUMNS}}
 
 SCORES = pa.schema([
     pa.field("cell_id", pa.string(), nullable=False),
@@ -81,6 +94,7 @@ SCORES = pa.schema([
     pa.field("defense_train_seconds", pa.float64(), nullable=False),
     pa.field("version", pa.string(), nullable=False),
     pa.field("created_at", pa.timestamp("ms", tz="UTC"), nullable=False),
+    *TARGET_COLUMNS,
 ])
 
 PERTURBATIONS = pa.schema([
@@ -109,6 +123,7 @@ PERTURBATIONS = pa.schema([
     pa.field("removed_dst", pa.list_(pa.int64()), nullable=False),
     pa.field("attack_seconds", pa.float64(), nullable=False),
     pa.field("version", pa.string(), nullable=False),
+    TARGETS,
 ])
 
 def without_partition(table_schema: pa.Schema) -> pa.Schema:
@@ -210,6 +225,28 @@ ROBUSTNESS_BOARD = pa.schema([
 #: The transfer matrix in long form (``grb_dist.leaderboard.rank.transfer_board``): per
 #: surrogate (and the row ``adaptive``: each defense attacked through itself) and defense,
 #: the mean accuracy over that surrogate's attacks (each a mean over repeats).
+#: A per-target scenario's board: per (attack, surrogate, defense) on one difficulty, the
+#: accuracy on the targets and the attack's success rate (of the targets the defense
+#: classifies correctly on the clean graph, the share it misclassifies after the attack:
+#: margin above 0 before, at most 0 after), the mean margin after the attack, the clean
+#: accuracy on the same targets.
+TARGET_BOARD = pa.schema([
+    pa.field("scenario", pa.string(), nullable=False),
+    pa.field("difficulty", pa.string(), nullable=False),
+    pa.field("attack", pa.string(), nullable=False),
+    pa.field("surrogate", pa.string(), nullable=False),
+    pa.field("defense", pa.string(), nullable=False),
+    pa.field("rank", pa.int64(), nullable=False),
+    pa.field("clean_accuracy", pa.float64()),
+    pa.field("accuracy_mean", pa.float64(), nullable=False),
+    pa.field("accuracy_std", pa.float64(), nullable=False),
+    pa.field("success_mean", pa.float64()),
+    pa.field("success_std", pa.float64()),
+    pa.field("margin_mean", pa.float64()),
+    pa.field("n_targets", pa.int64(), nullable=False),
+    pa.field("n_repeats", pa.int64(), nullable=False),
+])
+
 TRANSFER_BOARD = pa.schema([
     pa.field("scenario", pa.string(), nullable=False),
     pa.field("difficulty", pa.string(), nullable=False),
@@ -244,6 +281,7 @@ def score_row(cell: Any, *, config_hash: str, dataset: str, dataset_fingerprint:
         **sizes, "attack_seconds": float(attack_seconds),
         "score_seconds": float(result["score_seconds"]), "defense_train_seconds": float(result["defense_train_seconds"]),
         "created_at": created_at or dt.datetime.now(dt.timezone.utc),
+        **{f.name: list(result.get(f.name, ())) for f in TARGET_COLUMNS},
     })
 
 

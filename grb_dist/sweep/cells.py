@@ -45,6 +45,7 @@ from grb_dist.core.errors import ConfigError
 from grb_dist.core.names import ADAPTIVE, CLEAN, TRANSFER
 from grb_dist.core.scenario import DEFAULT, Scenario
 from grb_dist.core.scenario import scenario as scenario_of
+from grb_dist.core.targeted import TargetSelection
 from grb_dist.sweep.job import SURROGATE_SEED_OFFSET, JobSpec, content_hash
 from grb_dist.sweep.resolve import ResolvedJob, adapts, resolve
 
@@ -109,6 +110,8 @@ class AttackCell:
     #: the files the attack reads beside the graph, by content: ``(path in its layout,
     #: sha256)`` pairs (a published set's matrix and attacked-node list), in the id too
     inputs: tuple[tuple[str, str], ...] = ()
+    #: a per-target scenario's choice of targets within the difficulty (in the id too)
+    selection: TargetSelection | None = None
 
     @property
     def steps(self) -> int:
@@ -140,6 +143,11 @@ class ScoreCell:
     perturbation_id: str | None
     scenario: str = DEFAULT.name
     threat: str = TRANSFER
+
+    @property
+    def per_target(self) -> bool:
+        """Whether it is a per-target scenario's row (scored at its targets, each alone)."""
+        return scenario_of(self.scenario).per_target
 
     @property
     def trained_on_perturbation(self) -> bool:
@@ -220,6 +228,9 @@ def run_cells(job: JobSpec | ResolvedJob, fingerprint: str,
     poisoned: list[PoisonTask] = []
     for scenario in spec.scenarios:
         base = {"dataset": fingerprint, "scenario": scenario, "normalize": spec.normalize, "data_seed": spec.seed}
+        selection = spec.target_selection(scenario)
+        if selection is not None:  # the targets are part of what every cell of it computes
+            base["targets"] = selection.to_dict()
         if scenario_of(scenario).poisons:  # the defenders train on the perturbations: a layout of its own
             extra_surrogates = _poisoning(resolved, scenario_of(scenario), base, targets, surrogates, excluded,
                                           attacks, scores, poisoned, files)
@@ -231,7 +242,8 @@ def run_cells(job: JobSpec | ResolvedJob, fingerprint: str,
                                         t.file_stem, None, scenario))
         for attack in spec.scenario_attacks(scenario):
             for s in surrogates:
-                _cells(spec, base, scenario, attack, s, targets, TRANSFER, attacks, scores, files=files)
+                _cells(spec, base, scenario, attack, s, targets, TRANSFER, attacks, scores, files=files,
+                       selection=selection)
         if spec.adaptive:
             for attack in spec.scenario_attacks(scenario):
                 built = resolved.attack(scenario, attack, spec.difficulties[0])
@@ -240,7 +252,7 @@ def run_cells(job: JobSpec | ResolvedJob, fingerprint: str,
                 for t in targets:
                     if (scenario, t.name) not in excluded:
                         _cells(spec, base, scenario, attack, t, (t,), ADAPTIVE, attacks, scores, surrogates[0],
-                               built.adaptive_defaults, files)
+                               built.adaptive_defaults, files, selection)
     return Cells(spec, spec.config_hash, targets, surrogates + extra_surrogates, tuple(attacks), tuple(scores),
                 {k: v for k, v in excluded.items() if k[0] in spec.scenarios}, tuple(poisoned))
 
@@ -341,7 +353,8 @@ def _poisoned_task(t: ModelTask, pid: str | None, base: Mapping[str, Any], scena
 def _cells(spec: JobSpec, base: Mapping[str, Any], scenario: str, attack: str, attacker: ModelTask,
            targets: tuple[ModelTask, ...], threat: str, attacks: list[AttackCell], scores: list[ScoreCell],
            labeler: ModelTask | None = None, defaults: Mapping[str, Any] | None = None,
-           files: Mapping[tuple[str, str, str], tuple[tuple[str, str], ...]] | None = None) -> None:
+           files: Mapping[tuple[str, str, str], tuple[tuple[str, str], ...]] | None = None,
+           selection: TargetSelection | None = None) -> None:
     """The perturbations of ``attack`` on ``attacker``'s model (every difficulty and repeat),
     fighting ``labeler``'s predictions when given, with the attack's ``defaults`` under the
     job's parameters, and their score cells against ``targets``. Transfer ids hash what
@@ -360,7 +373,8 @@ def _cells(spec: JobSpec, base: Mapping[str, Any], scenario: str, attack: str, a
                 ident.update(inputs=dict(read))
             pid = content_hash(ident)
             attacks.append(AttackCell(attack, attacker.name, difficulty, repeat, seed, params, attacker.file_stem,
-                                      pid, scenario, threat, labeler.file_stem if labeler else None, inputs=read))
+                                      pid, scenario, threat, labeler.file_stem if labeler else None, inputs=read,
+                                      selection=selection))
             for t in targets:
                 cid = content_hash({"perturbation": pid, "defense": t.model_id})
                 scores.append(ScoreCell(cid, attack, attacker.name, t.name, difficulty, repeat, seed, t.file_stem,

@@ -27,6 +27,7 @@ from grb_dist.core.names import DIFFICULTIES, POISONING_DIFFICULTY, normalize_na
 from grb_dist.core.scenario import ALL, BUILTIN, DEFAULT, Scenario, scenario_names
 from grb_dist.core.scenario import scenario as scenario_of
 from grb_dist.core.scenario import scenarios as all_scenarios
+from grb_dist.core.targeted import TargetSelection, target_selection
 
 #: Seed offset of the attacker's surrogates relative to the defenders' seed.
 SURROGATE_SEED_OFFSET = 1
@@ -66,6 +67,9 @@ def content_hash(obj: Any, length: int = 16) -> str:
 
 #: Keys of a scenario's section of a job (``injection:``, ``modification:``, ...).
 SECTION_KEYS = ("attack", "budgets", "attacks")
+#: The key a per-target scenario's section adds: how its targets are chosen
+#: (:class:`~grb_dist.core.targeted.TargetSelection`).
+TARGETS_KEY = "targets"
 #: What a job file that keeps injection's settings at its root hears, once per load.
 ROOT_NOTE = ("note: {where} keeps injection's attack, budgets and attacks at the top level; move them under "
              "an injection: section (every scenario has its own section now; the run ids stay the same)")
@@ -84,6 +88,8 @@ class ScenarioSection:
     attack: Mapping[str, Any]
     budgets: Mapping[str, Any]
     attacks: Mapping[str, Any]
+    #: a per-target scenario's target selection (empty: the defaults)
+    targets: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -161,7 +167,14 @@ class JobSpec:
         """The attack settings of ``scenario``: its section of the job."""
         name = scenario_of(scenario).name
         m = self.sections.get(name) or _scenario_section({}, name)  # a scenario registered after the job was read
-        return ScenarioSection(m["attack"], m["budgets"], m["attacks"])
+        return ScenarioSection(m["attack"], m["budgets"], m["attacks"], m.get(TARGETS_KEY, {}))
+
+    def target_selection(self, scenario: str | Scenario) -> TargetSelection | None:
+        """How a per-target scenario chooses its targets (its section's ``targets``, with the
+        job's seed); ``None`` for the other scenarios."""
+        if not scenario_of(scenario).per_target:
+            return None
+        return target_selection(self.section(scenario).targets, self.seed)
 
     def scenario_attacks(self, scenario: str | Scenario) -> Mapping[str, Mapping[str, Any]]:
         """Attack name -> its own parameters, for ``scenario``."""
@@ -237,9 +250,10 @@ def _scenario_section(section: Any, where: str) -> dict[str, Any]:
     """A scenario's section in canonical form (every key present, names normalised)."""
     if not isinstance(section, Mapping):
         raise ConfigError(f"job {where}: expected a mapping, got {type(section).__name__}")
-    unknown = [k for k in section if k not in SECTION_KEYS]
+    keys = SECTION_KEYS + ((TARGETS_KEY,) if scenario_of(where).per_target else ())
+    unknown = [k for k in section if k not in keys]
     if unknown:
-        raise ConfigError(f"job {where}: unknown key {unknown[0]!r}; valid keys: {', '.join(SECTION_KEYS)}")
+        raise ConfigError(f"job {where}: unknown key {unknown[0]!r}; valid keys: {', '.join(keys)}")
     out: dict[str, Any] = {}
     for key in SECTION_KEYS:
         value = section.get(key) or {}
@@ -255,6 +269,12 @@ def _scenario_section(section: Any, where: str) -> dict[str, Any]:
             raise ConfigError(f"job {where}.budgets: " + unknown_name_message("difficulty", d, DIFFICULTIES))
     out["attacks"] = {normalize_name(k): dict(v or {}) for k, v in out["attacks"].items()}
     out["budgets"] = {k: dict(v or {}) for k, v in out["budgets"].items()}
+    if TARGETS_KEY in keys:
+        value = section.get(TARGETS_KEY) or {}
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"job {where}.{TARGETS_KEY}: expected a mapping, got {type(value).__name__}")
+        target_selection(value, 0)  # its checks, now
+        out[TARGETS_KEY] = dict(value)
     return out
 
 

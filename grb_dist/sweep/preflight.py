@@ -14,6 +14,7 @@ from grb_dist.core.paths import check_writable_dir
 from grb_dist.core.resources import TaskMemory, check_memory, machine_memory
 from grb_dist.core.errors import ConfigError, StoreError
 from grb_dist.core.scenario import scenario as scenario_of
+from grb_dist.core.targeted import check_listed, select_targets
 from grb_dist.models.memory import GraphShape, estimate_memory, model_size
 from grb_dist.sweep.resolve import ResolvedJob
 
@@ -49,9 +50,20 @@ def sweep_memory(resolved: ResolvedJob, graph: Any) -> list[TaskMemory]:
 def check_attack_inputs(resolved: ResolvedJob, graph: Any) -> None:
     """Every attack's budget against the graph's targets of each difficulty (empty or
     impossible budgets, implausible feature limits), before anything runs."""
+    spec = resolved.job
+    for scenario in spec.scenarios:  # a per-target scenario's targets: listed ones exist, none is empty
+        selection = spec.target_selection(scenario)
+        if selection is not None:
+            check_listed(graph, spec.difficulties, selection)
+            for d in spec.difficulties:
+                if not select_targets(graph, d, selection).size:
+                    raise ConfigError(f"{scenario}.targets chooses no target on {d} (none of its test nodes "
+                                      f"qualifies); lower min_degree, list nodes of it, or drop {d}")
     for (scenario, attack, difficulty), built in resolved.attacks.items():
+        selection = spec.target_selection(scenario)
+        targets = graph.targets(difficulty) if selection is None else select_targets(graph, difficulty, selection)
         try:
-            built.check_inputs(graph, graph.targets(difficulty))
+            built.check_inputs(graph, targets)
         except ConfigError as exc:
             raise ConfigError(f"{scenario} attack {attack} on {difficulty}: {exc}") from None
 

@@ -171,9 +171,10 @@ class _Sweep:
         # which perturbations and models this invocation needs; poisoning cells are scored by
         # their own training task (a PoisonTask per perturbation and defense)
         self.todo_by_pert: dict[str | None, dict[str, list[ScoreCell]]] = {}
-        for c in self.todo:
+        for c in self.todo:  # a per-target scenario's clean rows are scored on its targets: a key of their own
             if not c.trained_on_perturbation:
-                self.todo_by_pert.setdefault(c.perturbation_id, {}).setdefault(c.difficulty, []).append(c)
+                key = ("clean", c.scenario, c.difficulty) if c.perturbation_id is None and c.per_target else None
+                self.todo_by_pert.setdefault(key or c.perturbation_id, {}).setdefault(c.difficulty, []).append(c)
         self.poison_by_pert: dict[str | None, list[PoisonTask]] = {}
         for pt in work.poisoned:
             self.poison_by_pert.setdefault(pt.perturbation_id, []).append(pt)
@@ -283,6 +284,9 @@ class _Sweep:
                 self.train_queue.append(t)
         if None in self.todo_by_pert or None in self.poison_by_pert:
             self.submit_scores(None, None)
+        for key in [k for k in self.todo_by_pert if isinstance(k, tuple)]:
+            targets = worker.select_targets(self.graph, key[2], self.spec.target_selection(key[1]))
+            self.submit_scores(ray_tasks.put(worker.AttackResult(None, None, 0.0, targets)), key)
         to_run = {a.perturbation_id for a in self.attacks_to_run}
         self.attack_queue = list(self.attacks_to_run)
         for a in self.attacks_needed:  # perturbations stored by an earlier run: score them only

@@ -19,9 +19,12 @@ import torch
 
 from grb_dist.attacks import SurrogateCache, build_attack
 from grb_dist.attacks.poisoning.base import poisoning_targets
+from grb_dist.attacks.shared.surrogate import receptive_hops
 from grb_dist.core.scenario import scenario as scenario_of
+from grb_dist.core.targeted import TargetedModification, select_targets
 from grb_dist.defenses import build_defense, train_defense
 from grb_dist.evaluation.evaluate import difficulty_accuracy, predict_tensors
+from grb_dist.evaluation.targeted import TargetEvaluator
 from grb_dist.core.graph import Graph, Injection, Modification, modified_graph
 from grb_dist.models.tensors import perturb_tensors
 from grb_dist.models.train import TrainConfig
@@ -126,13 +129,21 @@ def attack_task(graph: Graph, cell: AttackCell, surrogate: torch.nn.Module, *, d
     torch.manual_seed(cell.seed)
     attack = cell_attack(cell)
     start = time.perf_counter()
-    # a global poisoning attack fights every unlabelled node; the others their difficulty's targets
-    global_ = scenario_of(cell.scenario).poisons and not cell.targeted
-    targets = poisoning_targets(graph) if global_ else graph.targets(cell.difficulty)
-    perturbation = attack.attack(graph, surrogate, targets, device=device, cache=cache, labels=labels)
+    perturbation = attack.attack(graph, surrogate, cell_targets(graph, cell), device=device, cache=cache, labels=labels)
     seconds = time.perf_counter() - start
     scored = attack.scored_nodes(graph) if callable(getattr(attack, "scored_nodes", None)) else None
     return AttackResult(cell.perturbation_id, perturbation, seconds, scored)
+
+
+def cell_targets(graph: Graph, cell: AttackCell) -> np.ndarray:
+    """The nodes ``cell``'s attack fights: a global poisoning attack every unlabelled node, a
+    per-target scenario's its selection (each attacked alone), the others their
+    difficulty's test nodes."""
+    if scenario_of(cell.scenario).poisons and not cell.targeted:
+        return poisoning_targets(graph)
+    if cell.selection is not None:
+        return select_targets(graph, cell.difficulty, cell.selection)
+    return graph.targets(cell.difficulty)
 
 
 def attacker_labels(graph: Graph, model: torch.nn.Module, device: str = "cpu") -> np.ndarray:
@@ -214,6 +225,7 @@ class Scorer:
         self.clean = graph_tensors(graph, device)  # once: every perturbation is applied to these
         self.models = {name: load_model(graph, name, p, sd, device) for name, (p, sd, _) in models.items()}
         self.train_seconds = {name: float(s) for name, (_, _, s) in models.items()}
+        self.per_target: TargetEvaluator | None = None  # made on the first targeted perturbation
 
     def names(self) -> list[str]:
         return sorted(self.models)
@@ -227,6 +239,8 @@ class Scorer:
         pre-process the graph (GNN-SVD, GNNGuard, R-GCN) do so on the perturbed graph, as
         a deployed model would.
         """
+        if isinstance(perturbation, TargetedModification) or (perturbation is None and scored is not None):
+            return self.score_targets(perturbation, scored, defenses)
         tensors = perturb_tensors(self.clean, perturbation)
         out = []
         for name in defenses:
@@ -239,11 +253,35 @@ class Scorer:
         return out
 
 
-def perturbation_sizes(perturbation: Injection | Modification | None) -> dict[str, int]:
+    def score_targets(self, perturbation: TargetedModification | None, scored: np.ndarray | None,
+                      defenses: list[str]) -> list[dict[str, Any]]:
+        """A per-target scenario's rows: per defense, each target's prediction and margin on
+        the graph with its own flips (``perturbation``; ``None``: the clean graph, at the
+        nodes ``scored``), and the accuracy over the targets."""
+        if self.per_target is None:
+            self.per_target = TargetEvaluator(self.graph, self.clean)
+        targets = perturbation.targets if perturbation is not None else np.asarray(scored, np.int64)
+        labels = self.graph.labels[targets]
+        out = []
+        for name in defenses:
+            start = time.perf_counter()
+            model = self.models[name]
+            if perturbation is None:
+                pred, margin = self.per_target.clean_outcomes(model, targets)
+            else:
+                pred, margin = self.per_target.outcomes(model, perturbation, receptive_hops(model))
+            out.append({"defense": name, "accuracy": float((pred == labels).mean()) if targets.size else float("nan"),
+                        "n_targets": int(targets.size), "score_seconds": time.perf_counter() - start,
+                        "defense_train_seconds": self.train_seconds[name], "target_nodes": targets.tolist(),
+                        "target_predictions": pred.tolist(), "target_margins": margin.tolist()})
+        return out
+
+
+def perturbation_sizes(perturbation: Injection | Modification | TargetedModification | None) -> dict[str, int]:
     """The size columns of a score row: injected nodes and edges, added and removed edges,
     nodes with modified features."""
     sizes = dict.fromkeys(("n_injected", "n_injected_edges", "n_edges_added", "n_edges_removed", "n_nodes_modified"), 0)
-    if isinstance(perturbation, Modification):
+    if isinstance(perturbation, (Modification, TargetedModification)):
         sizes.update(n_edges_added=int(perturbation.added.shape[1]), n_edges_removed=int(perturbation.removed.shape[1]),
                      n_nodes_modified=perturbation.n_nodes_modified)
     elif perturbation is not None:

@@ -57,9 +57,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from grb_dist.attacks.targeted.base import TargetContext, TargetedAttack, TargetedConfig, gathered
 from grb_dist.attacks.targeted.plausibility import LL_CUTOFF, DegreeTest, cooccurrence_allowed
 from grb_dist.core.bounds import check_int, check_positive_number
 from grb_dist.core.errors import ConfigError
+from grb_dist.core.targeted import TargetedModification
 
 #: Candidate pairs scored at once (each holds a few C-wide float64 rows).
 PAIR_BLOCK = 1 << 16
@@ -280,70 +282,95 @@ def nettack(adj: sp.spmatrix, features: sp.spmatrix | np.ndarray, weights: np.nd
         config: the options (:class:`NettackConfig`; default: direct, structure only).
         bias: a C-vector added to ``X W`` before propagation (none in the paper's surrogate).
     """
-    cfg = config or NettackConfig()
-    weights = np.asarray(weights, dtype=np.float64)
-    a = _check(adj, features, weights, target, label, budget)
-    target, label = int(target), int(label)
-    z = np.asarray(features @ weights, dtype=np.float64)
-    if bias is not None:
-        z = z + np.asarray(bias, dtype=np.float64)
-    sources = (np.array([target]) if cfg.direct
-               else select_influencers(a, z, target, label, cfg.n_influencers))
-    if not cfg.direct and sources.size == 0:
-        raise ConfigError(f"nettack: target {target} has no neighbours to act as influencers; use direct: true")
-    degree_test = DegreeTest(np.asarray(a.sum(axis=1)).ravel(), cfg.ll_cutoff) if cfg.ll_constraint else None
-    m_all, n_all = _pairs(a, target, sources, cfg.direct)
-    x_rows = (features[sources].toarray() if sp.issparse(features) else np.array(features[sources]))
-    x_rows = (x_rows != 0).astype(np.float64)
-    may_add = (cooccurrence_allowed(features, sources) if cfg.features and cfg.cooc_constraint
-               else np.ones_like(x_rows, dtype=bool))
-    edge_done = np.zeros(m_all.size, dtype=bool)
-    feat_done = np.zeros(x_rows.shape, dtype=bool)
-
-    step = _Step(a, z, target)
-    margins = [float(margins_of(step.logits(), label))]
-    done: list[tuple[str, int, int]] = []
-    for _ in range(budget):
-        best_edge, edge_score = -1, np.inf
-        if cfg.structure:
-            ok = ~edge_done
-            delta = 1.0 - 2.0 * step.entries(m_all, n_all)
-            after = step.degree[m_all] + delta, step.degree[n_all] + delta
-            ok &= (after[0] > 0) & (after[1] > 0)  # no singletons
-            if degree_test is not None:
-                ok &= degree_test.allows(step.degree, m_all, n_all, delta)
-            idx = np.flatnonzero(ok)
-            if idx.size:
-                scores = flip_margins(step, m_all[idx], n_all[idx], label)
-                best = int(np.argmin(scores))
-                best_edge, edge_score = int(idx[best]), float(scores[best])
-        best_feat, feat_score = (-1, -1), np.inf
-        if cfg.features:
-            scores = feature_flip_margins(step, weights, sources, x_rows, label)
-            allowed = ~feat_done & ((x_rows == 1) | may_add)
-            if allowed.any():
-                scores = np.where(allowed, scores, np.inf)
-                flat = int(np.argmin(scores))
-                best_feat, feat_score = np.unravel_index(flat, scores.shape), float(scores.flat[flat])
-        if best_edge < 0 and best_feat[0] < 0:
-            break
-        if best_edge >= 0 and edge_score < feat_score:
-            mm, nn = int(m_all[best_edge]), int(n_all[best_edge])
-            a = _flip_edge(a, mm, nn)
-            edge_done |= ((m_all == mm) & (n_all == nn)) | ((m_all == nn) & (n_all == mm))  # both ends
-            done.append(("edge", mm, nn))
-        else:
-            i, j = int(best_feat[0]), int(best_feat[1])
-            node = int(sources[i])
-            sign = 1.0 - 2.0 * x_rows[i, j]
-            z[node] += sign * weights[j]
-            x_rows[i, j] = 1.0 - x_rows[i, j]
-            feat_done[i, j] = True
-            done.append(("feature", node, j))
-        step = _Step(a, z, target)
-        margins.append(float(margins_of(step.logits(), label)))
+    prepared = NettackGraph(adj, features, weights, config, bias=bias)
+    done, a, margins, sources = prepared.flips(target, label, budget)
     return NettackResult(perturbations=done, adj=a, features=_flipped_features(features, done),
-                         margins=np.asarray(margins), influencers=sources)
+                         margins=margins, influencers=sources)
+
+
+class NettackGraph:
+    """A graph and surrogate prepared once for Nettack on many targets, each attacked alone
+    on the clean graph (the adjacency checked, ``Z = X W`` and the degree test's clean
+    statistics computed once): a batch of targets costs its attacks, not one set-up each."""
+
+    def __init__(self, adj: sp.spmatrix, features: sp.spmatrix | np.ndarray, weights: np.ndarray,
+                 config: NettackConfig | None = None, *, bias: np.ndarray | None = None):
+        self.cfg = config or NettackConfig()
+        self.weights = np.asarray(weights, dtype=np.float64)
+        self.a = _check(adj, features, self.weights, 0, 0, 0)
+        self.features = features
+        self.z = np.asarray(features @ self.weights, dtype=np.float64)
+        if bias is not None:
+            self.z = self.z + np.asarray(bias, dtype=np.float64)
+        self.degree_test = (DegreeTest(np.asarray(self.a.sum(axis=1)).ravel(), self.cfg.ll_cutoff)
+                            if self.cfg.ll_constraint else None)
+
+    def flips(self, target: int, label: int, budget: int
+              ) -> tuple[list[tuple[str, int, int]], sp.csr_matrix, np.ndarray, np.ndarray]:
+        """``target``'s attack: the flips in order, the perturbed adjacency, the margins
+        before and after each flip, and the nodes whose edges and features could change."""
+        cfg, a, features, weights = self.cfg, self.a, self.features, self.weights
+        check_int(int(target), "nettack target", 0, a.shape[0] - 1)
+        check_int(int(label), "nettack label", 0, weights.shape[1] - 1)
+        check_int(budget, "nettack budget", 0, 1 << 30)
+        target, label = int(target), int(label)
+        z = self.z.copy() if cfg.features else self.z  # feature flips change rows of Z
+        sources = (np.array([target]) if cfg.direct
+                   else select_influencers(a, z, target, label, cfg.n_influencers))
+        if not cfg.direct and sources.size == 0:
+            raise ConfigError(f"nettack: target {target} has no neighbours to act as influencers; use direct: true")
+        degree_test = self.degree_test
+        m_all, n_all = _pairs(a, target, sources, cfg.direct)
+        x_rows = (features[sources].toarray() if sp.issparse(features) else np.array(features[sources]))
+        x_rows = (x_rows != 0).astype(np.float64)
+        may_add = (cooccurrence_allowed(features, sources) if cfg.features and cfg.cooc_constraint
+                   else np.ones_like(x_rows, dtype=bool))
+        edge_done = np.zeros(m_all.size, dtype=bool)
+        feat_done = np.zeros(x_rows.shape, dtype=bool)
+
+        step = _Step(a, z, target)
+        margins = [float(margins_of(step.logits(), label))]
+        done: list[tuple[str, int, int]] = []
+        for _ in range(budget):
+            best_edge, edge_score = -1, np.inf
+            if cfg.structure:
+                ok = ~edge_done
+                delta = 1.0 - 2.0 * step.entries(m_all, n_all)
+                after = step.degree[m_all] + delta, step.degree[n_all] + delta
+                ok &= (after[0] > 0) & (after[1] > 0)  # no singletons
+                if degree_test is not None:
+                    ok &= degree_test.allows(step.degree, m_all, n_all, delta)
+                idx = np.flatnonzero(ok)
+                if idx.size:
+                    scores = flip_margins(step, m_all[idx], n_all[idx], label)
+                    best = int(np.argmin(scores))
+                    best_edge, edge_score = int(idx[best]), float(scores[best])
+            best_feat, feat_score = (-1, -1), np.inf
+            if cfg.features:
+                scores = feature_flip_margins(step, weights, sources, x_rows, label)
+                allowed = ~feat_done & ((x_rows == 1) | may_add)
+                if allowed.any():
+                    scores = np.where(allowed, scores, np.inf)
+                    flat = int(np.argmin(scores))
+                    best_feat, feat_score = np.unravel_index(flat, scores.shape), float(scores.flat[flat])
+            if best_edge < 0 and best_feat[0] < 0:
+                break
+            if best_edge >= 0 and edge_score < feat_score:
+                mm, nn = int(m_all[best_edge]), int(n_all[best_edge])
+                a = _flip_edge(a, mm, nn)
+                edge_done |= ((m_all == mm) & (n_all == nn)) | ((m_all == nn) & (n_all == mm))  # both ends
+                done.append(("edge", mm, nn))
+            else:
+                i, j = int(best_feat[0]), int(best_feat[1])
+                node = int(sources[i])
+                sign = 1.0 - 2.0 * x_rows[i, j]
+                z[node] += sign * weights[j]
+                x_rows[i, j] = 1.0 - x_rows[i, j]
+                feat_done[i, j] = True
+                done.append(("feature", node, j))
+            step = _Step(a, z, target)
+            margins.append(float(margins_of(step.logits(), label)))
+        return done, a, np.asarray(margins), sources
 
 
 def _flipped_features(features, done: list[tuple[str, int, int]]):
@@ -407,3 +434,81 @@ def train_linear_gcn(adj: sp.spmatrix, features: sp.spmatrix | np.ndarray, label
     if val is None:
         kept = (w1.detach(), w2.detach())
     return kept[0].numpy().astype(np.float64), kept[1].numpy().astype(np.float64)
+
+
+# ---------------------------------------------------------------------- the sweep's attack
+
+
+@dataclass(frozen=True)
+class NettackAttackConfig(TargetedConfig):
+    """Nettack in the ``targeted`` scenario (direct; :class:`NettackConfig`'s options and the
+    linear surrogate's training).
+
+    Attributes:
+        structure, features, ll_constraint, ll_cutoff, cooc_constraint: as
+            :class:`NettackConfig` (feature flips need binary features).
+        hidden, epochs: the linearised GCN's hidden width and Adam epochs
+            (:func:`train_linear_gcn`, lr 0.01, weight decay 5e-4: the authors' settings).
+    """
+
+    structure: bool = True
+    features: bool = False
+    ll_constraint: bool = True
+    ll_cutoff: float = LL_CUTOFF
+    cooc_constraint: bool = True
+    hidden: int = 16
+    epochs: int = 200
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.nettack_config()  # its checks, before any work
+        check_int(self.hidden, "hidden", 1, 1 << 16)
+        check_int(self.epochs, "epochs", 1, 1 << 20)
+
+    def nettack_config(self) -> NettackConfig:
+        return NettackConfig(self.structure, self.features, True, 5, self.ll_constraint, self.ll_cutoff,
+                             self.cooc_constraint)
+
+
+class Nettack(TargetedAttack):
+    """Nettack (module docstring), each target attacked alone on the clean graph.
+
+    The attacker's surrogate is the paper's: a linearised two-layer GCN, trained here once
+    per batch on the training nodes (validation nodes for the epoch kept), with the attack's
+    seed (:func:`train_linear_gcn`). The job's surrogate only names the class each target is
+    fought for (its clean prediction: the attacker has no test labels). The graph, ``X W`` and
+    the degree test are prepared once per batch (:class:`NettackGraph`)."""
+
+    Config = NettackAttackConfig
+    name = "nettack"
+
+    @property
+    def changes_features(self) -> bool:  # type: ignore[override]
+        return bool(self.config.features)
+
+    def generate(self, ctx: TargetContext, targets: np.ndarray, budgets: np.ndarray,
+                 rng: np.random.Generator) -> TargetedModification:
+        cfg, graph = self.config, ctx.graph
+        x = graph.features
+        if cfg.features and not np.isin(x, (0.0, 1.0)).all():
+            raise ConfigError(f"nettack features: true flips binary features; {graph.name!r} has others "
+                              "(use features: false)")
+        val = graph.split.get("val")
+        w1, w2 = train_linear_gcn(ctx.adj, x, graph.labels, graph.split["train"],
+                                  val if val is not None and val.size else None,
+                                  hidden=cfg.hidden, epochs=cfg.epochs, seed=cfg.seed)
+        prepared = NettackGraph(ctx.adj, x, w1 @ w2, cfg.nettack_config())
+        labels = ctx.labels
+        owners, partners, rows, feats = [], [], [], []
+        for t, b in zip(targets.tolist(), budgets.tolist()):
+            done, _, _, _ = prepared.flips(t, int(labels[t]), int(b))
+            edges = [n for kind, _, n in done if kind == "edge"]
+            owners.append(np.full(len(edges), t, np.int64))
+            partners.append(np.asarray(edges, np.int64))
+            flipped = [j for kind, _, j in done if kind == "feature"]
+            if flipped:
+                row = np.array(x[t], dtype=np.float32)
+                row[flipped] = 1 - row[flipped]
+                rows.append(t)
+                feats.append(row)
+        return gathered(ctx, targets, np.concatenate(owners), np.concatenate(partners), rows, feats)
