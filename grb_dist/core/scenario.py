@@ -107,7 +107,7 @@ MODIFICATION = Scenario("modification", "edges")
 POISONING = Scenario("poisoning", "edges", poisons=True, optional=True,
                      threat_model="black-box, transductive, poisoning")
 TARGETED = Scenario("targeted", "edges", optional=True, per_target=True,
-                    threat_model="black-box, evasion, targeted: each target attacked alone",
+                    threat_model="black-box, evasion, each target attacked alone",
                     budget_label="flips per target")
 #: The built-in scenarios, in the order tables and boards list them.
 BUILTIN = (INJECTION, MODIFICATION, POISONING, TARGETED)

@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from grb_dist.core.scenario import find_scenario
-from grb_dist.leaderboard.rank import GRB_KINDS, parse_name
+from grb_dist.leaderboard.rank import GRB_KINDS, TARGET_KIND, board_name, parse_name
 from grb_dist.leaderboard.render import LEGENDS, SORT_SCRIPT, STYLE, html_cell, html_table, to_html
 from grb_dist.report.figures import Figure
 from grb_dist.report.tables import RunInfo
@@ -86,7 +86,8 @@ def _meta_table(info: RunInfo) -> str:
 
 
 def _leaderboards(boards: Mapping[str, pd.DataFrame]) -> str:
-    """The GRB boards grouped by scenario (one sub-section each), in the order given."""
+    """The GRB boards grouped by scenario (one sub-section each), in the order given; a
+    per-target scenario's targets board under each difficulty's pair."""
     by_scenario: dict[str, list[str]] = {}
     for name in (n for n in boards if parse_name(n)[1] in GRB_KINDS):  # the others: section adaptive
         by_scenario.setdefault(parse_name(name)[0], []).append(name)
@@ -102,6 +103,9 @@ def _leaderboards(boards: Mapping[str, pd.DataFrame]) -> str:
                 empty = '<p class="note">No attacked cells on this difficulty yet.</p>' if boards[name].empty else ""
                 boxes.append(f'<div class="box">{to_html(boards[name], name, heading="h4", with_legend=False)}{empty}</div>')
             tables.append('<div class="pair">' + "".join(boxes) + "</div>")
+            per_target = board_name(scenario, TARGET_KIND, parse_name(group[0])[2])
+            if per_target in boards:  # a per-target scenario's board, under its pair, with its legend
+                tables.append(f'<div class="box">{to_html(boards[per_target], per_target, heading="h4")}</div>')
         sid = html.escape(f"leaderboards-{scenario}")
         parts.append(f'<section class="scenario" id="{sid}" data-scenario="{html.escape(scenario)}">\n'
                      f"<h3>Scenario: {html.escape(scenario)}</h3>\n" + "\n".join(tables) + "</section>")

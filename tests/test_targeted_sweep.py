@@ -1,0 +1,146 @@
+"""The targeted scenario through the sweep on a real local Ray: an interrupted targeted sweep
+resumes to the scores of one uninterrupted run (per-target predictions and margins
+included), every stored row equals a direct evaluation of its defense at each target on
+the graph with that target's flips alone, and the boards and the report show the scenario.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from grb_dist.cli import app
+from grb_dist.core.names import CLEAN
+from grb_dist.datasets import load_dataset
+from grb_dist.models.io import state_dict_from_bytes
+from grb_dist.models.tensors import apply_modification, graph_tensors
+from grb_dist.store import RunStore
+from grb_dist.sweep.worker import load_model
+from helpers import default_signals
+from test_sweep_interrupts import PAUSING_DRIVER
+
+JOB = """
+dataset: csbm
+seed: 0
+repeats: 1
+difficulties: [easy, full]
+train: {epochs: 25, patience: 10}
+models: {gcn: {hidden_sizes: [16]}, mlp: {hidden_sizes: [16]}}
+defenses: [gcn, mlp]
+surrogates: [gcn]
+scenario: targeted
+injection: {attacks: {fgsm: {}}}
+targeted:
+  targets: {n: 6, min_degree: 2}
+  attack: {n_flips: 1, degree_multiple: 1}
+  attacks: {rnd: {}, dice: {}, nettack: {epochs: 50}}
+"""
+#: 2 difficulties x 2 defenses x (3 attacks + the clean row)
+CELLS = 2 * 2 * 4
+COLUMNS = ["cell_id", "accuracy", "n_targets", "target_nodes", "target_predictions", "target_margins"]
+
+
+def rows(run: Path) -> pd.DataFrame:
+    if not (run / "scores").is_dir() or not any((run / "scores").rglob("*.parquet")):
+        return pd.DataFrame(columns=COLUMNS)
+    return pd.read_parquet(run / "scores", columns=COLUMNS).set_index("cell_id").sort_index()
+
+
+@pytest.fixture(scope="module")
+def setup(ray_local, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("targeted")
+    job = tmp / "job.yaml"
+    job.write_text(JOB)
+    ref = tmp / "reference"
+    r = CliRunner().invoke(app, ["sweep", "--job", str(job), "--out", str(ref)])
+    assert r.exit_code == 0, r.output
+    reference = rows(ref)
+    assert len(reference) == CELLS and reference.index.is_unique
+    return job, tmp, ray_local.get_runtime_context().gcs_address, ref, reference
+
+
+def same_rows(got: pd.DataFrame, want: pd.DataFrame) -> None:
+    assert list(got.index) == list(want.index)
+    np.testing.assert_array_equal(got["accuracy"].to_numpy(), want["accuracy"].to_numpy())
+    for col in ("target_nodes", "target_predictions"):
+        assert [list(v) for v in got[col]] == [list(v) for v in want[col]], col
+    for a, b in zip(got["target_margins"], want["target_margins"]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_an_interrupted_targeted_sweep_resumes_to_the_same_scores(setup):
+    job, tmp, address, _, reference = setup
+    out, log, marker = tmp / "interrupted", tmp / "interrupted.log", tmp / "marker"
+    args = ["sweep", "--job", str(job), "--out", str(out), "--address", address, "--flush-rows", "2"]
+    p = subprocess.Popen([sys.executable, "-c", PAUSING_DRIVER, str(marker), "5", *args], stdout=open(log, "w"),
+                         stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=default_signals)
+    try:
+        deadline = time.monotonic() + 300
+        while not marker.exists() and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert marker.exists(), (p.poll(), log.read_text()[-3000:])
+        p.send_signal(signal.SIGINT)
+        rc = p.wait(120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert rc == 130, log.read_text()[-3000:]
+    kept = rows(out)
+    assert 5 <= len(kept) < CELLS, log.read_text()[-3000:]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert f"{CELLS - len(kept)} to compute" in r.output, r.output
+    same_rows(rows(out), reference)
+
+
+def test_every_targeted_row_is_its_defense_at_each_target_alone(setup):
+    _, _, _, ref, reference = setup
+    store = RunStore.existing(ref)
+    scores = pd.read_parquet(ref / "scores")
+    graph = load_dataset("csbm", seed=0)
+    clean = graph_tensors(graph)
+    models = {}
+    checked = 0
+    for _, row in scores.iterrows():
+        name = row["defense"]
+        if name not in models:  # the defense as the run stored it
+            stem = f"{name}-0"
+            params = json.loads(store.read_model_meta(stem)["params_json"])
+            models[name] = load_model(graph, name, params, store.read_model(stem, state_dict_from_bytes))
+        model, nodes = models[name], np.asarray(row["target_nodes"], np.int64)
+        assert nodes.size == row["n_targets"] > 0
+        mod = None if row["attack"] == CLEAN else store.read_perturbation(row["perturbation_id"])
+        for node, pred, margin in zip(nodes, row["target_predictions"], row["target_margins"]):
+            g = clean if mod is None else apply_modification(clean, mod.of(int(node)))
+            with torch.no_grad():
+                logits = model(g.x, g.edge_index)[int(node)].double()
+            y = int(graph.labels[node])
+            assert int(logits.argmax()) == pred
+            best_other = torch.cat([logits[:y], logits[y + 1:]]).max()
+            assert float(logits[y] - best_other) == pytest.approx(margin, rel=1e-4, abs=1e-5)
+            checked += 1
+        labels = graph.labels[nodes]
+        assert row["accuracy"] == pytest.approx(float((np.asarray(row["target_predictions"]) == labels).mean()))
+    assert checked >= CELLS * 3
+
+
+def test_the_boards_and_the_report_show_the_targeted_scenario(setup, tmp_path):
+    _, _, _, ref, _ = setup
+    r = CliRunner().invoke(app, ["leaderboard", str(ref), "--difficulty", "full"])
+    assert r.exit_code == 0, r.output
+    assert "Attacks on each target (full; targeted; success rate" in r.output
+    assert (ref / "leaderboard" / "targeted" / "targets-full.parquet").is_file()
+    r = CliRunner().invoke(app, ["report", str(ref), "--output", str(tmp_path / "report")])
+    assert r.exit_code == 0, r.output
+    html = (tmp_path / "report" / "index.html").read_text()
+    assert "black-box, evasion, each target attacked alone" in html and "Attacks on each target" in html
