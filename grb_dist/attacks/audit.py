@@ -37,6 +37,7 @@ Targeted rules (:func:`audit_targeted`, a
 :class:`~grb_dist.core.targeted.TargetedModification`: each target's flips alone):
     shape            as above; ``targets`` sorted and distinct
     touches_target   every pair's first end is one of the targets (direct flips)
+    edge_order       ids in range; pairs grouped by target, ascending (how a target's are found)
     self_loop, duplicate_edge, removed_exists, added_absent   as above, per target
     edge_budget      each target has at most its own budget of flips
     node_target      only targets' features change, each target's at most once
@@ -321,6 +322,9 @@ def audit_targeted(graph: Graph, mod: TargetedModification, budgets: np.ndarray,
     if off.any():
         raise _fail("touches_target", f"{int(off.sum())} flipped pair(s) do not start at a target, "
                                       f"e.g. ({int(pairs[0][off][0])}, {int(pairs[1][off][0])})")
+    for name, a in (("removed", mod.removed), ("added", mod.added)):  # how a target's pairs are found
+        if a.shape[1] > 1 and (np.diff(a[0]) < 0).any():
+            raise _fail("edge_order", f"{name} pairs must be grouped by target, ascending")
     loops = pairs[0] == pairs[1]
     if loops.any():
         raise _fail("self_loop", f"{int(loops.sum())} self-loop(s), e.g. on node {int(pairs[0][loops][0])}")
