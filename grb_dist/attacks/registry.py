@@ -124,12 +124,16 @@ POISONING: Registry[type[ModificationAttack]] = _table(sc.POISONING, {
     "meta_prbcd": meta_prbcd.MetaPRBCD,
 })
 
-#: Targeted attacks (each target attacked alone): name -> class.
-TARGETED: Registry[type[TargetedAttack]] = _table(sc.TARGETED, {
+#: The targeted attacks' classes (of both tables below).
+_TARGETED_ATTACKS: dict[str, type[TargetedAttack]] = {
     "nettack": targeted_nettack.Nettack,
     "rnd": targeted_rnd.RND,
     "dice": targeted_dice.DICE,
-})
+}
+#: Targeted attacks (each target attacked alone, at test time): name -> class.
+TARGETED: Registry[type[TargetedAttack]] = _table(sc.TARGETED, _TARGETED_ATTACKS)
+#: The same, each target's perturbation trained on (targeted poisoning).
+TARGETED_POISONING: Registry[type[TargetedAttack]] = _table(sc.TARGETED_POISONING, _TARGETED_ATTACKS)
 
 
 
@@ -200,6 +204,6 @@ def build_attack(name: str, params: Mapping[str, Any],
 
 
 __all__ = ["BASES", "BUDGET_SEP", "GROUP", "INJECTION", "MODIFICATION", "PER_TARGET", "POISONING", "REGISTRIES",
-           "TARGETED", "bases", "attack_class",
+           "TARGETED", "TARGETED_POISONING", "bases", "attack_class",
            "attack_entry", "attack_registry", "base_attack_name", "build_attack", "register_attack",
            "register_scenario"]

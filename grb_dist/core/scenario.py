@@ -8,7 +8,8 @@ Its attack table lives beside its attacks (:mod:`grb_dist.attacks.registry`), wh
 built by torch code; this object is plain data, read on the torch-free floors too.
 
 The built-in scenarios are GRB's two evasion scenarios (graph injection, graph
-modification), poisoning, and targeted evasion (Nettack's setting: one node at a time). Adding one is one :class:`Scenario` and one registration
+modification), poisoning, and targeted evasion and poisoning (Nettack's setting: one node at
+a time). Adding one is one :class:`Scenario` and one registration
 (:func:`grb_dist.api.register_scenario`, which also gives it an attack table).
 """
 
@@ -69,9 +70,8 @@ class Scenario:
             raise ConfigError(f"scenario name {self.name!r}: use lower-case letters, digits, '_' or '-' (not 'all')")
         if self.perturbs not in ("nodes", "edges"):
             raise ConfigError(f"scenario {self.name}: perturbs must be 'nodes' or 'edges', got {self.perturbs!r}")
-        if self.per_target and (self.perturbs != "edges" or self.poisons):
-            raise ConfigError(f"scenario {self.name}: a per-target scenario flips edges in evasion "
-                              "(perturbs='edges', poisons=False)")
+        if self.per_target and self.perturbs != "edges":
+            raise ConfigError(f"scenario {self.name}: a per-target scenario flips edges (perturbs='edges')")
 
     @property
     def injects(self) -> bool:
@@ -109,8 +109,12 @@ POISONING = Scenario("poisoning", "edges", poisons=True, optional=True,
 TARGETED = Scenario("targeted", "edges", optional=True, per_target=True,
                     threat_model="black-box, evasion, each target attacked alone",
                     budget_label="flips per target")
+TARGETED_POISONING = Scenario("targeted-poisoning", "edges", poisons=True, optional=True, per_target=True,
+                              threat_model="black-box, poisoning, each target attacked alone and the defense "
+                                           "trained on its perturbation",
+                              budget_label="flips per target")
 #: The built-in scenarios, in the order tables and boards list them.
-BUILTIN = (INJECTION, MODIFICATION, POISONING, TARGETED)
+BUILTIN = (INJECTION, MODIFICATION, POISONING, TARGETED, TARGETED_POISONING)
 #: The scenario of a table or a board without a scenario (the GRB setting, before scenarios).
 DEFAULT = INJECTION
 
@@ -165,5 +169,5 @@ def add_scenario(s: Scenario, *, replace: bool = False) -> Scenario:
     return admitted
 
 
-__all__ = ["ALL", "BUILTIN", "DEFAULT", "INJECTION", "MODIFICATION", "POISONING", "Perturbs", "Scenario", "TABLE", "TARGETED",
+__all__ = ["ALL", "BUILTIN", "DEFAULT", "INJECTION", "MODIFICATION", "POISONING", "Perturbs", "Scenario", "TABLE", "TARGETED", "TARGETED_POISONING",
            "add_scenario", "find_scenario", "scenario", "scenario_names", "scenarios"]

@@ -85,6 +85,9 @@ class PoisonTask:
     model: ModelTask
     perturbation_id: str | None
     cells: tuple["ScoreCell", ...]
+    #: a per-target scenario's choice of targets: the defense is trained on each target's
+    #: perturbation alone and scored at that target (clean: trained once, scored at them)
+    selection: TargetSelection | None = None
 
 
 @dataclass(frozen=True)
@@ -278,10 +281,12 @@ def _poisoning(resolved: ResolvedJob, scenario: Scenario, base: Mapping[str, Any
     Returns the models attacks run on that are not defenses: the attacker's surrogates, and
     the defenses' clean models that adaptive attacks run on."""
     spec = resolved.job
+    selection = spec.target_selection(scenario)
 
     def train_on(t: ModelTask, pid: str | None, attack: str, surrogate: str, repeat: int, seed: int,
                  threat: str = TRANSFER, scored: tuple[str, ...] = spec.difficulties) -> ModelTask:
-        task = _poisoned_task(t, pid, base, scenario.name, (attack, surrogate, repeat, seed, threat), scored)
+        task = _poisoned_task(t, pid, base, scenario.name, (attack, surrogate, repeat, seed, threat), scored,
+                              selection)
         poisoned.append(task)
         scores.extend(task.cells)
         return task.model
@@ -308,7 +313,7 @@ def _poisoning(resolved: ResolvedJob, scenario: Scenario, base: Mapping[str, Any
                 attacks.append(AttackCell(attack, owner, difficulty, repeat, seed, params, attacker.file_stem, pid,
                                           scenario.name, threat,
                                           attackers[0].file_stem if threat != TRANSFER else None,
-                                          targeted, read))
+                                          targeted, read, selection))
                 for t in defenses:
                     train_on(t, pid, attack, owner, repeat, seed, threat,
                              (difficulty,) if targeted else spec.difficulties)
@@ -319,7 +324,8 @@ def _poisoning(resolved: ResolvedJob, scenario: Scenario, base: Mapping[str, Any
                                 True) for s in surrogates)
     adaptive: dict[str, ModelTask] = {}
     for attack in spec.scenario_attacks(scenario):
-        targeted = getattr(attack_class(attack, scenario), "targetable", True) and spec.targeted(scenario)
+        targeted = scenario.per_target or (getattr(attack_class(attack, scenario), "targetable", True)
+                                           and spec.targeted(scenario))
         for s in attackers:
             perturb(attack, targeted, s, s.name, TRANSFER, None, targets)
         built = resolved.attack(scenario.name, attack, spec.perturbation_difficulties(scenario, targeted)[0])
@@ -333,7 +339,8 @@ def _poisoning(resolved: ResolvedJob, scenario: Scenario, base: Mapping[str, Any
 
 
 def _poisoned_task(t: ModelTask, pid: str | None, base: Mapping[str, Any], scenario: str,
-                   row: tuple[str, str, int, int, str], scored: tuple[str, ...]) -> PoisonTask:
+                   row: tuple[str, str, int, int, str], scored: tuple[str, ...],
+                   selection: TargetSelection | None = None) -> PoisonTask:
     """Defense ``t`` trained on perturbation ``pid`` (``None``: the clean graph) and its score
     cells on the ``scored`` difficulties; ``row``: the cells' (attack, surrogate, repeat,
     seed, threat). A clean cell's id hashes what evasion's clean rows hash, with the
@@ -347,7 +354,7 @@ def _poisoned_task(t: ModelTask, pid: str | None, base: Mapping[str, Any], scena
                                                               "difficulty": d}),
                             attack, surrogate, t.name, d, repeat, seed, model.file_stem, pid, scenario, threat)
                   for d in scored)
-    return PoisonTask(model, pid, cells)
+    return PoisonTask(model, pid, cells, selection)
 
 
 def _cells(spec: JobSpec, base: Mapping[str, Any], scenario: str, attack: str, attacker: ModelTask,

@@ -191,8 +191,10 @@ class JobSpec:
         poisoning), likewise, each fighting that difficulty's test nodes with its budget;
         otherwise, or for an attack that is not ``targetable`` (a published set), one global
         perturbation fighting every unlabelled node, keyed under
-        :data:`~grb_dist.core.names.POISONING_DIFFICULTY`."""
-        if not scenario_of(scenario).poisons or (targetable and self.targeted(scenario)):
+        :data:`~grb_dist.core.names.POISONING_DIFFICULTY`. A per-target scenario: one per
+        difficulty (its targets)."""
+        s = scenario_of(scenario)
+        if not s.poisons or s.per_target or (targetable and self.targeted(s)):
             return tuple(self.difficulties)
         return (POISONING_DIFFICULTY,)
 

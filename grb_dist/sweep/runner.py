@@ -531,11 +531,13 @@ class _Sweep:
             by = c0.attack if c0.threat == TRANSFER else f"{c0.threat} {c0.attack}"
             self.record("train", f"{c0.defense} poisoned by {by} (repeat {c0.repeat})",
                         result.trained.meta.get("train_seconds", 0.0))
-        train_seconds = float(self.store.read_model_meta(stem)["train_seconds"])
+        own = pt.selection is not None and pt.perturbation_id is not None  # per-target trainings: not stored
+        train_seconds = None if own else float(self.store.read_model_meta(stem)["train_seconds"])
         attack_seconds, sizes = self.pert_info[pt.perturbation_id]
         rows = [schema.score_row(c, config_hash=self.cells.config_hash, dataset=self.label,
                                  dataset_fingerprint=self.fingerprint, defense_seed=pt.model.seed,
-                                 result={**result.results[c.difficulty], "defense_train_seconds": train_seconds},
+                                 result={**result.results[c.difficulty],
+                                         **({} if own else {"defense_train_seconds": train_seconds})},
                                  sizes=sizes, attack_seconds=attack_seconds) for c in pt.cells]
         self.writer.add(rows)
         self.count("score", pt.cells, "done")

@@ -139,10 +139,10 @@ def cell_targets(graph: Graph, cell: AttackCell) -> np.ndarray:
     """The nodes ``cell``'s attack fights: a global poisoning attack every unlabelled node, a
     per-target scenario's its selection (each attacked alone), the others their
     difficulty's test nodes."""
-    if scenario_of(cell.scenario).poisons and not cell.targeted:
-        return poisoning_targets(graph)
     if cell.selection is not None:
         return select_targets(graph, cell.difficulty, cell.selection)
+    if scenario_of(cell.scenario).poisons and not cell.targeted:
+        return poisoning_targets(graph)
     return graph.targets(cell.difficulty)
 
 
@@ -189,6 +189,8 @@ def poison_task(graph: Graph, task: PoisonTask, perturbation: Modification | Non
     or load ``state_dict`` when the run already holds the model, and score it on the
     test nodes of every difficulty of ``task.cells`` (on ``scored`` when the attack chose
     its own targets), on the graph it was trained on."""
+    if task.selection is not None:
+        return poison_targets(graph, task, perturbation, device=device, state_dict=state_dict)
     poisoned = modified_graph(graph, perturbation)
     model = task.model
     if state_dict is None:
@@ -205,6 +207,53 @@ def poison_task(graph: Graph, task: PoisonTask, perturbation: Modification | Non
     results = {d: {"defense": model.name, "accuracy": accuracy[d][0], "n_targets": accuracy[d][1],
                    "score_seconds": each, "defense_train_seconds": seconds} for d in difficulties}
     return PoisonResult(trained, results)
+
+
+def poison_targets(graph: Graph, task: PoisonTask, perturbation: TargetedModification | None, *,
+                   device: str = "cpu", state_dict: Mapping[str, torch.Tensor] | None = None) -> PoisonResult:
+    """A per-target poisoning task: ``task``'s defense trained on the graph with each target's
+    flips alone (one training per target with flips, the task's seed) and scored at that
+    target; ``None``: trained once on the clean graph (or loaded from ``state_dict``) and
+    scored at every difficulty's targets. The per-target models are not kept (only their
+    scores): a target's model is one training of the defense on one perturbed graph."""
+    model, start = task.model, time.perf_counter()
+    if perturbation is None:
+        if state_dict is None:
+            trained = train_task(graph, model, device=device, transductive=True)
+            state_dict, seconds = trained.state_dict, float(trained.meta["train_seconds"])
+        else:
+            trained, seconds = None, float("nan")
+        evaluator = TargetEvaluator(graph, graph_tensors(graph, device))
+        defense = load_model(graph, model.name, model.params, state_dict, device)
+        results = {}
+        for c in task.cells:
+            targets = select_targets(graph, c.difficulty, task.selection)
+            with torch.no_grad():
+                pred, margin = evaluator.clean_outcomes(defense, targets)
+            results[c.difficulty] = _target_result(model.name, graph, targets, pred, margin, start, seconds)
+        return PoisonResult(trained, results)
+    targets = perturbation.targets
+    pred, margin = np.zeros(targets.size, np.int64), np.zeros(targets.size)
+    seconds = 0.0
+    for i, t in enumerate(targets.tolist()):
+        poisoned = modified_graph(graph, perturbation.of(t))
+        trained = train_task(poisoned, model, device=device, transductive=True)
+        seconds += float(trained.meta["train_seconds"])
+        defense = load_model(poisoned, model.name, model.params, trained.state_dict, device)
+        with torch.no_grad():
+            p, m = TargetEvaluator(poisoned, graph_tensors(poisoned, device)).clean_outcomes(defense, np.array([t]))
+        pred[i], margin[i] = p[0], m[0]
+    return PoisonResult(None, {c.difficulty: _target_result(model.name, graph, targets, pred, margin, start, seconds)
+                               for c in task.cells})
+
+
+def _target_result(defense: str, graph: Graph, targets: np.ndarray, pred: np.ndarray, margin: np.ndarray,
+                   start: float, train_seconds: float) -> dict[str, Any]:
+    """A per-target scoring result (as :meth:`Scorer.score_targets` gives them)."""
+    return {"defense": defense, "accuracy": float((pred == graph.labels[targets]).mean()) if targets.size else float("nan"),
+            "n_targets": int(targets.size), "score_seconds": time.perf_counter() - start,
+            "defense_train_seconds": train_seconds, "target_nodes": targets.tolist(),
+            "target_predictions": pred.tolist(), "target_margins": margin.tolist()}
 
 
 # ----------------------------------------------------------------- scoring
@@ -261,7 +310,6 @@ class Scorer:
         if self.per_target is None:
             self.per_target = TargetEvaluator(self.graph, self.clean)
         targets = perturbation.targets if perturbation is not None else np.asarray(scored, np.int64)
-        labels = self.graph.labels[targets]
         out = []
         for name in defenses:
             start = time.perf_counter()
@@ -270,10 +318,7 @@ class Scorer:
                 pred, margin = self.per_target.clean_outcomes(model, targets)
             else:
                 pred, margin = self.per_target.outcomes(model, perturbation, receptive_hops(model))
-            out.append({"defense": name, "accuracy": float((pred == labels).mean()) if targets.size else float("nan"),
-                        "n_targets": int(targets.size), "score_seconds": time.perf_counter() - start,
-                        "defense_train_seconds": self.train_seconds[name], "target_nodes": targets.tolist(),
-                        "target_predictions": pred.tolist(), "target_margins": margin.tolist()})
+            out.append(_target_result(name, self.graph, targets, pred, margin, start, self.train_seconds[name]))
         return out
 
 

@@ -31,7 +31,7 @@ from grb_dist.attacks.base import Attack, Budget, check_targets, resolve_feature
 from grb_dist.core.bounds import check_int
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph
-from grb_dist.core.scenario import TARGETED
+from grb_dist.core.scenario import TARGETED, TARGETED_POISONING
 from grb_dist.core.targeted import TargetedModification, per_target_budgets
 from grb_dist.core.names import check_precision
 from grb_dist.models.tensors import graph_tensors
@@ -119,7 +119,7 @@ class TargetedAttack(Attack):
     Config: ClassVar[type] = TargetedConfig
     name: ClassVar[str] = TARGETED.name
     scenario: ClassVar[str] = TARGETED.name
-    scenarios: ClassVar[tuple[str, ...]] = (TARGETED.name,)
+    scenarios: ClassVar[tuple[str, ...]] = (TARGETED.name, TARGETED_POISONING.name)
     uses_surrogate: ClassVar[bool] = True
     changes_features: ClassVar[bool] = False
 
