@@ -9,7 +9,7 @@ from grb_dist.cli.base import out_value, path_value
 
 DATASET_OPTION = typer.Option(None, "--dataset", "-d", help="Catalogue name (uses its shipped job, grb_dist/jobs/<name>.yaml; one without a job runs its kind's, Pro-GNN's graphs prognn-cora.yaml, said in a note) or a dataset path (uses the default job); default: csbm.")
 JOB_OPTION = typer.Option(None, "--job", parser=path_value, help="Job file (YAML) instead of the dataset's shipped job.")
-SCENARIO_OPTION = typer.Option(None, "--scenario", help="injection (graph injection), modification (edge flips and feature changes at test time), poisoning (edge flips before the defenses train), targeted (each target node attacked alone, Nettack's setting) or all (every scenario of the job: poisoning and targeted too when it lists their attacks, as the default job does); default: the job's (injection).")
+SCENARIO_OPTION = typer.Option(None, "--scenario", help="injection (graph injection), modification (edge flips and feature changes at test time), poisoning (edge flips before the defenses train), targeted (each target node attacked alone, Nettack's setting), targeted-poisoning (the same, each defense trained on each target's perturbation) or all (every scenario of the job: the optional ones, poisoning, targeted and targeted-poisoning, when it lists their attacks); default: the job's (injection).")
 ATTACKS_OPTION = typer.Option(None, help="Attacks to run, comma-separated (default: the job's); with several scenarios each keeps the names it knows.")
 DEFENSES_OPTION = typer.Option(None, help="Defenses to score, comma-separated.")
 SURROGATES_OPTION = typer.Option(None, help="Surrogate models of the attacker, comma-separated.")

@@ -23,7 +23,7 @@ from grb_dist.store.remote import is_remote, staged
 @handle_errors
 def leaderboard(
     run_dir: Path = typer.Argument(..., parser=out_value, help="Run directory of a (finished or partial) sweep, or a run in object storage (s3://bucket/prefix)."),
-    scenario: Optional[str] = typer.Option(None, "--scenario", help="One scenario: injection, modification, poisoning, targeted or a registered one (default: every scenario in the run)."),
+    scenario: Optional[str] = typer.Option(None, "--scenario", help="One scenario: injection, modification, poisoning, targeted, targeted-poisoning or a registered one (default: every scenario in the run)."),
     difficulty: Optional[str] = typer.Option(None, "--difficulty", help="One difficulty: easy, medium, hard or full (default: every difficulty in the run; one the run does not hold is an error)."),
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help="md, csv, latex or html (default: tables on a terminal, Markdown otherwise)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", parser=path_value, help="Write to this file instead of printing (- prints); with csv a directory (one CSV per board) or a .csv file (one long table). A symlink to a regular file writes its target; a device, FIFO or socket is refused."),
