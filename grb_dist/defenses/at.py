@@ -69,8 +69,8 @@ class ATConfig:
     ratio_edge_mod: float = 0.05
 
     def __post_init__(self) -> None:
-        evasion = [s.name for s in scenarios() if not s.poisons]
-        if find_scenario(self.scenario) is None or scenario_of(self.scenario).poisons:
+        evasion = [s.name for s in scenarios() if not (s.poisons or s.per_target)]  # a whole graph's perturbation
+        if find_scenario(self.scenario) is None or self.scenario not in evasion:
             raise ConfigError(f"adversarial_training.scenario must be an evasion scenario ({' or '.join(evasion)}), "
                               f"got {self.scenario!r}")
         if not 0 < self.ratio_edge_mod <= 1:
