@@ -28,7 +28,9 @@ from grb_dist.attacks.poisoning import metattack
 from grb_dist.attacks.poisoning import prbcd as meta_prbcd
 from grb_dist.attacks.poisoning.published import Published
 from grb_dist.attacks.targeted import dice as targeted_dice
+from grb_dist.attacks.targeted import fga as targeted_fga
 from grb_dist.attacks.targeted import nettack as targeted_nettack
+from grb_dist.attacks.targeted import prbcd as targeted_prbcd
 from grb_dist.attacks.targeted import rnd as targeted_rnd
 from grb_dist.attacks.targeted.base import TargetedAttack, TargetedConfig
 from grb_dist.core import scenario as sc
@@ -129,6 +131,8 @@ _TARGETED_ATTACKS: dict[str, type[TargetedAttack]] = {
     "nettack": targeted_nettack.Nettack,
     "rnd": targeted_rnd.RND,
     "dice": targeted_dice.DICE,
+    "fga": targeted_fga.FGA,
+    "prbcd": targeted_prbcd.PRBCD,
 }
 #: Targeted attacks (each target attacked alone, at test time): name -> class.
 TARGETED: Registry[type[TargetedAttack]] = _table(sc.TARGETED, _TARGETED_ATTACKS)
