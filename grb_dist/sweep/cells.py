@@ -29,6 +29,11 @@ per (perturbation, defense), whose model is stored like any other
 A job with ``poisoning.budgets`` is targeted: a perturbation per difficulty as in evasion
 (``AttackCell.targeted``), fighting that difficulty's test nodes, scored on it alone.
 
+A per-target scenario (``targeted``, ``targeted-poisoning``: ``docs/targeted.md``) keeps
+these layouts (evasion's, poisoning's per difficulty) with one difference: a perturbation
+holds every target's own flips, chosen by the job's target selection, which every id of the
+scenario hashes; a targeted-poisoning :class:`PoisonTask` trains its defense once per target.
+
 Every id is the sha256 of the canonical JSON of the full configuration it depends on, so an
 id changes exactly when something that influences its result changes.
 """
