@@ -4,6 +4,8 @@
   cluster (:func:`~grb_dist.sweep.cost.predict.predict_cost`);
 - :mod:`~grb_dist.sweep.cost.calibrate`: measuring each kind of task on this machine (or on
   samples of a large graph), cached per machine;
+- :mod:`~grb_dist.sweep.cost.targeted`: a per-target scenario's attacks and scoring, measured
+  per target (each target attacked and scored alone) on a few targets;
 - :mod:`~grb_dist.sweep.cost.scaling`: how the figures measured on samples grow to the whole graph;
 - :mod:`~grb_dist.sweep.cost.checks`: one measurement of each kind on the whole graph, against
   what the samples extrapolate;

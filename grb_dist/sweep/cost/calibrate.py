@@ -15,6 +15,8 @@ held defense. Costs are linear in what the job sets (:class:`Rate`):
   few steps;
 * scoring: one forward pass of a defense on freshly assembled tensors of a perturbed graph
   (the best of two), plus assembling them once per call;
+* a per-target scenario's (``targeted``) attack and scoring: a setup plus T times one target's,
+  timed through the real attack and evaluator on a few targets (:mod:`~grb_dist.sweep.cost.targeted`);
 * early stopping: the first surrogate trained in full, when that is short
   (:data:`FULL_TRAINING_S`), and the job's cheapest trainings (:data:`BEST_EPOCHS_S`):
   their median best epoch stands for every training's.
@@ -52,8 +54,9 @@ from grb_dist.sweep.cost.machine import (CALIBRATION_VERSION, Startup, StartupPr
                                     cpu_model, entries, gpu_machine, machine_identity, measure_startup)
 from grb_dist.sweep.cells import AttackCell, ModelTask, Cells, Work
 from grb_dist.sweep.cost.checks import architecture, architecture_checks, attack_check, full_size_check
+from grb_dist.sweep.cost import targeted
 from grb_dist.sweep.cost.scaling import (CHECK_SCALE, SAMPLE_ABOVE, SAMPLE_NODES, SAMPLING, Progress, Rate, check_scale,
-                                    extrapolate, fill, sample_sizes)
+                                    extrapolate, fill, interleaved, sample_sizes)
 from grb_dist.sweep.cost.timing import fit_rate, lengthened, run_counts, timed
 
 #: The first surrogate is trained in full (to see where early stopping ends the job's
@@ -86,6 +89,10 @@ class Calibration:
     attack_check: tuple[str, float, float, float] | None = None  # the same for attacks (:func:`~grb_dist.sweep.cost.checks.attack_check`)
     estimated: int = 0  # figures not measured within the budget
     bounds: tuple["Calibration", ...] = ()  # with the estimated figures at their fastest and slowest
+    # a per-target scenario's (cost.targeted): scenario:difficulty:defense -> a clean pass + ``unit`` per
+    # target scored alone; perturbation id -> its targets (its rate in ``attack``: a setup + ``unit`` per target)
+    target_score: dict[str, Rate] = dataclasses.field(default_factory=dict)
+    targets: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def _rate(entry: Any) -> Rate | None:
@@ -111,6 +118,7 @@ class _Calibrator:
         self.models: dict[str, Any] = {}  # file stem -> a briefly trained model
         self.perturbation: Any = None  # the last one an attack made (what scoring is timed on)
         self.perturbation_scenario = ""
+        self.targeted: dict[str, Any] = {}  # attack key -> a few targets' perturbation (cost.targeted)
         self.measured = 0
         self.reused = 0
         self.epoch_ends: list[float] = []  # of the last training (:meth:`_train`)
@@ -266,6 +274,9 @@ class _Calibrator:
         return self.cached(self.model_key(task), measure)
 
     def attack_rate(self, a: AttackCell) -> Rate:
+        if a.selection is not None:  # each target attacked alone: priced per target
+            return targeted.attack_rate(self, a)
+
         def measure() -> Rate:
             from grb_dist.attacks import SurrogateCache
             from grb_dist.sweep.worker import attack_task, attacker_labels
@@ -365,10 +376,14 @@ def _to_model(graph: Any, task: ModelTask, state_dict: Mapping[str, Any], device
     return load_model(graph, task.name, dict(task.params), state_dict, device)
 
 
+#: The kinds of figures: a per-target scenario's attacks (``targeted``) and scoring (``target-score``) apart.
+KINDS = ("train", "attack", "targeted", "score", "target-score", "perturb")
+
+
 @dataclass
 class _Figure:
-    """One figure of a calibration: its kind (``train``, ``attack``, ``score``, ``perturb``),
-    its name in the :class:`Calibration`'s dict, and how a calibrator measures it."""
+    """One figure of a calibration: its kind (:data:`KINDS`), its name in the
+    :class:`Calibration`'s dict, and how a calibrator measures it."""
 
     kind: str
     name: str
@@ -421,7 +436,7 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
         lead = calibrators[0]
         figures, priced = _figures(cells, work)
         progress = Progress(len(figures), budget, report)
-        rates: dict[str, dict[str, Rate]] = {"train": {}, "attack": {}, "score": {}, "perturb": {}}
+        rates: dict[str, dict[str, Rate]] = {kind: {} for kind in KINDS}
         points = _measure(figures, list(zip(calibrators, shares)), progress, named=bool(sizes))
         check = full_size_check(cells, whole, points) if sizes else None
         slower = check[1] / check[2] if check and check[2] > 0 else 1.0  # the epoch: measured / extrapolated
@@ -438,7 +453,7 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
             rates[kind][name] = extrapolate(measured, scale[3] if scale else 1.0)
         rates["attack"].update(checked)  # that figure is measured on the whole graph
         estimated = fill(rates, [(f.kind, f.name) for f in figures])
-        attack = _attacks(rates["attack"], priced)
+        attack = _attacks(rates, priced, loads := targeted.loads(graph, cells))  # per target: on the whole graph
         train = {t.file_stem: rates["train"][t.file_stem] for t in trained}
         whole.on_step = report
         best = _best_epoch(whole, cells, trained, rates["train"]) if not progress.over() else None
@@ -448,12 +463,12 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
             startup_of.cancel()  # type: ignore[attr-defined]
     cal = Calibration(lead.machine, train, attack, rates["score"], startup, rates["perturb"], best,
                       sum(c.measured for c in {*calibrators, whole}), sum(c.reused for c in {*calibrators, whole}),
-                      time.perf_counter() - start, samples=sizes, check=check,
-                      architecture_checks=tuple(by_architecture.values()), attack_check=attacks_checked,
-                      estimated=sum(len(v) for v in estimated.values()))
+                      time.perf_counter() - start, samples=sizes, check=check, attack_check=attacks_checked,
+                      architecture_checks=tuple(by_architecture.values()), estimated=sum(map(len, estimated.values())),
+                      target_score=rates["target-score"], targets={pid: n for pid, (n, _) in loads.items()})
     if estimated:
         cal.bounds = tuple(_with(cal, rates, {kind: {name: pair[side] for name, pair in names.items()}
-                                              for kind, names in estimated.items()}, priced) for side in (0, 1))
+                                              for kind, names in estimated.items()}, priced, loads) for side in (0, 1))
     return cal
 
 
@@ -527,8 +542,8 @@ def _figures(cells: Cells, work: Work) -> tuple[list[_Figure], dict[str, tuple[s
     def add_attack(a: AttackCell) -> str:
         shape = canonical_json([a.scenario, a.attack, {k: v for k, v in a.params.items() if k not in ("steps", "seed")},
                                 a.difficulty, a.surrogate_model, a.labels_from, a.threat])
-        name = shapes.setdefault(shape, a.perturbation_id)
-        figures.setdefault(("attack", name), _Figure("attack", name, lambda c, a=a: c.attack_rate(a), a))
+        name, kind = shapes.setdefault(shape, a.perturbation_id), "targeted" if a.selection else "attack"
+        figures.setdefault((kind, name), _Figure(kind, name, lambda c, a=a: c.attack_rate(a), a))
         return name
 
     priced: dict[str, tuple[str, ...]] = {}
@@ -543,26 +558,18 @@ def _figures(cells: Cells, work: Work) -> tuple[list[_Figure], dict[str, tuple[s
         priced[a.perturbation_id] = tuple(add_attack(b) for b in (at_last, ref, here))
     for d in sorted({cell.defense for cell in work.todo}):
         add("score", d, lambda c, d=d: c.score_rate(d))
-    for sc in sorted({cell.scenario for cell in work.todo}):
-        add("perturb", sc, lambda c, sc=sc: c.perturb_rate(sc))
-    return _interleaved(list(figures.values())), priced
+    for key in sorted({(s.scenario, s.difficulty, s.defense) for s in work.todo if s.per_target and s.perturbation_id}):
+        add("target-score", targeted.figure(*key), lambda c, key=key: targeted.score_rate(c, *key))
+    for sc in sorted({cell.scenario for cell in work.todo if not targeted.is_per_target(cell.scenario)}):
+        add("perturb", sc, lambda c, sc=sc: c.perturb_rate(sc))  # per target: each target's in its scoring
+    return interleaved(list(figures.values())), priced
 
 
-def _interleaved(figures: list[_Figure]) -> list[_Figure]:
-    """``figures`` taken from each kind in turn (each kind in its own order): a budget that
-    runs out leaves measured figures of every kind in proportion, not every training and
-    one attack."""
-    by_kind: dict[str, list[_Figure]] = {}
-    for f in figures:
-        by_kind.setdefault(f.kind, []).append(f)
-    order: list[_Figure] = []
-    for i in range(max((len(v) for v in by_kind.values()), default=0)):
-        order += [of_kind[i] for of_kind in by_kind.values() if i < len(of_kind)]
-    return order
-
-
-def _attacks(figures: Mapping[str, Rate], priced: Mapping[str, tuple[str, ...]]) -> dict[str, Rate]:
-    """Each perturbation's rate from the attack figures (:func:`_figures`)."""
+def _attacks(rates: Mapping[str, Mapping[str, Rate]], priced: Mapping[str, tuple[str, ...]],
+             loads: Mapping[str, tuple[int, float]]) -> dict[str, Rate]:
+    """Each perturbation's rate from the attack figures (:func:`_figures`), a per-target
+    one's per target (:func:`~grb_dist.sweep.cost.targeted.per_target`)."""
+    figures = {**rates["attack"], **rates["targeted"]}
     out = {}
     for pid, names in priced.items():
         if len(names) == 1:
@@ -571,18 +578,16 @@ def _attacks(figures: Mapping[str, Rate], priced: Mapping[str, tuple[str, ...]])
         base, ref, here = (figures[n] for n in names)
         total = ref.seconds(10) + ref.clean
         out[pid] = base.scaled((here.seconds(10) + here.clean) / total if total > 0 else 1.0)
-    return out
+    return targeted.per_target(out, loads)
 
 
 def _with(cal: Calibration, rates: dict[str, dict[str, Rate]], replace: dict[str, dict[str, Rate]],
-          priced: Mapping[str, tuple[str, ...]]) -> Calibration:
+          priced: Mapping[str, tuple[str, ...]], loads: Mapping[str, tuple[int, float]]) -> Calibration:
     """``cal`` with the estimated figures replaced by ``replace`` (one side of the bounds)."""
-    def merged(kind: str) -> dict[str, Rate]:
-        return {**rates[kind], **replace.get(kind, {})}
-
-    return dataclasses.replace(cal, train={k: merged("train")[k] for k in cal.train},
-                               attack=_attacks(merged("attack"), priced), score=merged("score"),
-                               perturb=merged("perturb"), bounds=())
+    merged = {kind: {**rates[kind], **replace.get(kind, {})} for kind in KINDS}
+    return dataclasses.replace(cal, train={k: merged["train"][k] for k in cal.train},
+                               attack=_attacks(merged, priced, loads), score=merged["score"],
+                               perturb=merged["perturb"], target_score=merged["target-score"], bounds=())
 
 
 # the machine's identity and cache (cost.machine) and the scaling of sampled figures

@@ -13,6 +13,9 @@ The cost model, in epochs, steps and calls:
   and difficulty) runs its surrogate's clean pass once plus ``fixed + steps * unit`` per cell;
 * a scoring call assembles the perturbed graph once and runs one forward pass per defense
   it scores, plus :data:`CALL_S`;
+* a per-target scenario's (``targeted``) attack cell costs a setup plus ``T`` times one
+  target's attack, and its score cell a clean pass plus ``T`` evaluations of one target alone
+  (``T`` its difficulty's targets; :mod:`~grb_dist.sweep.cost.targeted`);
 * a poisoning task trains a defense on the whole (poisoned) graph, priced like a training
   by a transductive rate, plus one forward pass; it can start once its perturbation exists.
 
@@ -38,7 +41,9 @@ from typing import Any
 
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.resources import reservable_memory
+from grb_dist.core.text import duration
 from grb_dist.sweep.cost.calibrate import Calibration
+from grb_dist.sweep.cost.targeted import figure
 from grb_dist.core.names import TRANSFER
 from grb_dist.sweep.cells import ATTACK_BATCH, AttackCell, Cells, ModelTask, PoisonTask, ScoreCell, Work
 
@@ -98,6 +103,7 @@ class Forecast:
     worker_bytes: int
     graph_bytes: int
     notes: list[str] = field(default_factory=list)
+    pricing: list[str] = field(default_factory=list)  # how parts of the work are priced (always shown)
     bounds: tuple[float, float] | None = None  # the total's range when some figures were estimated, not measured
     stored: frozenset[str] = frozenset()  # file stems of the models the run holds (loaded, not trained)
 
@@ -123,6 +129,26 @@ def training_seconds(task: ModelTask, cal: Calibration) -> float:
     return cal.train[task.file_stem].seconds(expected_epochs(dict(task.train), cal.best_epoch))
 
 
+def attack_seconds(a: AttackCell, cal: Calibration) -> float:
+    """Seconds of one attack cell beside its task's shared clean pass: ``fixed + steps *
+    unit``, or for a per-target scenario's ``fixed + T * unit`` (``T`` its targets)."""
+    return cal.attack[a.perturbation_id].seconds(cal.targets.get(a.perturbation_id, a.steps))
+
+
+def score_seconds(c: ScoreCell, cal: Calibration) -> float:
+    """Seconds of one score cell in its call: a forward pass; for a per-target scenario's
+    perturbation a clean pass plus one evaluation per target (its clean row: the clean pass)."""
+    rate = cal.target_score.get(figure(c.scenario, c.difficulty, c.defense)) if c.per_target else None
+    if rate is None:
+        return cal.score[c.defense].fixed
+    return rate.seconds(cal.targets[c.perturbation_id]) if c.perturbation_id in cal.targets else rate.fixed
+
+
+def score_peak(defense: str, cal: Calibration) -> int:
+    """The most a defense's scoring held above its process's, per-target scoring included."""
+    return max([cal.score[defense].peak, *(r.peak for k, r in cal.target_score.items() if k.endswith(f":{defense}"))])
+
+
 def forecast(cells: Cells, work: Work, calibration: Calibration, cluster: Cluster, *, load_seconds: float = 0.0,
              graph_bytes: int = 0, stored: frozenset[str] = frozenset(), n_scorers: int = 0) -> Forecast:
     """The predicted cost of ``work`` on ``cluster``: ``stored`` are the file stems of the
@@ -142,7 +168,7 @@ def forecast(cells: Cells, work: Work, calibration: Calibration, cluster: Cluste
         "attack": StageForecast("attack", len(work.attacks_to_run),
                                 peak=max((cal.attack[a.perturbation_id].peak for a in work.attacks_to_run), default=0)),
         "score": StageForecast("score", len(work.todo),
-                               peak=max((cal.score[c.defense].peak for c in work.todo if not c.trained_on_perturbation),
+                               peak=max((score_peak(c.defense, cal) for c in work.todo if not c.trained_on_perturbation),
                                         default=0)),
     }
     schedule = _Schedule(cells, work, cal, cluster, train_s, stored, n_scorers, stages).run()
@@ -159,7 +185,7 @@ def forecast(cells: Cells, work: Work, calibration: Calibration, cluster: Cluste
                      "surrogate's full training was too long to try); with every epoch run it is at most the "
                      "upper figure")
     return Forecast(stages, setup, schedule, total, max(total, upper), cluster, up.worker_bytes, graph_bytes, notes,
-                    stored=stored)
+                    stored=stored, pricing=per_target_notes(work, cal))
 
 
 class _Schedule:
@@ -213,7 +239,7 @@ class _Schedule:
         for c in self.by_pert.get(pid, []):
             if self.stem_of[c.defense] in self.ready:
                 key = (self.holder[c.defense], c.difficulty)
-                groups[key] = groups.get(key, self.call_s(c)) + self.cal.score[c.defense].fixed
+                groups[key] = groups.get(key, self.call_s(c)) + score_seconds(c, self.cal)
             else:
                 self.waiting.setdefault(c.defense, []).append((pid, c))
         for (i, _), seconds in groups.items():
@@ -224,7 +250,7 @@ class _Schedule:
         for defense in [d for d, s in self.stem_of.items() if s == stem]:
             groups: dict[tuple[str | None, str], float] = {}
             for pid, c in self.waiting.pop(defense, []):
-                groups[(pid, c.difficulty)] = groups.get((pid, c.difficulty), self.call_s(c)) + self.cal.score[defense].fixed
+                groups[(pid, c.difficulty)] = groups.get((pid, c.difficulty), self.call_s(c)) + score_seconds(c, self.cal)
             self.scorer_queue[self.holder[defense]].extend(groups.values())
 
     def next_work(self) -> tuple[str, Any, float] | None:
@@ -249,8 +275,7 @@ class _Schedule:
         batch = same[:max(1, min(ATTACK_BATCH, len(same) // max(1, int(self.cluster.cpus))))]
         for b in batch:
             self.attack_queue.remove(b)
-        rates = [self.cal.attack[b.perturbation_id] for b in batch]
-        seconds = rates[0].clean + sum(r.seconds(b.steps) for r, b in zip(rates, batch))
+        seconds = self.cal.attack[batch[0].perturbation_id].clean + sum(attack_seconds(b, self.cal) for b in batch)
         self.stages["attack"].task_seconds += seconds
         return "attack", batch, seconds
 
@@ -348,11 +373,14 @@ def _train_task(t: ModelTask, cal: Calibration) -> dict[str, Any]:
 def _attack_task(a: AttackCell, cal: Calibration) -> dict[str, Any]:
     rate = cal.attack[a.perturbation_id]
     threat = "" if a.threat == TRANSFER else f"{a.threat} "
-    return {"kind": "attack", "key": f"attack:{a.perturbation_id}", "name": a.attack,
-            "what": f"{a.scenario} {threat}{a.attack} on {a.surrogate}, {a.difficulty}", "surrogate": a.surrogate,
-            "difficulty": a.difficulty, "scenario": a.scenario, "threat": a.threat, "repeat": a.repeat,
-            "steps": a.steps, "perturbation": a.perturbation_id, "seconds": rate.clean + rate.seconds(a.steps),
-            "task_bytes": rate.peak}
+    out = {"kind": "attack", "key": f"attack:{a.perturbation_id}", "name": a.attack,
+           "what": f"{a.scenario} {threat}{a.attack} on {a.surrogate}, {a.difficulty}", "surrogate": a.surrogate,
+           "difficulty": a.difficulty, "scenario": a.scenario, "threat": a.threat, "repeat": a.repeat,
+           "steps": a.steps, "perturbation": a.perturbation_id, "seconds": rate.clean + attack_seconds(a, cal),
+           "task_bytes": rate.peak}
+    if a.perturbation_id in cal.targets:  # priced per target: its setup and each target's attack
+        out.update(targets=cal.targets[a.perturbation_id], setup_seconds=rate.fixed, target_seconds=rate.unit)
+    return out
 
 
 def _poison_task(pt: PoisonTask, cal: Calibration, work: Work, stored: frozenset[str]) -> dict[str, Any]:
@@ -369,10 +397,51 @@ def _poison_task(pt: PoisonTask, cal: Calibration, work: Work, stored: frozenset
 
 
 def _score_task(c: ScoreCell, cal: Calibration) -> dict[str, Any]:
-    return {"kind": "score", "key": f"score:{c.defense}", "name": c.defense, "what": f"scoring {c.defense}",
-            "cell": c.cell_id, "attack": c.attack, "surrogate": c.surrogate, "difficulty": c.difficulty,
-            "scenario": c.scenario, "threat": c.threat, "repeat": c.repeat, "perturbation": c.perturbation_id,
-            "seconds": cal.score[c.defense].fixed, "task_bytes": cal.score[c.defense].peak}
+    out = {"kind": "score", "key": f"score:{c.defense}", "name": c.defense, "what": f"scoring {c.defense}",
+           "cell": c.cell_id, "attack": c.attack, "surrogate": c.surrogate, "difficulty": c.difficulty,
+           "scenario": c.scenario, "threat": c.threat, "repeat": c.repeat, "perturbation": c.perturbation_id,
+           "seconds": score_seconds(c, cal), "task_bytes": score_peak(c.defense, cal)}
+    rate = cal.target_score.get(figure(c.scenario, c.difficulty, c.defense))
+    if c.per_target and c.perturbation_id in cal.targets and rate is not None:
+        out.update(targets=cal.targets[c.perturbation_id], target_seconds=rate.unit)
+    return out
+
+
+def _short(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 0.1 else duration(seconds)
+
+
+def _span(values: list[float]) -> str:
+    low, high = _short(min(values)), _short(max(values))
+    return low if low == high else f"{low} to {high}"
+
+
+def per_target_notes(work: Work, cal: Calibration) -> list[str]:
+    """How a per-target scenario's work is priced, with its figures (none without such work)."""
+    attacks = [a for a in work.attacks_to_run if a.perturbation_id in cal.targets]
+    cells = [c for c in work.todo if c.per_target and c.perturbation_id in cal.targets]
+    scored: dict[str, list[float]] = {}
+    for c in sorted(cells, key=lambda c: c.defense):
+        rate = cal.target_score.get(figure(c.scenario, c.difficulty, c.defense))
+        if rate is not None:
+            scored.setdefault(c.defense, []).append(rate.unit)
+    if not attacks and not scored:
+        return []
+    counts = {a.difficulty: cal.targets[a.perturbation_id] for a in [*attacks, *cells]}
+    told = ", ".join(f"{d} {n:,}" for d, n in counts.items())
+    lines = [f"targeted attacks are priced per target, each target attacked alone ({told} targets per cell)"]
+    by_attack: dict[str, list[Any]] = {}
+    for a in attacks:
+        by_attack.setdefault(a.attack, []).append(cal.attack[a.perturbation_id])
+    if by_attack:
+        each = ", ".join(f"{name} {_short(max(r.fixed for r in rates))} + {_short(max(r.unit for r in rates))} per "
+                         "target" for name, rates in by_attack.items())
+        lines[0] += f": per cell a setup plus each target's attack, timed on a few targets and scaled by their budgets: {each}"
+    if scored:
+        each = ", ".join(f"{d} {_span(units)}" for d, units in scored.items())
+        lines.append(f"targeted score cells evaluate each target alone: per cell a clean pass plus, per target, {each} "
+                     "(a model without a receptive field, such as gcnsvd, runs on the whole graph for each target)")
+    return lines
 
 
 def plan_summary(work: Work, calibration: Calibration, fc: Forecast) -> dict[str, Any]:
@@ -396,10 +465,11 @@ def plan_summary(work: Work, calibration: Calibration, fc: Forecast) -> dict[str
                           "upper_task_seconds": round(st.upper, 3) if name == "train" else None,
                           "start": round(st.start, 3), "end": round(st.end, 3), "peak_bytes": fc.peak_task(name)}
                    for name, st in fc.stages.items()},
-        "notes": list(fc.notes),
+        "notes": list(fc.notes) + list(fc.pricing),
         "tasks": task_figures(work, cal, fc, limit),
     }
 
 
-__all__ = ["CALL_S", "Cluster", "Forecast", "REDUCE_S", "StageForecast", "expected_epochs", "forecast", "memory_limit",
-           "plan_summary", "task_figures", "training_seconds"]
+__all__ = ["CALL_S", "Cluster", "Forecast", "REDUCE_S", "StageForecast", "attack_seconds", "expected_epochs", "forecast",
+           "memory_limit", "per_target_notes", "plan_summary", "score_peak", "score_seconds", "task_figures",
+           "training_seconds"]

@@ -41,7 +41,7 @@ def plan_lines(prepared, work, cal, fc, where: str) -> list[str]:
            if fc.bounds else "")]
     if fc.stages["train"].upper > fc.stages["train"].task_seconds * 1.005:
         lines += [f"note: {note}" for note in fc.notes]
-    return lines
+    return lines + [f"note: {note}" for note in fc.pricing]
 
 
 def _stage_table(fc) -> list[str]:

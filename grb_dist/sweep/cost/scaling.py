@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.text import duration
@@ -146,5 +146,18 @@ def fill(rates: dict[str, dict[str, Rate]], figures: Iterable[tuple[str, str]]) 
     return estimated
 
 
+def interleaved(figures: list[Any]) -> list[Any]:
+    """``figures`` (each with a ``kind``) taken from each kind in turn (each kind in its own
+    order): a budget that runs out leaves measured figures of every kind in proportion, not
+    every training and one attack."""
+    by_kind: dict[str, list[Any]] = {}
+    for f in figures:
+        by_kind.setdefault(f.kind, []).append(f)
+    order: list[Any] = []
+    for i in range(max((len(v) for v in by_kind.values()), default=0)):
+        order += [of_kind[i] for of_kind in by_kind.values() if i < len(of_kind)]
+    return order
+
+
 __all__ = ["CHECK_SCALE", "MAX_GROWTH", "Progress", "Rate", "SAMPLE_ABOVE", "SAMPLE_NODES", "SAMPLING", "check_scale", "extrapolate",
-           "fill", "sample_sizes"]
+           "fill", "interleaved", "sample_sizes"]
