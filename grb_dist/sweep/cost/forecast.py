@@ -160,7 +160,10 @@ def forecast(cells: Cells, work: Work, calibration: Calibration, cluster: Cluste
     # own, which its clean rows then load: counted once
     to_train = list({t.file_stem: t for t in work.trainings
                      if t.file_stem not in stored}.values())
-    train_s = {t.file_stem: training_seconds(t, cal) for t in to_train}
+    # a targeted-poisoning task trains its defense once per target
+    times = {pt.model.file_stem: cal.targets.get(pt.perturbation_id, 1) for pt in work.poisoned
+             if pt.selection is not None and pt.perturbation_id is not None}
+    train_s = {t.file_stem: training_seconds(t, cal) * times.get(t.file_stem, 1) for t in to_train}
     upper_s = sum(cal.train[t.file_stem].seconds(int(t.train.get("epochs", 200))) for t in to_train)
     stages = {
         "train": StageForecast("train", len(to_train), sum(train_s.values()),
@@ -392,7 +395,8 @@ def _poison_task(pt: PoisonTask, cal: Calibration, work: Work, stored: frozenset
     return {"kind": "poison", "key": f"poison:{t.file_stem}", "name": t.name,
             "what": f"training {t.name} on the {graph}" if trains else f"scoring {t.name} on the {graph}",
             "model": t.file_stem, "perturbation": pt.perturbation_id, "cells": len(pt.cells),
-            "seconds": (training_seconds(t, cal) if trains else 0.0) + score.fixed * len(pt.cells),
+            "seconds": (training_seconds(t, cal) * (cal.targets.get(pt.perturbation_id, 1) if pt.selection else 1)
+                        if trains else 0.0) + score.fixed * len(pt.cells),
             "task_bytes": cal.train[t.file_stem].peak if trains else score.peak}
 
 
