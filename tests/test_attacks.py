@@ -262,7 +262,9 @@ def test_attack_specific_options_validated():
 
 def test_unknown_attack_lists_valid_names():
     with pytest.raises(UnknownNameError, match="fgsm, pgd, rnd, speit, tdgia"):
-        build_attack("nettack", {})
+        build_attack("sga", {})
+    with pytest.raises(ConfigError, match="nettack is a targeted attack, not an injection attack"):
+        build_attack("nettack", {})  # an attack of another scenario says where it belongs
     assert type(build_attack("TDGIA", {})).__name__ == "TDGIA"
 
 
