@@ -256,12 +256,12 @@ def _check_flips_against_graph(graph: Graph, rem: np.ndarray, add: np.ndarray, p
     global attack, ``targets=None``)."""
     n = graph.num_nodes
     clean = undirected_keys(graph)
-    missing = ~_member(rem[0] * n + rem[1], clean)
+    missing = ~member(rem[0] * n + rem[1], clean)
     if missing.any():
         i = int(np.flatnonzero(missing)[0])
         raise _fail("removed_exists", f"{int(missing.sum())} removed pair(s) are not edges of the graph, "
                                       f"e.g. ({int(rem[0, i])}, {int(rem[1, i])})")
-    present = _member(add[0] * n + add[1], clean)
+    present = member(add[0] * n + add[1], clean)
     if present.any():
         i = int(np.flatnonzero(present)[0])
         raise _fail("added_absent", f"{int(present.sum())} added pair(s) are already edges, "
@@ -295,7 +295,7 @@ def _target_mask(targets: np.ndarray, n: int) -> np.ndarray:
     return mask
 
 
-def _member(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
+def member(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
     """``np.isin(keys, sorted_keys)`` by binary search (a few keys against millions of edges)."""
     if not sorted_keys.size or not keys.size:
         return np.zeros(keys.shape, dtype=bool)
@@ -342,9 +342,9 @@ def audit_targeted(graph: Graph, mod: TargetedModification, budgets: np.ndarray,
     def keys(a: np.ndarray) -> np.ndarray:
         return np.minimum(a[0], a[1]) * n + np.maximum(a[0], a[1])
 
-    if not _member(keys(mod.removed), clean).all():
+    if not member(keys(mod.removed), clean).all():
         raise _fail("removed_exists", "a removed pair is not an edge of the graph")
-    if _member(keys(mod.added), clean).any():
+    if member(keys(mod.added), clean).any():
         raise _fail("added_absent", "an added pair is already an edge of the graph")
     nodes = mod.nodes
     if nodes.size and (not features or (np.diff(nodes) <= 0).any() or not np.isin(nodes, targets).all()):

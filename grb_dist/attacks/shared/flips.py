@@ -35,7 +35,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from grb_dist.attacks.audit import audit_modification
+from grb_dist.attacks.audit import audit_modification, member
 from grb_dist.attacks.base import Attack, Budget, check_targets, resolve_feature_limits
 from grb_dist.attacks.base import surrogate_mode
 from grb_dist.attacks.shared.surrogate import SurrogateCache
@@ -294,11 +294,7 @@ class ModContext:
 
     def exists(self, pairs: np.ndarray) -> np.ndarray:
         """Whether each canonical pair (2 x M, u < v) is an edge of the clean graph."""
-        keys = pairs[0] * self.n + pairs[1]
-        if not self.edge_keys.size or not keys.size:
-            return np.zeros(keys.shape, dtype=bool)
-        pos = np.minimum(np.searchsorted(self.edge_keys, keys), self.edge_keys.size - 1)
-        return self.edge_keys[pos] == keys
+        return member(pairs[0] * self.n + pairs[1], self.edge_keys)
 
     @cached_property
     def target_edges(self) -> np.ndarray:

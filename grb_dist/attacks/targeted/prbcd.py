@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from grb_dist.attacks.audit import member
 from grb_dist.attacks.shared.flips import attack_loss, check_loss, draw_pairs
 from grb_dist.attacks.shared.relaxed import Block, search
 from grb_dist.attacks.shared.weighted import weighted_surrogate
@@ -96,11 +97,7 @@ class OneTarget:
 
     def exists(self, pairs: np.ndarray) -> np.ndarray:
         """Whether each canonical pair (2 x M) is an edge of the clean graph."""
-        keys = pairs[0] * self.n + pairs[1]
-        if not self.edge_keys.size or not keys.size:
-            return np.zeros(keys.shape, dtype=bool)
-        pos = np.minimum(np.searchsorted(self.edge_keys, keys), self.edge_keys.size - 1)
-        return self.edge_keys[pos] == keys
+        return member(pairs[0] * self.n + pairs[1], self.edge_keys)
 
     def loss(self, logits: torch.Tensor, kind: str = "margin") -> torch.Tensor:
         return attack_loss(logits[self._t], self._y, kind)
