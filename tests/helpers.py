@@ -1,11 +1,12 @@
 """Shared helpers of the test-suite: tiny graphs, where the real datasets are found, and the
-signal dispositions of the subprocesses that tests interrupt."""
+subprocesses that tests interrupt (their signal dispositions, a sweep that pauses mid-run)."""
 
 from __future__ import annotations
 
 import os
 import signal
 import socket
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +81,51 @@ def default_signals() -> None:
     tests that send it must not depend on how the suite was started."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+#: A ``grb-dist sweep`` whose progress display, once ``after`` cells are scored in this run,
+#: writes a marker file (the count) and waits until the test removes it (at most 300 s): a
+#: test's signal or fault then lands mid-sweep, with cells left to compute however fast the
+#: machine is (a sweep interrupted when its first rows appear may already have scored every
+#: cell on a quick machine). Rows are buffered or written as ``--flush-rows`` says.
+PAUSING_DRIVER = """
+import sys, time
+from pathlib import Path
+import grb_dist.sweep.progress as progress
+marker, after = Path(sys.argv[1]), int(sys.argv[2])
+shown = progress.PlainProgress.__call__
+paused = []
+def pause(self, p):
+    shown(self, p)
+    if p.computed >= after and not paused:
+        paused.append(p.computed)
+        marker.write_text(str(p.computed))
+        deadline = time.monotonic() + 300
+        while marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+progress.PlainProgress.__call__ = pause
+from grb_dist.cli import app
+app(sys.argv[3:], prog_name="grb-dist")
+"""
+
+
+def pausing_sweep(marker: Path, after: int) -> list[str]:
+    """The command line, up to the sweep's own arguments, of a sweep that pauses once
+    ``after`` cells are scored, ``marker`` then holding the count, until ``marker`` is
+    removed (:data:`PAUSING_DRIVER`)."""
+    script = marker.with_suffix(".py")
+    script.write_text(PAUSING_DRIVER)
+    return [sys.executable, str(script), str(marker), str(after)]
+
+
+def wait_for(marker: Path, proc, describe, timeout: float = 300) -> None:
+    """Until ``marker`` exists; fails (with ``describe()``) if ``proc`` ends or time runs out."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not marker.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, describe()
+        time.sleep(0.1)
 
 
 def free_port() -> int:

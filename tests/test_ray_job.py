@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
-from helpers import free_port
+from helpers import free_port, pausing_sweep
 
 RAY = str(Path(sys.executable).with_name("ray"))
 SWEEP = [sys.executable, "-m", "grb_dist.cli", "sweep", "--attacks", "rnd,fgsm,tdgia", "--defenses", "gcn,mlp,sage",
@@ -91,10 +91,12 @@ def submitted(output: str) -> str:
 
 
 def test_ray_job_submit_stop_and_resubmit_computes_every_cell_once(head, tmp_path):
-    run = tmp_path / "run"
-    first = submitted(job(head, "submit", "--no-wait", "--", *SWEEP, "--out", str(run)))
+    run, marker = tmp_path / "run", tmp_path / "paused"
+    # the first submission pauses once it has scored (and written) its first cells: the stop
+    # lands mid-sweep however fast the machine is
+    first = submitted(job(head, "submit", "--no-wait", "--", *pausing_sweep(marker, 1), *SWEEP[3:], "--out", str(run)))
     deadline = time.time() + 300
-    while not list((run / "scores").rglob("part-*.parquet")):  # scoring has begun
+    while not marker.exists():
         assert time.time() < deadline and "FAILED" not in job(head, "status", first), job(head, "logs", first)
         time.sleep(1)
     job(head, "stop", first)

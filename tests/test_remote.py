@@ -21,7 +21,7 @@ from grb_dist.cli import app
 from grb_dist.core.errors import StoreError
 from grb_dist.store import remote
 from grb_dist.store.remote import Lease, Mirror, is_remote
-from helpers import free_port
+from helpers import free_port, pausing_sweep, wait_for
 
 runner = CliRunner()
 TINY = ["--attacks", "rnd,fgsm", "--defenses", "gcn,mlp", "--difficulties", "full", "--repeats", "1", "--steps", "3",
@@ -216,13 +216,12 @@ def test_a_second_sweep_on_a_held_prefix_is_refused_and_writes_nothing(s3, tmp_p
         held.release()
 
 
-def sweep_until_written(cmd: list[str], env: dict, staging) -> subprocess.Popen:
-    """``cmd`` (a sweep) started, returned once its first score rows are in its staging copy."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 300
-    while not list(staging.rglob("part-*.parquet")):
-        assert proc.poll() is None and time.time() < deadline, proc.stdout.read()[-3000:]
-        time.sleep(0.2)
+def sweep_paused(args: list[str], env: dict, marker) -> subprocess.Popen:
+    """A sweep of ``args`` started, returned once it has scored its first cells (their rows
+    flushed: ``--flush-rows 1``) and waits until ``marker`` is removed."""
+    proc = subprocess.Popen([*pausing_sweep(marker, 1), *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    wait_for(marker, proc, lambda: proc.stdout.read()[-3000:])
     return proc
 
 
@@ -233,10 +232,10 @@ def test_ctrl_c_then_the_same_command_completes_the_run_in_s3(s3, tmp_path):
     import signal
 
     out = f"{s3}/cut"
-    cmd = [sys.executable, "-m", "grb_dist.cli", "sweep", *TINY, "--flush-rows", "1", "--out", out]
+    args = ["sweep", *TINY, "--flush-rows", "1", "--out", out]
+    cmd = [sys.executable, "-m", "grb_dist.cli", *args]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    staging = tmp_path / "cache" / "grb-dist" / "runs"
-    proc = sweep_until_written(cmd, env, staging)
+    proc = sweep_paused(args, env, tmp_path / "paused")
     proc.send_signal(signal.SIGINT)
     said = proc.communicate(timeout=120)[0]
     assert proc.returncode == 130 and "interrupted: finished cells are kept" in said, said[-3000:]
@@ -303,11 +302,14 @@ def test_an_endpoint_gone_mid_sweep_fails_in_one_line_and_the_same_command_compl
 
     proxy = Proxy(server["port"])
     out = f"{s3}/cut-off"
-    cmd = [sys.executable, "-m", "grb_dist.cli", "sweep", *TINY, "--flush-rows", "1", "--out", out]
+    args = ["sweep", *TINY, "--flush-rows", "1", "--out", out]
+    cmd = [sys.executable, "-m", "grb_dist.cli", *args]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{proxy.port}"}
     staging = tmp_path / "cache" / "grb-dist" / "runs"
-    proc = sweep_until_written(cmd, env, staging)
+    marker = tmp_path / "paused"
+    proc = sweep_paused(args, env, marker)
     proxy.down()
+    marker.unlink()  # the sweep goes on, the endpoint gone
     said = proc.communicate(timeout=600)[0]
     last = said.strip().splitlines()[-1]
     assert proc.returncode == 2 and "cannot upload" in last and "Traceback" not in said, said[-3000:]

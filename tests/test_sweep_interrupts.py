@@ -26,7 +26,7 @@ import pytest
 from typer.testing import CliRunner
 
 from grb_dist.cli import app
-from helpers import default_signals
+from helpers import default_signals, pausing_sweep, wait_for
 
 JOB = """
 dataset: csbm
@@ -139,26 +139,6 @@ def test_random_interrupts_and_growth_end_in_one_uninterrupted_run(setup):
 
 # ---------------------------------------------------------------- SIGTERM
 
-#: A ``grb-dist sweep`` whose progress display, once ``after`` cells are scored in this run
-#: (their rows still buffered: nothing is flushed before exit), writes a marker file and
-#: waits there, so that the test's SIGTERM lands mid-sweep with rows in the buffer.
-PAUSING_DRIVER = """
-import sys, time
-from pathlib import Path
-import grb_dist.sweep.progress as progress
-marker, after = Path(sys.argv[1]), int(sys.argv[2])
-shown = progress.PlainProgress.__call__
-def pause(self, p):
-    shown(self, p)
-    if p.computed >= after and not marker.exists():
-        marker.write_text(str(p.computed))
-        time.sleep(300)
-progress.PlainProgress.__call__ = pause
-from grb_dist.cli import app
-app(sys.argv[3:], prog_name="grb-dist")
-"""
-
-
 def test_sigterm_mid_sweep_stops_cleanly_and_resumes(setup):
     """SIGTERM (kill, timeout, Slurm, Kubernetes) ends a sweep as Ctrl-C does: the message,
     the buffered rows written (not recomputed by the resume), exit 143; the resume ends with
@@ -167,13 +147,10 @@ def test_sigterm_mid_sweep_stops_cleanly_and_resumes(setup):
     out, log, marker = tmp / "run-sigterm", tmp / "sigterm.log", tmp / "sigterm.marker"
     args = ["sweep", "--job", str(job), "--out", str(out), "--address", address, "--flush-rows", "1000000",
             "--flush-seconds", "86400", *STAGES[-1]]
-    p = subprocess.Popen([sys.executable, "-c", PAUSING_DRIVER, str(marker), "3", *args], stdout=open(log, "w"),
-                         stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=default_signals)
+    p = subprocess.Popen([*pausing_sweep(marker, 3), *args], stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                         start_new_session=True, preexec_fn=default_signals)
     try:
-        deadline = time.monotonic() + 300
-        while not marker.exists() and p.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert marker.exists(), (p.poll(), log.read_text()[-3000:])  # the driver's exit code and output
+        wait_for(marker, p, lambda: (p.poll(), log.read_text()[-3000:]))  # the driver's exit code and output
         assert rows(out).empty  # the scored cells are still in the driver's buffer
         p.send_signal(signal.SIGTERM)
         rc = p.wait(120)

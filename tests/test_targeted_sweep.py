@@ -26,8 +26,7 @@ from grb_dist.models.io import state_dict_from_bytes
 from grb_dist.models.tensors import apply_modification, graph_tensors
 from grb_dist.store import RunStore
 from grb_dist.sweep.worker import load_model
-from helpers import default_signals
-from test_sweep_interrupts import PAUSING_DRIVER
+from helpers import default_signals, pausing_sweep, wait_for
 
 JOB = """
 dataset: csbm
@@ -82,13 +81,10 @@ def test_an_interrupted_targeted_sweep_resumes_to_the_same_scores(setup):
     job, tmp, address, _, reference = setup
     out, log, marker = tmp / "interrupted", tmp / "interrupted.log", tmp / "marker"
     args = ["sweep", "--job", str(job), "--out", str(out), "--address", address, "--flush-rows", "2"]
-    p = subprocess.Popen([sys.executable, "-c", PAUSING_DRIVER, str(marker), "5", *args], stdout=open(log, "w"),
-                         stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=default_signals)
+    p = subprocess.Popen([*pausing_sweep(marker, 5), *args], stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                         start_new_session=True, preexec_fn=default_signals)
     try:
-        deadline = time.monotonic() + 300
-        while not marker.exists() and p.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert marker.exists(), (p.poll(), log.read_text()[-3000:])
+        wait_for(marker, p, lambda: (p.poll(), log.read_text()[-3000:]))
         p.send_signal(signal.SIGINT)
         rc = p.wait(120)
     finally:
