@@ -40,7 +40,7 @@ surrogates: [gcn]
 scenario: targeted
 injection: {attacks: {fgsm: {}}}
 targeted:
-  targets: {n: 6, min_degree: 2}
+  targets: {select: nettack, n: 6, high: 2, low: 2, min_degree: 2}   # Nettack's protocol, chosen once
   attack: {n_flips: 1, degree_multiple: 1}
   attacks: {rnd: {}, dice: {}, nettack: {epochs: 50}}
 """
@@ -128,6 +128,24 @@ def test_every_targeted_row_is_its_defense_at_each_target_alone(setup):
         labels = graph.labels[nodes]
         assert row["accuracy"] == pytest.approx(float((np.asarray(row["target_predictions"]) == labels).mean()))
     assert checked >= CELLS * 3
+
+
+def test_every_row_fights_the_targets_the_protocol_chose(setup):
+    """The targets chosen by the clean model's margins where the sweep was prepared are the
+    ones every attack and every clean row of a difficulty holds (the chosen nodes travel in
+    the cells: no task chooses again)."""
+    import yaml
+
+    from grb_dist.attacks.targeted.protocol import pin
+    from grb_dist.sweep.job import parse_job
+
+    job, _, _, ref, _ = setup
+    spec = parse_job(yaml.safe_load(job.read_text()))
+    chosen = dict(pin(load_dataset("csbm", seed=0), spec.target_selection("targeted"), spec.difficulties).chosen)
+    scores = pd.read_parquet(ref / "scores")
+    for _, row in scores.iterrows():
+        assert list(row["target_nodes"]) == list(chosen[row["difficulty"]])
+    assert set(scores["difficulty"]) == set(chosen)
 
 
 def test_the_boards_and_the_report_show_the_targeted_scenario(setup, tmp_path):

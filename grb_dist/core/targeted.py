@@ -12,13 +12,18 @@ features change. The pairs are stored oriented, target first (``removed[0]`` and
 pair is told to its target when two targets are neighbours and both flip their edge.
 
 :class:`TargetSelection` is how a job's targeted section chooses its targets per difficulty
-(:func:`select_targets`): drawn from the difficulty's test nodes above a degree, or listed.
+(:func:`select_targets`): drawn from the difficulty's test nodes above a degree, listed, or
+by Nettack's protocol (:func:`by_margins`: the correctly classified nodes of highest and
+lowest margin and random others, the margins of a model trained on the clean graph). That
+last one is chosen once, where the sweep is prepared, and *pinned*: the chosen nodes travel
+in the selection (:meth:`TargetSelection.pinned`), so that every task fights the same nodes
+and a model's rounding on another machine cannot change them.
 Plain NumPy: the torch-free floors (the plan, the store) read it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Mapping
 
 import numpy as np
@@ -27,9 +32,13 @@ from grb_dist.core.bounds import check_int
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import Graph, Modification
 
-#: How targets are chosen: ``random`` (drawn from the difficulty's test nodes) or ``nodes``
-#: (listed ids; each difficulty attacks those of its test nodes).
-SELECTIONS = ("random", "nodes")
+#: How targets are chosen: ``random`` (drawn from the difficulty's test nodes), ``nodes``
+#: (listed ids; each difficulty attacks those of its test nodes) or ``nettack`` (Nettack's
+#: protocol: by a clean model's margins, :func:`by_margins`).
+SELECTIONS = ("random", "nodes", "nettack")
+#: The keys of a job's ``targets`` section, per selection.
+SELECTION_KEYS = {"random": ("select", "n", "min_degree"), "nodes": ("select", "nodes"),
+                  "nettack": ("select", "n", "min_degree", "high", "low")}
 #: The most targets a difficulty may have (their perturbations travel in one task's result).
 MAX_TARGETS = 1 << 20
 
@@ -41,20 +50,28 @@ class TargetSelection:
     Attributes:
         select: ``random``: ``n`` test nodes of the difficulty with degree at least
             ``min_degree``, drawn with the job's seed (all of them when fewer qualify);
-            ``nodes``: the listed ``nodes`` that are test nodes of the difficulty.
-        n: targets per difficulty (``random``).
+            ``nodes``: the listed ``nodes`` that are test nodes of the difficulty;
+            ``nettack``: Nettack's protocol (:func:`by_margins`), ``n`` targets of which the
+            ``high`` and ``low`` margins.
+        n: targets per difficulty (``random``, ``nettack``).
         min_degree: the least degree of a drawn target (Nettack's experiments: nodes of
             degree above a threshold; 1 keeps isolated nodes out).
         nodes: the listed targets (``nodes``).
         seed: the seed of the draw (the job's seed: every attack, surrogate and repeat
             fights the same targets, and the clean rows are scored on them too).
+        high, low: ``nettack``: the correctly classified nodes of highest and of lowest
+            margin taken first (the paper: 10 and 10 of 40).
+        chosen: ``nettack``, once pinned: ``(difficulty, targets)`` pairs (:meth:`pinned`).
     """
 
-    select: Literal["random", "nodes"] = "random"
+    select: Literal["random", "nodes", "nettack"] = "random"
     n: int = 40
     min_degree: int = 1
     nodes: tuple[int, ...] = ()
     seed: int = 0
+    high: int = 10
+    low: int = 10
+    chosen: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         if self.select not in SELECTIONS:
@@ -73,23 +90,47 @@ class TargetSelection:
         if len(nodes) > MAX_TARGETS:
             raise ConfigError(f"targets.nodes lists {len(nodes):,} nodes; at most {MAX_TARGETS:,}")
         object.__setattr__(self, "nodes", tuple(sorted(int(v) for v in nodes)))
+        check_int(self.high, "targets.high", 0, MAX_TARGETS)
+        check_int(self.low, "targets.low", 0, MAX_TARGETS)
+        if self.select == "nettack" and self.high + self.low > self.n:
+            raise ConfigError(f"targets.high + targets.low ({self.high} + {self.low}) exceed targets.n ({self.n}); "
+                              "raise n or lower them")
+        if self.chosen and self.select != "nettack":
+            raise ConfigError("only a nettack selection is pinned to chosen nodes")
+        object.__setattr__(self, "chosen", tuple(sorted((str(d), tuple(int(v) for v in vs)) for d, vs in self.chosen)))
+
+    @property
+    def needs_margins(self) -> bool:
+        """Whether the targets are chosen by a model's margins and are not pinned yet."""
+        return self.select == "nettack" and not self.chosen
+
+    def pinned(self, chosen: Mapping[str, np.ndarray]) -> "TargetSelection":
+        """This selection with its targets per difficulty fixed (``chosen``)."""
+        return replace(self, chosen=tuple((d, tuple(int(v) for v in np.sort(vs))) for d, vs in chosen.items()))
 
     def to_dict(self) -> dict[str, Any]:
-        """The selection as its cells' ids hash it."""
+        """The selection as its cells' ids hash it (a pinned one: with its chosen nodes, so
+        that other nodes make other cells)."""
         out: dict[str, Any] = {"select": self.select, "seed": int(self.seed)}
         if self.select == "nodes":
             out["nodes"] = list(self.nodes)
         else:
             out.update(n=int(self.n), min_degree=int(self.min_degree))
+        if self.select == "nettack":
+            out.update(high=int(self.high), low=int(self.low), chosen={d: list(vs) for d, vs in self.chosen})
         return out
 
 
 def target_selection(section: Mapping[str, Any] | None, seed: int) -> TargetSelection:
     """The :class:`TargetSelection` of a job's ``targets`` section with the job's ``seed``."""
     section = dict(section or {})
-    unknown = [k for k in section if k not in ("select", "n", "min_degree", "nodes")]
+    select = section.get("select", "random")
+    keys = SELECTION_KEYS.get(select) if isinstance(select, str) else None
+    if keys is None:
+        raise ConfigError(f"targets.select must be one of {', '.join(SELECTIONS)}, got {select!r}")
+    unknown = [k for k in section if k not in keys]
     if unknown:
-        raise ConfigError(f"targets: unknown key {unknown[0]!r}; valid keys: select, n, min_degree, nodes")
+        raise ConfigError(f"targets: unknown key {unknown[0]!r} for select: {select}; valid keys: {', '.join(keys)}")
     nodes = section.pop("nodes", ())
     if not isinstance(nodes, (list, tuple)):
         raise ConfigError(f"targets.nodes must be a list of node ids, got {type(nodes).__name__}")
@@ -103,13 +144,45 @@ def select_targets(graph: Graph, difficulty: str, selection: TargetSelection) ->
     if selection.select == "nodes":
         listed = np.asarray(selection.nodes, dtype=np.int64)
         return np.sort(listed[np.isin(listed, test)])
+    if selection.select == "nettack":
+        chosen = dict(selection.chosen)
+        if difficulty not in chosen:
+            raise ConfigError(f"targets.select nettack: no targets chosen on {difficulty} yet (they are chosen by a "
+                              "model's margins where the sweep is prepared: grb_dist.sweep.session.prepare)")
+        return np.asarray(chosen[difficulty], dtype=np.int64)
     eligible = np.sort(test[graph.degrees()[test] >= selection.min_degree])
     if eligible.size <= selection.n:
         return eligible
-    # one stream per difficulty, so that adding a difficulty to a job changes no other's targets
-    stream = sum(ord(c) for c in difficulty)
-    gen = np.random.default_rng([int(selection.seed) & (2**63 - 1), stream])
-    return np.sort(gen.choice(eligible, size=selection.n, replace=False))
+    return np.sort(_stream(selection, difficulty).choice(eligible, size=selection.n, replace=False))
+
+
+def _stream(selection: TargetSelection, difficulty: str) -> np.random.Generator:
+    """The draw's generator: one stream per difficulty, so that adding a difficulty to a job
+    changes no other's targets."""
+    return np.random.default_rng([int(selection.seed) & (2**63 - 1), sum(ord(c) for c in difficulty)])
+
+
+def by_margins(graph: Graph, difficulty: str, selection: TargetSelection, margins: np.ndarray) -> np.ndarray:
+    """Nettack's protocol (Zügner et al. 2018, section 5): of the difficulty's test nodes of
+    degree at least ``min_degree`` that the model classifies correctly (``margins``: per node,
+    the true label's logit minus the best other's; positive: correct), the ``high`` of the
+    highest margin (clearly correct), the ``low`` of the lowest (barely correct), and
+    ``n - high - low`` drawn from the others with the job's seed; all of them when fewer
+    qualify. Ties are broken by node id. Sorted."""
+    test = np.asarray(graph.targets(difficulty), dtype=np.int64)
+    margins = np.asarray(margins, dtype=np.float64)
+    if margins.shape != (graph.num_nodes,):
+        raise ValueError(f"margins: one per node ({graph.num_nodes}) expected, got shape {margins.shape}")
+    eligible = np.sort(test[(graph.degrees()[test] >= selection.min_degree) & (margins[test] > 0)])
+    if eligible.size <= selection.n:
+        return eligible
+    order = eligible[np.lexsort((eligible, -margins[eligible]))]  # highest margin first, then node id
+    high, rest = order[:selection.high], order[selection.high:]
+    low = rest[len(rest) - selection.low:] if selection.low else rest[:0]
+    middle = np.sort(rest[:len(rest) - selection.low])
+    drawn = _stream(selection, difficulty).choice(middle, size=selection.n - selection.high - selection.low,
+                                                  replace=False)
+    return np.sort(np.concatenate([high, low, drawn]))
 
 
 def check_listed(graph: Graph, difficulties: tuple[str, ...], selection: TargetSelection) -> None:
@@ -213,5 +286,5 @@ def per_target_budgets(graph: Graph, targets: np.ndarray, n_flips: int, degree_m
     return (int(n_flips) + np.floor(float(degree_multiple) * deg)).astype(np.int64)
 
 
-__all__ = ["MAX_TARGETS", "SELECTIONS", "TargetSelection", "TargetedModification", "check_listed",
+__all__ = ["MAX_TARGETS", "SELECTIONS", "SELECTION_KEYS", "TargetSelection", "TargetedModification", "by_margins", "check_listed",
            "per_target_budgets", "select_targets", "target_selection"]

@@ -174,7 +174,20 @@ class JobSpec:
         job's seed); ``None`` for the other scenarios."""
         if not scenario_of(scenario).per_target:
             return None
-        return target_selection(self.section(scenario).targets, self.seed)
+        pinned = self.__dict__.get("_pinned", {}).get(scenario_of(scenario).name)
+        return pinned or target_selection(self.section(scenario).targets, self.seed)
+
+    def with_targets(self, pick: Callable[[TargetSelection], TargetSelection]) -> JobSpec:
+        """This job with each per-target scenario's selection replaced by ``pick`` of it: the
+        targets chosen on the graph where the sweep is prepared
+        (:func:`grb_dist.attacks.targeted.protocol.pin`). The chosen nodes are not part of the
+        job's definition (its document, its hash) but of its cells' ids; a copy of the job
+        made later (``dataclasses.replace``) has them no more, and a selection that needs
+        them then refuses to choose (:func:`~grb_dist.core.targeted.select_targets`)."""
+        out = replace(self)
+        pins = {s: pick(sel) for s in self.scenarios if (sel := self.target_selection(s)) is not None}
+        object.__setattr__(out, "_pinned", pins)
+        return out
 
     def scenario_attacks(self, scenario: str | Scenario) -> Mapping[str, Mapping[str, Any]]:
         """Attack name -> its own parameters, for ``scenario``."""

@@ -110,6 +110,11 @@ def prepare(spec: JobSpec, *, out: str | Path | None = None, data_dir: str | Pat
                          seed=spec.seed, download=download, verify=verify)
     for d in spec.difficulties:
         graph.targets(d)
+    if any(s is not None and s.needs_margins for s in map(spec.target_selection, spec.scenarios)):
+        from grb_dist.attacks.targeted.protocol import pin  # a model's margins choose them: once, here
+
+        spec = spec.with_targets(lambda s: pin(graph, s, spec.difficulties))
+        resolved = dataclasses.replace(resolved, job=spec)
     check_attack_inputs(resolved, graph)
     identity = dataset_identity(spec, graph)
     p = run_cells(resolved, identity["fingerprint"], transfer_only(resolved, graph), attack_inputs(resolved, graph))
