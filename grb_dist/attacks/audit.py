@@ -303,33 +303,59 @@ def member(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
     return sorted_keys[pos] == keys
 
 
+def _check_influencer_pairs(n: int, clean: np.ndarray, pairs: np.ndarray, owners: np.ndarray) -> None:
+    """An influencer attack's pairs: neither end is the pair's target, one end is a neighbour
+    of it in the clean graph (Nettack's influencers; ``clean``: its edges' sorted keys)."""
+    at = (pairs[0] == owners) | (pairs[1] == owners)
+    if at.any():
+        raise _fail("touches_target", f"an influencer pair touches its own target {int(owners[at][0])}; "
+                                      "only a direct attack flips pairs at the target")
+
+    def adjacent(u: np.ndarray) -> np.ndarray:
+        return member(np.minimum(u, owners) * n + np.maximum(u, owners), clean)
+
+    far = ~(adjacent(pairs[0]) | adjacent(pairs[1]))
+    if far.any():
+        raise _fail("touches_target", f"an influencer pair ({int(pairs[0][far][0])}, {int(pairs[1][far][0])}) has "
+                                      f"no end next to its target {int(owners[far][0])}")
+
+
 def audit_targeted(graph: Graph, mod: TargetedModification, budgets: np.ndarray, *, feat_min: float,
                    feat_max: float, features: bool) -> None:
-    """Check each target's flips in ``mod`` as its own direct modification of ``graph``
-    (budget ``budgets[i]`` for ``mod.targets[i]``; ``features``: the attack may change the
-    targets' features); raise :class:`AuditError` naming the first violated rule. Every
-    target at once: one membership test against the clean edges, not one per target."""
+    """Check each target's flips in ``mod`` as its own modification of ``graph`` (budget
+    ``budgets[i]`` for ``mod.targets[i]``; ``features``: the attack may change the targets'
+    features); raise :class:`AuditError` naming the first violated rule. A direct
+    perturbation's pairs start at their target; an influencer one's never touch it and have
+    one end at a neighbour of it in the clean graph. Every target at once: one membership
+    test against the clean edges, not one per target."""
     n, targets = graph.num_nodes, mod.targets
     if targets.ndim != 1 or targets.dtype != np.int64 or (np.diff(targets) <= 0).any() or budgets.shape != targets.shape:
         raise _fail("shape", "targets must be sorted distinct int64 ids, one budget each")
     _check_modification_shapes(Modification(mod.removed, mod.added, mod.nodes, mod.features, mod.num_original),
                                n, graph.num_features)
     pairs = np.concatenate([mod.removed, mod.added], axis=1)
+    owners = np.concatenate([mod.owners("removed"), mod.owners("added")])
+    if owners.shape != (pairs.shape[1],):
+        raise _fail("shape", "one target per flipped pair expected")
     if pairs.size and (pairs.min() < 0 or pairs.max() >= n):
         raise _fail("edge_order", f"edge endpoint outside [0, {n})")
-    pos = np.minimum(np.searchsorted(targets, pairs[0]), max(targets.size - 1, 0))
-    off = targets[pos] != pairs[0] if targets.size else np.ones(pairs.shape[1], bool)
+    pos = np.minimum(np.searchsorted(targets, owners), max(targets.size - 1, 0))
+    off = targets[pos] != owners if targets.size else np.ones(pairs.shape[1], bool)
     if off.any():
-        raise _fail("touches_target", f"{int(off.sum())} flipped pair(s) do not start at a target, "
+        what = "do not start at a target" if mod.direct else "belong to no target"
+        raise _fail("touches_target", f"{int(off.sum())} flipped pair(s) {what}, "
                                       f"e.g. ({int(pairs[0][off][0])}, {int(pairs[1][off][0])})")
-    for name, a in (("removed", mod.removed), ("added", mod.added)):  # how a target's pairs are found
-        if a.shape[1] > 1 and (np.diff(a[0]) < 0).any():
+    clean = undirected_keys(graph)
+    if not mod.direct:
+        _check_influencer_pairs(n, clean, pairs, owners)
+    for name in ("removed", "added"):  # how a target's pairs are found
+        if getattr(mod, name).shape[1] > 1 and (np.diff(mod.owners(name)) < 0).any():
             raise _fail("edge_order", f"{name} pairs must be grouped by target, ascending")
     loops = pairs[0] == pairs[1]
     if loops.any():
         raise _fail("self_loop", f"{int(loops.sum())} self-loop(s), e.g. on node {int(pairs[0][loops][0])}")
-    owned = pairs[0] * n + pairs[1]
-    if np.unique(owned).size != owned.size:
+    lo, hi = np.minimum(pairs[0], pairs[1]), np.maximum(pairs[0], pairs[1])
+    if np.unique(np.stack([owners, lo, hi]), axis=1).shape[1] != pairs.shape[1]:
         raise _fail("duplicate_edge", "a target flips the same pair twice")
     used = np.bincount(pos, minlength=targets.size)
     over = used > budgets
@@ -337,7 +363,6 @@ def audit_targeted(graph: Graph, mod: TargetedModification, budgets: np.ndarray,
         i = int(np.flatnonzero(over)[0])
         raise _fail("edge_budget", f"target {int(targets[i])} flips {int(used[i])} pairs, over its budget of "
                                    f"{int(budgets[i])}")
-    clean = undirected_keys(graph)
 
     def keys(a: np.ndarray) -> np.ndarray:
         return np.minimum(a[0], a[1]) * n + np.maximum(a[0], a[1])
@@ -346,6 +371,8 @@ def audit_targeted(graph: Graph, mod: TargetedModification, budgets: np.ndarray,
         raise _fail("removed_exists", "a removed pair is not an edge of the graph")
     if member(keys(mod.added), clean).any():
         raise _fail("added_absent", "an added pair is already an edge of the graph")
+    if not mod.direct and mod.nodes.size:
+        raise _fail("node_target", "an influencer perturbation changes no features")
     nodes = mod.nodes
     if nodes.size and (not features or (np.diff(nodes) <= 0).any() or not np.isin(nodes, targets).all()):
         raise _fail("node_target", "only the targets' own features may change, once each"

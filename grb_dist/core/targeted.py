@@ -6,10 +6,12 @@ that perturbation and no other. :class:`TargetedModification` holds the perturba
 many targets at once (a sweep task attacks a batch of targets); :meth:`~TargetedModification.of`
 gives one target's as an ordinary :class:`~grb_dist.core.graph.Modification`.
 
-Its flips are *direct*: every flipped pair has its target as one end, and only the target's
-features change. The pairs are stored oriented, target first (``removed[0]`` and
-``added[0]`` are the targets, ``nodes`` the targets whose features change), which is how a
-pair is told to its target when two targets are neighbours and both flip their edge.
+Its flips are *direct* by default: every flipped pair has its target as one end, and only
+the target's features change. The pairs are stored oriented, target first (``removed[0]``
+and ``added[0]`` are the targets, ``nodes`` the targets whose features change), which is how
+a pair is told to its target when two targets are neighbours and both flip their edge. An
+*influencer* attack (Nettack's indirect one) flips pairs at the target's neighbours and never
+at the target: each pair's target is then held beside it (``removed_by``, ``added_by``).
 
 :class:`TargetSelection` is how a job's targeted section chooses its targets per difficulty
 (:func:`select_targets`): drawn from the difficulty's test nodes above a degree, listed, or
@@ -208,11 +210,13 @@ class TargetedModification:
     Attributes:
         targets: int64 T, the sorted distinct targets (a target without flips keeps its row:
             it is scored on the clean graph).
-        removed, added: int64 2 x R / 2 x A, the flipped pairs, target first; grouped by
-            target, ascending.
+        removed, added: int64 2 x R / 2 x A, the flipped pairs, grouped by their target,
+            ascending; direct: target first.
         nodes: int64 K, the targets whose features change (sorted), ``features`` their rows.
         num_original: N.
         feat_min, feat_max: the feature limits the attack was held to.
+        removed_by, added_by: int64 R / A, each pair's target (an influencer attack); ``None``
+            for a direct one (a pair's target is its first end).
     """
 
     targets: np.ndarray
@@ -223,6 +227,18 @@ class TargetedModification:
     num_original: int
     feat_min: float | None = None
     feat_max: float | None = None
+    removed_by: np.ndarray | None = None
+    added_by: np.ndarray | None = None
+
+    @property
+    def direct(self) -> bool:
+        """Whether every pair has its target as its first end (module docstring)."""
+        return self.removed_by is None
+
+    def owners(self, name: str) -> np.ndarray:
+        """The target of each pair of ``removed`` or ``added``."""
+        by = getattr(self, f"{name}_by")
+        return getattr(self, name)[0] if by is None else by
 
     @property
     def n_edge_flips(self) -> int:
@@ -234,16 +250,22 @@ class TargetedModification:
 
     def flips_per_target(self) -> np.ndarray:
         """Edge flips of each target (int64 T)."""
-        pos = np.searchsorted(self.targets, np.concatenate([self.removed[0], self.added[0]]))
+        pos = np.searchsorted(self.targets, np.concatenate([self.owners("removed"), self.owners("added")]))
         return np.bincount(pos, minlength=self.targets.size).astype(np.int64)
 
     def _rows(self, name: str, target: int) -> slice:
         """The rows of ``target`` in ``removed``, ``added`` or ``nodes`` (grouped by target)."""
-        owners = self.nodes if name == "nodes" else getattr(self, name)[0]
+        owners = self.nodes if name == "nodes" else self.owners(name)
         return slice(int(np.searchsorted(owners, target, "left")), int(np.searchsorted(owners, target, "right")))
 
+    def pairs_of(self, target: int) -> tuple[np.ndarray, np.ndarray]:
+        """``target``'s removed and added pairs (2 x r, 2 x a; direct: target first)."""
+        return self.removed[:, self._rows("removed", target)], self.added[:, self._rows("added", target)]
+
     def partners(self, target: int) -> tuple[np.ndarray, np.ndarray]:
-        """The other ends of ``target``'s removed and added pairs."""
+        """The other ends of ``target``'s removed and added pairs (a direct perturbation)."""
+        if not self.direct:
+            raise ValueError("partners: an influencer perturbation's pairs do not start at their target (pairs_of)")
         return self.removed[1, self._rows("removed", target)], self.added[1, self._rows("added", target)]
 
     def feature_row(self, target: int) -> np.ndarray | None:
@@ -253,30 +275,40 @@ class TargetedModification:
 
     def of(self, target: int) -> Modification:
         """``target``'s perturbation alone, as a :class:`Modification` (canonical pairs)."""
-        gone, new = self.partners(target)
-        t = np.full(gone.size, target, np.int64), np.full(new.size, target, np.int64)
+        gone, new = self.pairs_of(target)
         row = self.feature_row(target)
         nodes = np.array([target], np.int64) if row is not None else None
         feats = row[None, :] if row is not None else None
-        return Modification.build(np.stack([t[0], gone]), np.stack([t[1], new]), self.num_original,
-                                  self.features.shape[1], nodes, feats)
+        return Modification.build(gone, new, self.num_original, self.features.shape[1], nodes, feats)
 
     @staticmethod
     def build(targets: np.ndarray, removed: np.ndarray, added: np.ndarray, num_original: int, num_features: int,
               nodes: np.ndarray | None = None, features: np.ndarray | None = None,
-              feat_min: float | None = None, feat_max: float | None = None) -> "TargetedModification":
-        """Grouped by target (stable within a target); ``nodes`` / ``features`` default to none."""
-        def grouped(pairs: np.ndarray) -> np.ndarray:
-            pairs = np.asarray(pairs, dtype=np.int64).reshape(2, -1)
-            return np.ascontiguousarray(pairs[:, np.argsort(pairs[0], kind="stable")])
+              feat_min: float | None = None, feat_max: float | None = None,
+              removed_by: np.ndarray | None = None, added_by: np.ndarray | None = None) -> "TargetedModification":
+        """Grouped by target (stable within a target); ``nodes`` / ``features`` default to
+        none; ``removed_by`` / ``added_by`` (both or neither): each pair's target, for an
+        influencer attack."""
+        if (removed_by is None) != (added_by is None):
+            raise ValueError("removed_by and added_by go together (an influencer perturbation) or not at all")
 
+        def grouped(pairs: np.ndarray, by: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+            pairs = np.asarray(pairs, dtype=np.int64).reshape(2, -1)
+            owner = pairs[0] if by is None else np.asarray(by, dtype=np.int64).reshape(-1)
+            if owner.size != pairs.shape[1]:
+                raise ValueError(f"one target per pair expected: {owner.size} for {pairs.shape[1]} pairs")
+            order = np.argsort(owner, kind="stable")
+            return (np.ascontiguousarray(pairs[:, order]),
+                    None if by is None else np.ascontiguousarray(owner[order]))
+
+        (removed, removed_by), (added, added_by) = grouped(removed, removed_by), grouped(added, added_by)
         nodes = np.zeros(0, np.int64) if nodes is None else np.asarray(nodes, np.int64)
         feats = (np.zeros((0, num_features), np.float32) if features is None
                  else np.asarray(features, np.float32).reshape(nodes.size, num_features))
         order = np.argsort(nodes, kind="stable")
-        return TargetedModification(np.unique(np.asarray(targets, np.int64)), grouped(removed), grouped(added),
+        return TargetedModification(np.unique(np.asarray(targets, np.int64)), removed, added,
                                     np.ascontiguousarray(nodes[order]), np.ascontiguousarray(feats[order]),
-                                    int(num_original), feat_min, feat_max)
+                                    int(num_original), feat_min, feat_max, removed_by, added_by)
 
 
 def per_target_budgets(graph: Graph, targets: np.ndarray, n_flips: int, degree_multiple: float) -> np.ndarray:

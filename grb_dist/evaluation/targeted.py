@@ -60,10 +60,12 @@ class TargetEvaluator:
 
     def ball(self, target: int, added: np.ndarray, hops: int) -> np.ndarray | None:
         """Sorted nodes within ``hops + 1`` of ``target`` in the clean graph plus its added
-        edges (a superset of its ball in the perturbed graph), or ``None`` past half the graph."""
+        pairs ``added`` (2 x a; every end taken as a neighbour of the target: a superset of its
+        ball in the perturbed graph, also for an influencer's pairs one hop away), or ``None``
+        past half the graph."""
         seen = np.zeros(self.n, dtype=bool)
         seen[target] = True
-        frontier = np.unique(np.concatenate([self._rows(np.array([target]))[1], added]))
+        frontier = np.unique(np.concatenate([self._rows(np.array([target]))[1], np.asarray(added).ravel()]))
         for _ in range(hops + 1):
             frontier = frontier[~seen[frontier]]
             seen[frontier] = True
@@ -76,17 +78,17 @@ class TargetEvaluator:
 
     def _ball_logits(self, model: torch.nn.Module, mod: TargetedModification, target: int,
                      nodes: np.ndarray) -> torch.Tensor:
-        removed, added = mod.partners(target)
+        removed, added = mod.pairs_of(target)
         row, col = self._rows(nodes)
         inside = np.zeros(self.n, dtype=bool)
         inside[nodes] = True
         keep = inside[col]
         src, dst = row[keep], col[keep]
         if removed.size:
-            gone = np.isin(src * self.n + dst, np.concatenate([target * self.n + removed, removed * self.n + target]))
+            gone = np.isin(src * self.n + dst, np.concatenate([removed[0] * self.n + removed[1],
+                                                               removed[1] * self.n + removed[0]]))
             src, dst = src[~gone], dst[~gone]
-        t = np.full(added.size, target, np.int64)
-        src, dst = np.concatenate([src, t, added]), np.concatenate([dst, added, t])
+        src, dst = np.concatenate([src, added[0], added[1]]), np.concatenate([dst, added[1], added[0]])
         local = np.stack([np.searchsorted(nodes, src), np.searchsorted(nodes, dst)])
         local = local[:, np.argsort(local[0] * nodes.size + local[1], kind="stable")]
         device = self.clean.x.device
@@ -124,7 +126,7 @@ class TargetEvaluator:
             t = int(targets[i])
             nodes = None
             if hops is not None and id(model) not in self.whole_graph:
-                nodes = self.ball(t, mod.partners(t)[1], hops)
+                nodes = self.ball(t, mod.pairs_of(t)[1], hops)
             if nodes is None:
                 rows[i] = self._whole_logits(model, mod, t)
                 continue

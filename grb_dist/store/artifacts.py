@@ -42,7 +42,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: List columns of a perturbation (the rest are its scalar metadata).
-_PERTURBATION_ARRAYS = ("features", "edge_src", "edge_dst", "node_ids", "removed_src", "removed_dst", "targets")
+_PERTURBATION_ARRAYS = ("features", "edge_src", "edge_dst", "node_ids", "removed_src", "removed_dst", "targets",
+                        "removed_by", "added_by")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -128,12 +129,16 @@ class Perturbations:
     def write(self, perturbation_id: str, perturbation: Injection | Modification | TargetedModification,
               meta: Mapping[str, Any]) -> None:
         """Store one perturbation (an injection, a modification or a targeted one: its pairs
-        as they are, target first, and its ``targets``); ``meta`` holds the
+        as they are, target first, and its ``targets``; an influencer one's pairs with the
+        target of each, ``removed_by`` / ``added_by``); ``meta`` holds the
         attack's scalar columns of :data:`schema.PERTURBATIONS` (partition columns included,
         see :func:`schema.perturbation_meta`); the perturbation's own are added here."""
         empty = np.zeros(0, dtype=np.int64)
         feats = np.ascontiguousarray(perturbation.features, dtype=np.float32)
         targets = getattr(perturbation, "targets", empty)
+        direct = getattr(perturbation, "direct", True)
+        removed_by = empty if direct else perturbation.removed_by
+        added_by = empty if direct else perturbation.added_by
         if isinstance(perturbation, (Modification, TargetedModification)):
             added, removed, nodes, n_inject = perturbation.added, perturbation.removed, perturbation.nodes, 0
         else:
@@ -150,7 +155,8 @@ class Perturbations:
         cols = {k: [v] for k, v in row.items()}
         cols["features"] = pa.array([feats.ravel()], type=pa.list_(pa.float32()))
         for name, values in (("edge_src", added[0]), ("edge_dst", added[1]), ("node_ids", nodes),
-                             ("removed_src", removed[0]), ("removed_dst", removed[1]), ("targets", targets)):
+                             ("removed_src", removed[0]), ("removed_dst", removed[1]), ("targets", targets),
+                             ("removed_by", removed_by), ("added_by", added_by)):
             cols[name] = pa.array([np.asarray(values, dtype=np.int64)], type=pa.list_(pa.int64()))
         table = pa.Table.from_pydict({f.name: cols[f.name] for f in schema.PERTURBATION_FILE},
                                      schema=schema.PERTURBATION_FILE)
@@ -188,8 +194,11 @@ class Perturbations:
             nodes = ints("node_ids")
             removed = np.stack([ints("removed_src"), ints("removed_dst")])
             if scenario.per_target:
+                removed_by, added_by = ints("removed_by"), ints("added_by")
+                influencer = removed_by.size + added_by.size > 0
                 return TargetedModification(ints("targets"), removed, added, nodes, feats.reshape(nodes.size, d),
-                                            num_original)
+                                            num_original, removed_by=removed_by if influencer else None,
+                                            added_by=added_by if influencer else None)
             return Modification(removed, added, nodes, feats.reshape(nodes.size, d), num_original)
         return Injection(feats.reshape(n, d), added, num_original)
 

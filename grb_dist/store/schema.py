@@ -64,8 +64,12 @@ TARGET_COLUMNS = (added_list_column("target_nodes", pa.int64()), added_list_colu
                   added_list_column("target_margins", pa.float64()))
 #: A per-target scenario's perturbation: its targets (empty in the other scenarios').
 TARGETS = added_list_column("targets", pa.int64())
+#: An influencer attack's perturbation: the target of each removed and added pair (empty for
+#: a direct one, whose pairs start at their target, and in the other scenarios').
+PAIR_TARGETS = (added_list_column("removed_by", pa.int64()), added_list_column("added_by", pa.int64()))
 #: The added columns' defaults, for rows written without them.
-ADDED_DEFAULTS: dict[str, Any] = {THREAT.name: "transfer", TARGETS.name: [], **{f.name: [] for f in TARGET_COLUMNS}}
+ADDED_DEFAULTS: dict[str, Any] = {THREAT.name: "transfer", TARGETS.name: [], **{f.name: [] for f in TARGET_COLUMNS},
+                                  **{f.name: [] for f in PAIR_TARGETS}}
 
 SCORES = pa.schema([
     pa.field("cell_id", pa.string(), nullable=False),
@@ -124,6 +128,7 @@ PERTURBATIONS = pa.schema([
     pa.field("attack_seconds", pa.float64(), nullable=False),
     pa.field("version", pa.string(), nullable=False),
     TARGETS,
+    *PAIR_TARGETS,
 ])
 
 def without_partition(table_schema: pa.Schema) -> pa.Schema:

@@ -174,16 +174,19 @@ class TargetedAttack(Attack):
 
 
 def gathered(ctx: TargetContext, targets: np.ndarray, owners: np.ndarray, partners: np.ndarray,
-             rows: list[int], feats: list[np.ndarray]) -> TargetedModification:
-    """A :class:`TargetedModification` of flipped pairs ``(owners[i], partners[i])``: those that
-    are edges of the clean graph removed, the others added."""
+             rows: list[int], feats: list[np.ndarray], sources: np.ndarray | None = None) -> TargetedModification:
+    """A :class:`TargetedModification` of flipped pairs ``(owners[i], partners[i])`` (direct),
+    or ``(sources[i], partners[i])`` for target ``owners[i]`` (an influencer attack): those
+    that are edges of the clean graph removed, the others added."""
     a = ctx.adj
-    exists = np.asarray(a[owners, partners]).ravel() > 0 if owners.size else np.zeros(0, bool)
-    pairs = np.stack([owners, partners])
+    first = owners if sources is None else np.asarray(sources, np.int64)
+    exists = np.asarray(a[first, partners]).ravel() > 0 if first.size else np.zeros(0, bool)
+    pairs = np.stack([first, partners])
     d = ctx.graph.num_features
+    by = (None, None) if sources is None else (owners[exists], owners[~exists])
     return TargetedModification.build(targets, pairs[:, exists], pairs[:, ~exists], ctx.n, d,
                                       np.asarray(rows, np.int64) if rows else None,
-                                      np.stack(feats) if feats else None)
+                                      np.stack(feats) if feats else None, removed_by=by[0], added_by=by[1])
 
 
 __all__ = ["TargetContext", "TargetedAttack", "TargetedConfig", "gathered"]

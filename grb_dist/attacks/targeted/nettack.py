@@ -57,10 +57,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from grb_dist.attacks.base import Budget
 from grb_dist.attacks.targeted.base import TargetContext, TargetedAttack, TargetedConfig, gathered
 from grb_dist.attacks.targeted.plausibility import LL_CUTOFF, DegreeTest, cooccurrence_allowed
 from grb_dist.core.bounds import check_int, check_positive_number
 from grb_dist.core.errors import ConfigError
+from grb_dist.core.graph import Graph
 from grb_dist.core.targeted import TargetedModification
 
 #: Candidate pairs scored at once (each holds a few C-wide float64 rows).
@@ -483,6 +485,9 @@ class NettackAttackConfig(TargetedConfig):
             :class:`NettackConfig` (feature flips need binary features).
         hidden, epochs: the linearised GCN's hidden width and Adam epochs
             (:func:`train_linear_gcn`, lr 0.01, weight decay 5e-4: the authors' settings).
+        direct: flips at the target (default); ``false``: an influencer attack, flips
+            between the target's ``n_influencers`` chosen neighbours and other nodes, never at
+            the target (structure only).
     """
 
     structure: bool = True
@@ -492,16 +497,20 @@ class NettackAttackConfig(TargetedConfig):
     cooc_constraint: bool = True
     hidden: int = 16
     epochs: int = 200
+    direct: bool = True
+    n_influencers: int = 5
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.nettack_config()  # its checks, before any work
         check_int(self.hidden, "hidden", 1, 1 << 16)
         check_int(self.epochs, "epochs", 1, 1 << 20)
+        if not self.direct and self.features:
+            raise ConfigError("nettack: an influencer attack (direct: false) flips edges only; set features: false")
 
     def nettack_config(self) -> NettackConfig:
-        return NettackConfig(self.structure, self.features, True, 5, self.ll_constraint, self.ll_cutoff,
-                             self.cooc_constraint)
+        return NettackConfig(self.structure, self.features, self.direct, self.n_influencers, self.ll_constraint,
+                             self.ll_cutoff, self.cooc_constraint)
 
 
 class Nettack(TargetedAttack):
@@ -520,6 +529,16 @@ class Nettack(TargetedAttack):
     def changes_features(self) -> bool:  # type: ignore[override]
         return bool(self.config.features)
 
+    def check_inputs(self, graph: Graph, targets: np.ndarray) -> tuple[np.ndarray, Budget]:
+        """As every targeted attack's; an influencer attack's targets also need a neighbour."""
+        targets, budget = super().check_inputs(graph, targets)
+        if not self.config.direct:
+            lonely = targets[graph.degrees()[targets] == 0]
+            if lonely.size:
+                raise ConfigError(f"nettack direct: false: target {int(lonely[0])} has no neighbour to act as an "
+                                  "influencer; raise targets.min_degree to 1 or use direct: true")
+        return targets, budget
+
     def generate(self, ctx: TargetContext, targets: np.ndarray, budgets: np.ndarray,
                  rng: np.random.Generator) -> TargetedModification:
         cfg, graph = self.config, ctx.graph
@@ -533,16 +552,18 @@ class Nettack(TargetedAttack):
                                   hidden=cfg.hidden, epochs=cfg.epochs, seed=cfg.seed)
         prepared = NettackGraph(ctx.adj, x, w1 @ w2, cfg.nettack_config())
         labels = ctx.labels
-        owners, partners, rows, feats = [], [], [], []
+        owners, sources, partners, rows, feats = [], [], [], [], []
         for t, b in zip(targets.tolist(), budgets.tolist()):
             done, _, _, _ = prepared.flips(t, int(labels[t]), int(b))
-            edges = [n for kind, _, n in done if kind == "edge"]
+            edges = [(m, n) for kind, m, n in done if kind == "edge"]
             owners.append(np.full(len(edges), t, np.int64))
-            partners.append(np.asarray(edges, np.int64))
+            sources.append(np.asarray([m for m, _ in edges], np.int64))
+            partners.append(np.asarray([n for _, n in edges], np.int64))
             flipped = [j for kind, _, j in done if kind == "feature"]
             if flipped:
                 row = np.array(x[t], dtype=np.float32)
                 row[flipped] = 1 - row[flipped]
                 rows.append(t)
                 feats.append(row)
-        return gathered(ctx, targets, np.concatenate(owners), np.concatenate(partners), rows, feats)
+        return gathered(ctx, targets, np.concatenate(owners), np.concatenate(partners), rows, feats,
+                        None if cfg.direct else np.concatenate(sources))

@@ -124,10 +124,12 @@ def scoring_cell(cells: Cells, scenario: str, difficulty: str) -> AttackCell:
 
 def restrict(mod: TargetedModification, targets: np.ndarray) -> TargetedModification:
     """``mod`` with ``targets``' perturbations only."""
-    r, a, n = np.isin(mod.removed[0], targets), np.isin(mod.added[0], targets), np.isin(mod.nodes, targets)
+    r, a = np.isin(mod.owners("removed"), targets), np.isin(mod.owners("added"), targets)
+    n = np.isin(mod.nodes, targets)
     return TargetedModification.build(targets, mod.removed[:, r], mod.added[:, a], mod.num_original,
                                       mod.features.shape[1], mod.nodes[n], mod.features[n], mod.feat_min,
-                                      mod.feat_max)
+                                      mod.feat_max, None if mod.direct else mod.removed_by[r],
+                                      None if mod.direct else mod.added_by[a])
 
 
 def _scored(c: Any, cell: AttackCell) -> TargetedModification:
