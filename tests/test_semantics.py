@@ -417,6 +417,8 @@ def _sparse_prepared(n: int = 1500, seed: int = 0) -> Prepared:
 @pytest.mark.parametrize("name,params", [
     ("gcn", {"hidden_sizes": [8]}), ("sgc", {"hidden_sizes": [], "k": 2}), ("gat", {"hidden_sizes": [4], "heads": 2}),
     ("sage", {"hidden_sizes": [8]}), ("gatv2", {"hidden_sizes": [4], "heads": 2}),
+    ("rgcn", {"hidden_sizes": [8]}), ("gnnguard", {"hidden_sizes": [8]}),
+    ("gatguard", {"hidden_sizes": [4], "heads": 2}), ("jaccard", {"hidden_sizes": [8]}),
 ])
 def test_ball_view_equals_the_whole_graph(name, params):
     from grb_dist.defenses.build import build_defense

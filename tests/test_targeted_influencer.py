@@ -151,3 +151,28 @@ def test_an_influencer_attack_refuses_a_target_without_neighbours_and_feature_fl
     build_attack("nettack", {"direct": True}, "targeted").check_inputs(g, lonely[:1])  # a direct attack adds edges
     with pytest.raises(ConfigError, match="flips edges only"):
         build_attack("nettack", {"direct": False, "features": True}, "targeted")
+
+
+@pytest.mark.parametrize("name, params", [
+    ("rgcn", {"hidden_sizes": [16]}), ("gnnguard", {"hidden_sizes": [16]}),
+    ("gatguard", {"hidden_sizes": [8], "heads": 2}), ("jaccard", {"hidden_sizes": [16]}),
+])
+def test_robust_defenses_are_scored_on_the_targets_ball_exactly(g, mod, name, params):
+    """The robust defenses that declare a receptive field (one hop a layer) are scored on
+    each target's ball, never falling back, and give what the whole perturbed graph gives."""
+    from grb_dist.attacks.shared.surrogate import receptive_hops
+    from grb_dist.defenses import train_defense
+
+    model = train_defense(name, g, params, TrainConfig(epochs=15, patience=15, seed=0)).model.eval()
+    assert receptive_hops(model) == 2
+    ev = TargetEvaluator(g, graph_tensors(g))
+    pred, marg = ev.outcomes(model, mod, 2)
+    assert not ev.whole_graph  # no target needed the whole graph
+    clean = graph_tensors(g)
+    with torch.no_grad():
+        for i, t in enumerate(mod.targets.tolist()):
+            pg = apply_modification(clean, mod.of(t))
+            z = model(pg.x, pg.edge_index)[t].double().numpy()
+            y = int(g.labels[t])
+            assert pred[i] == int(z.argmax())
+            assert marg[i] == pytest.approx(z[y] - np.delete(z, y).max(), abs=1e-4)

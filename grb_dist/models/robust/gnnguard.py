@@ -250,6 +250,12 @@ class GNNGuard(GraphModel):
 
     Config = GNNGuardConfig
 
+    @property
+    def receptive_hops(self) -> int:
+        """One hop per layer: a layer's guard weights at a node read its own and its neighbours'
+        representations and its kept degree, nothing further."""
+        return len(self.layers)
+
     def make_layer(self, index, in_width, out_width, last):
         return GCNConv(in_width, out_width, add_self_loops=False, normalize=False), out_width
 
@@ -284,6 +290,12 @@ class GATGuard(GraphModel):
     ``+ log a_ij`` shift, with weight 0 = absent edge and a finite gradient)."""
 
     Config = GATGuardConfig
+
+    @property
+    def receptive_hops(self) -> int:
+        """One hop per layer: guard weights and attention at a node read its own and its
+        neighbours' representations, nothing further."""
+        return len(self.layers)
 
     def make_layer(self, index, in_width, out_width, last):
         heads = 1 if last else self.config.heads

@@ -137,6 +137,12 @@ class GCNJaccard(GraphModel):
 
     Config = JaccardConfig
 
+    @property
+    def receptive_hops(self) -> int:
+        """One hop per layer: whether an edge is kept reads its two ends' features only, so the
+        pruned graph's GCN reaches as far as a GCN."""
+        return len(self.layers)
+
     def __init__(self, in_features: int, num_classes: int, config: JaccardConfig | None = None):
         super().__init__(in_features, num_classes, config)
         # 1: Jaccard, 2: cosine (a buffer: a reloaded model keeps the measure it was trained with)

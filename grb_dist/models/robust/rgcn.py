@@ -219,6 +219,12 @@ class RGCN(GraphModel):
 
     Config = RGCNConfig
 
+    @property
+    def receptive_hops(self) -> int:
+        """One hop per layer: a layer's Gaussian norms read the degrees of a node's neighbours, which
+        the evaluator's extra hop of ball keeps exact."""
+        return len(self.layers)
+
     def propagation_graph(self, edge_index, num_nodes):
         return gaussian_norms(edge_index, num_nodes)
 
