@@ -189,3 +189,42 @@ def test_adaptive_cells_take_the_attacks_defaults_under_the_jobs_settings(graph)
     from grb_dist.sweep.cells import run_components
     attacks = run_components(p)["attacks"]
     assert attacks["modification/pgd/full/adaptive"]["loss"] == "prob_margin" and "loss" not in attacks["modification/pgd/full"]
+
+
+TARGETED_JOB = {
+    "dataset": "csbm", "seed": 0, "repeats": 1, "difficulties": ["full"], "scenario": "targeted", "adaptive": True,
+    "train": {"epochs": 5, "patience": 5},
+    "models": {"gcn": {"hidden_sizes": [8]}, "sage": {"hidden_sizes": [8]}},
+    "defenses": ["gcn", "sage"], "surrogates": ["gcn"],
+    "attacks": {"fgsm": {}},
+    "targeted": {"targets": {"n": 3, "min_degree": 1}, "attack": {"n_flips": 2},
+                 "attacks": {"rnd": {}, "nettack": {"epochs": 20}, "fga": {}, "prbcd": {"steps": 5}}},
+}
+
+
+def test_targeted_gradient_attacks_get_adaptive_cells_on_each_defense(tmp_path, graph, monkeypatch):
+    """FGA and local PR-BCD follow the surrogate's gradients: an adaptive targeted job attacks
+    each defense with itself (Nettack's own linear surrogate and the baselines do not); the
+    perturbation is the attack run on the stored defense, per target, audited."""
+    p, store, summary, _ = run(tmp_path, graph, InProcessEdge(), monkeypatch, job=TARGETED_JOB)
+    adaptive = [c for c in p.scores if c.threat == ADAPTIVE]
+    assert sorted({(c.attack, c.defense) for c in adaptive}) == [
+        ("fga", "gcn"), ("fga", "sage"), ("prbcd", "gcn"), ("prbcd", "sage")]
+    assert summary.failures == 0 and summary.computed == len(p.scores)
+    scores = store.read_scores()
+    mine = scores[scores["threat"] == ADAPTIVE]
+    assert len(mine) == 4 and (mine["surrogate"] == mine["defense"]).all()
+    assert all(len(v) == 3 for v in mine["target_nodes"])
+    params = {t.file_stem: dict(t.params) for t in p.models}
+    names = {t.file_stem: t.name for t in p.models}
+
+    def load(stem):
+        state = torch.load(store.root / "models" / f"{stem}.pt", weights_only=True)
+        return worker.load_model(graph, names[stem], params[stem], state)
+
+    labels = worker.attacker_labels(graph, load(p.surrogates[0].file_stem))
+    for a in (a for a in p.attacks if a.threat == ADAPTIVE):
+        stored = store.read_perturbation(a.perturbation_id)
+        again = worker.attack_task(graph, a, load(a.surrogate_model), labels=labels).perturbation
+        for name in ("targets", "removed", "added"):
+            np.testing.assert_array_equal(getattr(again, name), getattr(stored, name))

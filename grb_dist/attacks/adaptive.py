@@ -3,7 +3,7 @@
 Adaptive evaluation (Mujkanovic et al., NeurIPS 2022, "Are Defenses for Graph Neural
 Networks Robust?") attacks every defense with itself as the attack's surrogate. The gradient
 attacks of each scenario (those whose ``follows_gradients`` is true: FGSM, PGD, SPEIT,
-TDGIA; FGA, PGD, PR-BCD, GR-BCD) need:
+TDGIA; FGA, PGD, PR-BCD, GR-BCD; targeted FGA and local PR-BCD, as modification) need:
 
 * **injection**: the loss differentiable in the injected nodes' features, which holds for
   every model that reads node features (any ``forward(x, edge_index)`` built from torch

@@ -366,6 +366,12 @@ class FGA(TargetedAttack):
     Config = FGAConfig
     name = "fga"
 
+    @property
+    def follows_gradients(self) -> bool:
+        """Its flips follow the surrogate's gradients: an adaptive job also attacks each
+        defense with itself."""
+        return True
+
     def prepared(self, ctx: TargetContext) -> Prepared:
         prep = ctx.memo.get(self.name)
         if prep is None:

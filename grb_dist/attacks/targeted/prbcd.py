@@ -137,6 +137,12 @@ class PRBCD(TargetedAttack):
     Config = PRBCDConfig
     name = "prbcd"
 
+    @property
+    def follows_gradients(self) -> bool:
+        """Its flips follow the surrogate's gradients: an adaptive job also attacks each
+        defense with itself."""
+        return True
+
     def shared(self, ctx: TargetContext) -> dict:
         """The batch's weighted surrogate, tensors and clean edge keys (built once)."""
         out = ctx.memo.get(self.name)
