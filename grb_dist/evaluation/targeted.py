@@ -6,7 +6,9 @@ A model whose output at a node depends on nodes at most ``hops`` away (its recep
 evaluated on the target's ball of radius ``hops + 1`` in the perturbed graph: the induced
 subgraph holds every node within ``hops`` of the target with all its edges (the extra hop
 keeps their degrees, which normalisations read, exact), so a target costs the size of its
-neighbourhood, not of the graph. The first perturbed target of each model is also evaluated
+neighbourhood, not of the graph. Where that ball passes half the graph (a deep model on a
+large graph), a model that declares its program is evaluated on the rows the output at the
+target reads, layer by layer (:mod:`.rows`). The first perturbed target of each model is also evaluated
 on the whole graph, and a model whose two answers differ is evaluated on the whole graph
 from then on (a defense that reads the graph globally: a low-rank or diffusion step). A
 model without a known receptive field is always evaluated on the whole graph, once per
@@ -19,12 +21,15 @@ when it is misclassified (Nettack's measure).
 from __future__ import annotations
 
 import logging
+import weakref
+from typing import Callable
 
 import numpy as np
 import torch
 
 from grb_dist.core.graph import Graph
 from grb_dist.core.targeted import TargetedModification
+from grb_dist.evaluation.rows import RowProgram, Unsupported
 from grb_dist.models.tensors import TorchGraph, apply_modification
 
 log = logging.getLogger(__name__)
@@ -50,6 +55,7 @@ class TargetEvaluator:
         self.indptr = np.concatenate([[0], np.cumsum(np.bincount(ei[0], minlength=self.n))]).astype(np.int64)
         self.checked: set[int] = set()  # models (by id) whose ball was compared with the whole graph
         self.whole_graph: set[int] = set()  # models (by id) found to read beyond their declared field
+        self.programs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> RowProgram or None
 
     def _rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row of each entry, column) of the adjacency rows ``rows``, gathered at once."""
@@ -100,6 +106,55 @@ class TargetEvaluator:
             x[pos] = torch.as_tensor(feats, device=device, dtype=x.dtype)
         return model(x, torch.as_tensor(local, device=device))[pos]
 
+    def _local_logits(self, model: torch.nn.Module, mod: TargetedModification, target: int,
+                      hops: int | None) -> torch.Tensor | None:
+        """``target``'s logits computed locally: on its ball, or, where the ball passes half
+        the graph, on the rows the model's declared program reads (:mod:`.rows`); ``None``
+        where neither applies (no known field, or found to read beyond it)."""
+        if hops is None or id(model) in self.whole_graph:
+            return None
+        nodes = self.ball(target, mod.pairs_of(target)[1], hops)
+        if nodes is not None:
+            return self._ball_logits(model, mod, target, nodes)
+        program = self._program(model)
+        if program is None or mod.feature_row(target) is not None:
+            return None
+        return program.logits(target, *self.perturbed(mod, target))
+
+    def _program(self, model: torch.nn.Module) -> RowProgram | None:
+        if model not in self.programs:
+            try:
+                self.programs[model] = RowProgram(model, self.clean.x)
+            except Unsupported:
+                self.programs[model] = None
+        return self.programs[model]
+
+    def perturbed(self, mod: TargetedModification, target: int) -> tuple[Callable, Callable]:
+        """``(neighbours, degree)`` of the graph with ``target``'s flips (:meth:`RowProgram.logits`)."""
+        removed, added = mod.pairs_of(target)
+        gone = np.concatenate([removed[0] * self.n + removed[1], removed[1] * self.n + removed[0]])
+        src, dst = np.concatenate([added[0], added[1]]), np.concatenate([added[1], added[0]])
+        ends = np.unique(np.concatenate([removed.ravel(), added.ravel()]))
+        delta = np.zeros(ends.size, np.int64)
+        np.add.at(delta, np.searchsorted(ends, removed.ravel()), -1)
+        np.add.at(delta, np.searchsorted(ends, added.ravel()), 1)
+
+        def neighbours(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            r, c = self._rows(rows)
+            if gone.size:
+                keep = ~np.isin(r * self.n + c, gone)
+                r, c = r[keep], c[keep]
+            extra = np.isin(src, rows)
+            return np.concatenate([r, src[extra]]), np.concatenate([c, dst[extra]])
+
+        def degree(nodes: np.ndarray) -> np.ndarray:
+            d = self.indptr[nodes + 1] - self.indptr[nodes]
+            pos = np.minimum(np.searchsorted(ends, nodes), max(ends.size - 1, 0))
+            hit = ends[pos] == nodes if ends.size else np.zeros(nodes.size, bool)
+            return d + np.where(hit, delta[pos] if ends.size else 0, 0)
+
+        return neighbours, degree
+
     def _whole_logits(self, model: torch.nn.Module, mod: TargetedModification, target: int) -> torch.Tensor:
         g = apply_modification(self.clean, mod.of(target))
         return model(g.x, g.edge_index)[target]
@@ -124,19 +179,17 @@ class TargetEvaluator:
             changed |= np.isin(targets, mod.nodes)
         for i in np.flatnonzero(changed).tolist():
             t = int(targets[i])
-            nodes = None
-            if hops is not None and id(model) not in self.whole_graph:
-                nodes = self.ball(t, mod.pairs_of(t)[1], hops)
-            if nodes is None:
+            local = self._local_logits(model, mod, t, hops)
+            if local is None:
                 rows[i] = self._whole_logits(model, mod, t)
                 continue
-            rows[i] = self._ball_logits(model, mod, t, nodes)
+            rows[i] = local
             if id(model) not in self.checked:
                 self.checked.add(id(model))
                 whole = self._whole_logits(model, mod, t)
                 if not torch.allclose(rows[i], whole, rtol=1e-4, atol=1e-5):
-                    log.warning("%s: its output on a target's %d-hop ball differs from the whole graph's; "
-                                "scoring it on the whole graph", type(model).__name__, hops + 1)
+                    log.warning("%s: its output computed on a target's %d-hop neighbourhood differs from the "
+                                "whole graph's; scoring it on the whole graph", type(model).__name__, hops + 1)
                     self.whole_graph.add(id(model))
                     rows[i] = whole
         logits = torch.stack(rows) if rows else clean_logits
