@@ -1,7 +1,7 @@
 """A model's output at a target computed on the rows its declared program reads
 (``grb_dist.evaluation.rows``): the same logits as the whole perturbed graph, for every
-built-in operator, direct and influencer flips; used by the per-target scorer where the
-target's ball passes half the graph."""
+built-in operator, direct and influencer flips; what the per-target scorer uses for a model
+that declares its program."""
 
 from __future__ import annotations
 
@@ -82,9 +82,9 @@ def test_which_models_are_evaluated_by_rows(g):
         RowProgram(build_defense("rgcn", g, {"hidden_sizes": [8]}).eval(), x)
 
 
-def test_the_scorer_uses_the_rows_where_the_ball_passes_half_the_graph(g):
+def test_the_scorer_uses_the_rows_also_where_the_ball_passes_half_the_graph(g):
     """On the small dense graph every ball passes half the graph: a 3-layer GCN is scored on
-    the rows its program reads, and gives what the whole graph gives."""
+    the rows its program reads all the same, and gives what the whole graph gives."""
     torch.manual_seed(0)
     model = build_defense("gcn", g, {"hidden_sizes": [16, 16]}).eval()
     mod = flips(g, np.random.default_rng(5), False)

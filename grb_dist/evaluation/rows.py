@@ -11,9 +11,9 @@ CSR plus the flips). The operations before the first propagation do not depend o
 graph: they are computed once on every row and gathered from then on.
 
 So a three-layer GCN's output at a target costs its 2-hop ball's first propagation and
-less after, however large its 4-hop ball (which the ball evaluation of
-:mod:`.targeted` needs, as it runs the whole model). Attention (``attend``) is not
-supported: such a model is evaluated otherwise.
+less after, however large its 4-hop ball (which the ball evaluation of :mod:`.targeted`
+runs the whole model on). Attention (``attend``) is not supported: such a model is
+evaluated on the ball.
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@ A model whose output at a node depends on nodes at most ``hops`` away (its recep
 evaluated on the target's ball of radius ``hops + 1`` in the perturbed graph: the induced
 subgraph holds every node within ``hops`` of the target with all its edges (the extra hop
 keeps their degrees, which normalisations read, exact), so a target costs the size of its
-neighbourhood, not of the graph. Where that ball passes half the graph (a deep model on a
-large graph), a model that declares its program is evaluated on the rows the output at the
-target reads, layer by layer (:mod:`.rows`). The first perturbed target of each model is also evaluated
+neighbourhood, not of the graph. A model that declares its program (every built-in GNN
+without attention) is evaluated on less: the rows its output at the target reads, layer by
+layer (:mod:`.rows`), the first layer's transform of every node computed once. The first
+perturbed target of each model is also evaluated
 on the whole graph, and a model whose two answers differ is evaluated on the whole graph
 from then on (a defense that reads the graph globally: a low-rank or diffusion step). A
 model without a known receptive field is always evaluated on the whole graph, once per
@@ -53,7 +54,7 @@ class TargetEvaluator:
         order = np.argsort(ei[0], kind="stable")
         self.indices = ei[1][order].astype(np.int64)
         self.indptr = np.concatenate([[0], np.cumsum(np.bincount(ei[0], minlength=self.n))]).astype(np.int64)
-        self.checked: set[int] = set()  # models (by id) whose ball was compared with the whole graph
+        self.checked: set[tuple[int, str]] = set()  # (model id, how) compared with the whole graph once
         self.whole_graph: set[int] = set()  # models (by id) found to read beyond their declared field
         self.programs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> RowProgram or None
 
@@ -107,19 +108,18 @@ class TargetEvaluator:
         return model(x, torch.as_tensor(local, device=device))[pos]
 
     def _local_logits(self, model: torch.nn.Module, mod: TargetedModification, target: int,
-                      hops: int | None) -> torch.Tensor | None:
-        """``target``'s logits computed locally: on its ball, or, where the ball passes half
-        the graph, on the rows the model's declared program reads (:mod:`.rows`); ``None``
-        where neither applies (no known field, or found to read beyond it)."""
+                      hops: int | None) -> tuple[torch.Tensor | None, str]:
+        """``target``'s logits computed locally and how (``rows``: on the rows the model's
+        declared program reads, :mod:`.rows`; ``ball``: on its ball); ``None`` where neither
+        applies (no known field, a ball past half the graph, a model found to read beyond its
+        field)."""
         if hops is None or id(model) in self.whole_graph:
-            return None
-        nodes = self.ball(target, mod.pairs_of(target)[1], hops)
-        if nodes is not None:
-            return self._ball_logits(model, mod, target, nodes)
+            return None, "whole"
         program = self._program(model)
-        if program is None or mod.feature_row(target) is not None:
-            return None
-        return program.logits(target, *self.perturbed(mod, target))
+        if program is not None and mod.feature_row(target) is None:
+            return program.logits(target, *self.perturbed(mod, target)), "rows"
+        nodes = self.ball(target, mod.pairs_of(target)[1], hops)
+        return (None, "whole") if nodes is None else (self._ball_logits(model, mod, target, nodes), "ball")
 
     def _program(self, model: torch.nn.Module) -> RowProgram | None:
         if model not in self.programs:
@@ -179,13 +179,13 @@ class TargetEvaluator:
             changed |= np.isin(targets, mod.nodes)
         for i in np.flatnonzero(changed).tolist():
             t = int(targets[i])
-            local = self._local_logits(model, mod, t, hops)
+            local, path = self._local_logits(model, mod, t, hops)
             if local is None:
                 rows[i] = self._whole_logits(model, mod, t)
                 continue
             rows[i] = local
-            if id(model) not in self.checked:
-                self.checked.add(id(model))
+            if (id(model), path) not in self.checked:  # each way a model is evaluated, checked once
+                self.checked.add((id(model), path))
                 whole = self._whole_logits(model, mod, t)
                 if not torch.allclose(rows[i], whole, rtol=1e-4, atol=1e-5):
                     log.warning("%s: its output computed on a target's %d-hop neighbourhood differs from the "
