@@ -37,10 +37,23 @@ between rounds. What is measured:
   retrained on each perturbed graph misclassifies it (seeds ``0 .. --gcn-seeds - 1``, the
   mean). Also: the mean margin of the surrogate after the attack, flips made.
 
+FGA (``--attack fga``): the same graph, targets, labels fought, budgets and surrogate; grb-dist's
+targeted ``fga`` (``grb_dist.attacks.targeted.fga``, budget ``n_flips`` = the target's) on
+the surrogate as an SGC (k = 2, no hidden layer, weight ``(W1 W2)^T``, bias 0: the same
+``Â² X W1 W2``), one ``attack`` call per target with the fought labels given; DeepRobust's
+``FGA`` on its linear GCN carrying ``W1``, ``W2`` (``deeprobust_nettack.py --attack fga``).
+What differs: DeepRobust's differentiates a dense N x N adjacency and always makes ``budget``
+flips (the largest gain even when negative, a pair possibly flipped back), grb-dist's flips a
+pair at most once and stops when no flip has a positive gain. Flips are compared as sets.
+``--peer-speedups``: DeepRobust's dense normalisation computed elementwise (the same values;
+``deeprobust_nettack.py --speedups``); as it ships, its FGA spends most of its time in two
+N x N x N products per flip.
+
 Usage::
 
     bash bench/poisoning/peers.sh        # once: DeepRobust's venv
     .venv/bin/python bench/attacks/compare_nettack.py [--targets 20] [--rounds 2] [--budget degree]
+    .venv/bin/python bench/attacks/compare_nettack.py --attack fga
 """
 
 from __future__ import annotations
@@ -68,34 +81,67 @@ from deeprobust_metattack import load_lcc  # noqa: E402
 DEEPROBUST_RUNNER = HERE / "deeprobust_nettack.py"
 
 
+def sgc_surrogate(adj: sp.csr_matrix, features: sp.csr_matrix, w1: np.ndarray, w2: np.ndarray):
+    """The linear surrogate ``Â² X W1 W2`` as a grb-dist model (an SGC, k = 2, no hidden layer,
+    bias 0) and the graph it runs on (the split is not read by FGA)."""
+    import torch
+
+    from grb_dist.models.grammar import build_model
+
+    n = adj.shape[0]
+    g = as_graph(adj, features, np.zeros(n, np.int64), {"train": np.arange(1), "val": np.arange(1, 2),
+                                                          "test": np.arange(2, n)})
+    model = build_model("sgc", g.num_features, w2.shape[1], {"hidden_sizes": [], "k": 2})
+    lin = model.layers[0]["lin"]
+    with torch.no_grad():
+        lin.weight.copy_(torch.from_numpy((w1 @ w2).T.astype(np.float32)))
+        lin.bias.zero_()
+    return g, model.eval()
+
+
 def grb_worker(argv: list[str]) -> None:
-    """Child process: grb-dist's Nettack on every target; writes the JSON report."""
+    """Child process: grb-dist's Nettack (or FGA) on every target; writes the JSON report."""
     ap = argparse.ArgumentParser(prog="compare_nettack.py grb-dist-worker")
     ap.add_argument("npz", type=Path)
     ap.add_argument("surrogate", type=Path)
     ap.add_argument("targets", type=Path)
     ap.add_argument("output", type=Path)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--attack", choices=["nettack", "fga"], default="nettack")
     args = ap.parse_args(argv)
     import torch
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    from grb_dist.attacks.registry import build_attack
     from grb_dist.attacks.targeted.nettack import nettack
 
     adj, features, _ = load_lcc(args.npz)
     with np.load(args.surrogate, allow_pickle=False) as z:
         w = z["W1"].astype(np.float64) @ z["W2"].astype(np.float64)
+        w1, w2 = z["W1"], z["W2"]
     job = json.loads(args.targets.read_text())
-    nettack(adj, features, w, int(job["targets"][0]), int(job["labels"][0]), 1)  # untimed warm-up, as the peer's
+    if args.attack == "fga":
+        graph, model = sgc_surrogate(adj, features, w1, w2)
+        fought = model(*(torch.from_numpy(a) for a in (graph.features, graph.edge_index))).argmax(1).numpy()
+
+        def run(target: int, label: int, budget: int) -> list[list[int]]:
+            fought[target] = label
+            attack = build_attack("fga", {"n_flips": budget, "degree_multiple": 0.0}, "targeted")
+            mod = attack.attack(graph, model, np.array([target]), labels=fought)
+            partners = sorted([*mod.added[1].tolist(), *mod.removed[1].tolist()])
+            return [[target, int(v)] for v in partners]
+    else:
+        def run(target: int, label: int, budget: int) -> list[list[int]]:
+            return [[int(m), int(n)] for m, n in nettack(adj, features, w, target, label, budget).edge_flips]
+    run(int(job["targets"][0]), int(job["labels"][0]), 1)  # untimed warm-up, as the peer's
     rows = []
     for target, label, budget in zip(job["targets"], job["labels"], job["budgets"]):
         t0 = time.perf_counter()
-        res = nettack(adj, features, w, int(target), int(label), int(budget))
+        flips = run(int(target), int(label), int(budget))
         seconds = time.perf_counter() - t0
-        rows.append({"target": int(target), "budget": int(budget), "seconds": seconds,
-                     "flips": [[int(m), int(n)] for m, n in res.edge_flips]})
-        print(f"grb-dist target {target}: {seconds:.3f} s, {len(res.edge_flips)} flips", file=sys.stderr, flush=True)
+        rows.append({"target": int(target), "budget": int(budget), "seconds": seconds, "flips": flips})
+        print(f"grb-dist target {target}: {seconds:.3f} s, {len(flips)} flips", file=sys.stderr, flush=True)
     report = {"tool": "grb-dist", "torch_threads": torch.get_num_threads(), "rows": rows, "peak_rss_mib": peak_rss_mib()}
     args.output.write_text(json.dumps(report) + "\n")
     print(json.dumps({"output": str(args.output)}))
@@ -169,6 +215,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0, help="the surrogate's seed")
     ap.add_argument("--peer-python", type=Path, default=DEFAULT_PEER_VENV / "bin" / "python")
     ap.add_argument("--only", choices=["deeprobust", "grb-dist"], default=None)
+    ap.add_argument("--attack", choices=["nettack", "fga"], default="nettack", help="the attack on both sides")
+    ap.add_argument("--peer-speedups", action="store_true",
+                    help="FGA: deeprobust_nettack.py --speedups (its dense normalisation elementwise, the same values)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads in this process and both children (default 1: on a shared machine more "
                          "threads made torch's training 10-20x slower here; both tools' attacks are numpy/scipy)")
@@ -213,7 +262,8 @@ def main(argv: list[str] | None = None) -> None:
             head = ([str(args.peer_python), str(DEEPROBUST_RUNNER)] if tool == "deeprobust"
                     else [sys.executable, str(Path(__file__).resolve()), "grb-dist-worker"])
             cmd = head + [str(npz), str(out / "surrogate.npz"), str(job), str(dest)]
-            cmd += ["--threads", str(args.threads)]
+            cmd += ["--threads", str(args.threads), "--attack", args.attack]
+            cmd += ["--speedups"] if args.peer_speedups and tool == "deeprobust" else []
             try:
                 done = run_child(cmd[1:], python=cmd[0], log=out / f"{tool}-{r}.log", timeout=args.timeout)
             except subprocess.TimeoutExpired:
@@ -227,7 +277,9 @@ def main(argv: list[str] | None = None) -> None:
     clean_models = [gcn(g, s) for s in range(max(1, args.gcn_seeds))]
     clean_wrong = np.mean([np.mean([predict(m, g)[t] != fought[t] for t in fought]) for m in clean_models])
     print()
-    print(f"Nettack (direct, structure, degree test 0.004) on {args.dataset} LCC: {adj.shape[0]:,} nodes, "
+    what = "Nettack (direct, structure, degree test 0.004)" if args.attack == "nettack" else "FGA (direct, structure)"
+    what += ", DeepRobust with its runner's --speedups" if args.peer_speedups else ""
+    print(f"{what} on {args.dataset} LCC: {adj.shape[0]:,} nodes, "
           f"{int(adj.sum()) // 2:,} edges; targets: {chosen}; budget: "
           f"{'each target degree' if args.budget == 'degree' else args.budget} (total {sum(budgets)}); "
           f"{args.rounds} round(s), interleaved; load: {os.getloadavg()[0]:.2f}")
@@ -255,7 +307,8 @@ def main(argv: list[str] | None = None) -> None:
     if len(tools) == 2 and all(reports[t] for t in tools):
         same = sum(a["flips"] == b["flips"] for a, b in zip(reports["deeprobust"][0]["rows"],
                                                             reports["grb-dist"][0]["rows"]))
-        print(f"targets with the very same flips in the same order: {same} of {len(targets)}")
+        order = "in the same order" if args.attack == "nettack" else "(as sets: DeepRobust's FGA keeps no order)"
+        print(f"targets with the very same flips {order}: {same} of {len(targets)}")
     print(f"(reports in {out})")
 
 
