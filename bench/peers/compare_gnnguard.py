@@ -39,12 +39,15 @@ Method:
   cumulative (each layer starts from the previous layer's kept edges); it adds the bias
   before propagation, grb-dist's GCNConv after; it tests ``att[0, 0]`` (node 0 only) to
   decide whether to strip and re-add self-loops; initialisation is each tool's own (Xavier
-  normal, biases uniform / Glorot uniform, biases zero).
+  normal, biases uniform / Glorot uniform, biases zero). grb-dist's guard judges every edge of
+  the graph again at every layer; the original's only those the layer before kept.
 * Runs: every training in a fresh child process (the original's in its venv), ``--threads``
   torch threads each, one tool after the other, never at the same time, the order swapped
   every other seed. Timed: the training call alone (``time.perf_counter``), the model built
   and the data loaded beforehand. Peak RSS: the child's ``ru_maxrss`` at its end (its
-  imports, data, training and both predictions), and before training.
+  imports, data, training and both predictions), and before training. Also reported: the
+  seconds per epoch (the two stop after different numbers of epochs), and how many injected
+  edges (both directions, 2 x 1,200) each layer's guard keeps on the attacked graph.
 
 Usage::
 
@@ -81,6 +84,7 @@ def grb_dist_child(args) -> None:
     import numpy as np
     import torch
 
+    import grb_dist.models.robust.gnnguard as guard
     from grb_dist.core.graph import Graph
     from grb_dist.models.grammar import build_model
     from grb_dist.models.train import TrainConfig, seed_everything, train_model
@@ -100,12 +104,22 @@ def grb_dist_child(args) -> None:
     seconds, res = timed(train_model, model, g, config)
     model = res.model.eval()
     a = np.load(d / "attacked.npz", allow_pickle=False)
-    preds = {}
+    preds, kept = {}, []
+    plain = guard.guard_edges
+
+    def counting(h, pattern, *rest, **kw):  # the injected edges (both directions) each layer keeps
+        keep, ei, w = plain(h, pattern, *rest, **kw)
+        pe = pattern.edge_index
+        kept.append(int((keep & ((pe[0] >= g.num_nodes) | (pe[1] >= g.num_nodes))).sum()))
+        return keep, ei, w
+
     with torch.no_grad():
         for key, (x, ei) in (("clean", (g.features, g.edge_index)), ("attacked", (a["features"], a["edge_index"]))):
+            guard.guard_edges = counting if key == "attacked" else plain
             preds[key] = model(torch.from_numpy(x), torch.from_numpy(ei)).argmax(1).numpy()
+    guard.guard_edges = plain
     np.savez(args.out, **preds)
-    emit({"seconds": seconds, "epochs_run": res.epochs_run, "best_epoch": res.best_epoch,
+    emit({"seconds": seconds, "epochs_run": res.epochs_run, "best_epoch": res.best_epoch, "injected_edges_kept": kept,
           "peak_rss_mib": peak_rss_mib(), "rss_before_training_mib": rss_before, "torch": torch.__version__,
           "threads": torch.get_num_threads()}, MARKER)
 
@@ -176,13 +190,15 @@ def report(runs: dict, prep: dict, args, record: dict, loads: tuple, state: str)
     print(f"seeds {args.seeds}; the GCN surrogate on the {prep['targets'].size} full targets: clean "
           f"{prep['surrogate']['clean']:.3f}, after FGSM {prep['surrogate']['attacked']:.3f}\n")
     print("| tool | clean accuracy | after FGSM | seconds per training (median; each) | epochs run | "
-          "peak RSS MiB (before training) |")
-    print("|---|---|---|---|---|---|")
+          "seconds per epoch (median) | injected edges kept per layer | peak RSS MiB (before training) |")
+    print("|---|---|---|---|---|---|---|---|")
     for tool in TOOLS:
         secs = [r["seconds"] for r in runs[tool]]
+        kept = sorted({" / ".join(map(str, r["injected_edges_kept"])) for r in runs[tool]})
         print(f"| {tool} | {mean_std(acc[tool]['clean'])} | {mean_std(acc[tool]['attacked'])} | "
               f"{statistics.median(secs):.1f} ({', '.join(f'{s:.1f}' for s in secs)}) | "
               f"{', '.join(str(r['epochs_run']) for r in runs[tool])} | "
+              f"{statistics.median(r['seconds'] / r['epochs_run'] for r in runs[tool]):.3f} | {'; '.join(kept)} | "
               f"{max(r['peak_rss_mib'] for r in runs[tool]):.0f} "
               f"({max(r['rss_before_training_mib'] for r in runs[tool]):.0f}) |")
     for tool in TOOLS:

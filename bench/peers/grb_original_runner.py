@@ -35,7 +35,9 @@ graph of ``graph.npz`` (which then also holds ``labels`` and ``split_train`` /
 ``split_val``), inductively, by :func:`train_gnnguard` below (the loop of grb-dist's trainer,
 see there), then its predictions on the clean graph and on ``attacked.npz`` (``features``,
 ``edge_index`` of the graph with an injection applied); one JSON line on stdout with the
-training's seconds, the epochs and the peak RSS (after ``GNNGUARD-RESULT ``), the predictions in ``--out``. The module imports
+training's seconds, the epochs, the peak RSS and, per layer, how many injected edges (both
+directions) the guard keeps on the attacked graph (after ``GNNGUARD-RESULT ``), the
+predictions in ``--out``. The module imports
 ``dgl`` at its top for its GATGuard, which is not installed (no wheel for this torch): an
 empty stand-in module is registered under that name before the import, in this process only
 (GCNGuard never touches it), and said so on stderr.
@@ -216,9 +218,18 @@ def gnnguard_main(args) -> None:
     seconds, (epochs_run, best_epoch) = timed(
         train_gnnguard, model, feats[train_mask], adj_tr, labels[train_mask], feats[tv_mask], adj_val, val_idx,
         labels[tv_mask][val_idx], args.lr, args.weight_decay, args.epochs, args.patience, args.dropout)
-    preds = {}
+    preds, kept = {}, []
+    plain_att_coef = model.att_coef
+
+    def counting_att_coef(x, a):  # the injected edges (not self-loops) each layer keeps
+        out = plain_att_coef(x, a)
+        i = out._indices()
+        kept.append(int(((i[0] != i[1]) & ((i[0] >= n) | (i[1] >= n))).sum()))
+        return out
+
     with torch.no_grad():
         for key, path in (("clean", None), ("attacked", os.path.join(args.data, "attacked.npz"))):
+            model.att_coef = counting_att_coef if key == "attacked" else plain_att_coef
             if path is None:
                 x, a = feats, adj
             else:
@@ -229,6 +240,7 @@ def gnnguard_main(args) -> None:
             preds[key] = model(x, a_t, dropout=0.0).argmax(1).numpy()
     np.savez(args.out, **preds)
     emit({"seconds": seconds, "epochs_run": epochs_run, "best_epoch": best_epoch, "peak_rss_mib": peak_rss_mib(),
+          "injected_edges_kept": kept,
           "rss_before_training_mib": rss_before, "torch": torch.__version__, "threads": torch.get_num_threads()},
          RESULT_MARKER)
 
