@@ -200,6 +200,57 @@ def successes(report: dict, adj, features, labels, split, w, fought: dict[int, i
             "margin": float(np.mean(margins)), "flips": int(sum(n_flips))}
 
 
+def run_rounds(args, tools: list[str], npz: Path, job: Path, out: Path) -> dict[str, list[dict]]:
+    """Every round's child of each tool, one at a time, the order swapped every other round."""
+    reports: dict[str, list[dict]] = {t: [] for t in tools}
+    for r in range(args.rounds):
+        for tool in (tools if r % 2 == 0 else tools[::-1]):
+            dest = out / f"{tool}-{r}.json"
+            head = ([str(args.peer_python), str(DEEPROBUST_RUNNER)] if tool == "deeprobust"
+                    else [sys.executable, str(Path(__file__).resolve()), "grb-dist-worker"])
+            cmd = head + [str(npz), str(out / "surrogate.npz"), str(job), str(dest)]
+            cmd += ["--threads", str(args.threads), "--attack", args.attack]
+            cmd += ["--speedups"] if args.peer_speedups and tool == "deeprobust" else []
+            try:
+                done = run_child(cmd[1:], python=cmd[0], log=out / f"{tool}-{r}.log", timeout=args.timeout)
+            except subprocess.TimeoutExpired:
+                done = None
+            if done is None or not dest.is_file():
+                print(f"{tool} round {r} failed; see {out / f'{tool}-{r}.log'}", file=sys.stderr)
+                continue
+            reports[tool].append(json.loads(dest.read_text()))
+    return reports
+
+
+def print_table(args, tools: list[str], reports: dict, n_targets: int, adj, features, labels, checks) -> None:
+    """Seconds, memory and success of each tool; the ratio and the share of identical flips."""
+    w, split, fought, clean_models = checks  # the surrogate, split, labels fought, clean GCNs
+    head = (f"{'tool':<11} {'median s/target':>15} {'max s':>7} {'total s':>8} {'peak RSS MiB':>12} {'flips':>6} "
+            f"{'surrogate':>9} {'evasion':>8} {'poisoning':>9} {'mean margin':>11}")
+    print(head)
+    print("-" * len(head))
+    medians = {}
+    for tool in tools:
+        if not reports[tool]:
+            print(f"{tool:<11} failed")
+            continue
+        per_target = [statistics.median(rep["rows"][i]["seconds"] for rep in reports[tool])
+                      for i in range(n_targets)]
+        medians[tool] = statistics.median(per_target)
+        ok = successes(reports[tool][0], adj, features, labels, split, w, fought, clean_models, args.gcn_seeds)
+        rss = max(rep["peak_rss_mib"] for rep in reports[tool])
+        print(f"{tool:<11} {medians[tool]:>15.3f} {max(per_target):>7.2f} {sum(per_target):>8.1f} {rss:>12.0f} "
+              f"{ok['flips']:>6} {ok['surrogate']:>9.2f} {ok['evasion']:>8.2f} {ok['poisoning']:>9.2f} "
+              f"{ok['margin']:>11.3f}")
+    if len(medians) == 2:
+        print(f"ratio of medians DeepRobust / grb-dist: {medians['deeprobust'] / medians['grb-dist']:.1f}x")
+    if len(tools) == 2 and all(reports[t] for t in tools):
+        same = sum(a["flips"] == b["flips"] for a, b in zip(reports["deeprobust"][0]["rows"],
+                                                            reports["grb-dist"][0]["rows"]))
+        order = "in the same order" if args.attack == "nettack" else "(as sets: DeepRobust's FGA keeps no order)"
+        print(f"targets with the very same flips {order}: {same} of {n_targets}")
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["grb-dist-worker"]:
@@ -255,23 +306,7 @@ def main(argv: list[str] | None = None) -> None:
     job.write_text(json.dumps({"targets": [int(t) for t in targets], "labels": [fought[int(t)] for t in targets],
                                "budgets": budgets}))
     tools = [args.only] if args.only else ["deeprobust", "grb-dist"]
-    reports: dict[str, list[dict]] = {t: [] for t in tools}
-    for r in range(args.rounds):
-        for tool in (tools if r % 2 == 0 else tools[::-1]):
-            dest = out / f"{tool}-{r}.json"
-            head = ([str(args.peer_python), str(DEEPROBUST_RUNNER)] if tool == "deeprobust"
-                    else [sys.executable, str(Path(__file__).resolve()), "grb-dist-worker"])
-            cmd = head + [str(npz), str(out / "surrogate.npz"), str(job), str(dest)]
-            cmd += ["--threads", str(args.threads), "--attack", args.attack]
-            cmd += ["--speedups"] if args.peer_speedups and tool == "deeprobust" else []
-            try:
-                done = run_child(cmd[1:], python=cmd[0], log=out / f"{tool}-{r}.log", timeout=args.timeout)
-            except subprocess.TimeoutExpired:
-                done = None
-            if done is None or not dest.is_file():
-                print(f"{tool} round {r} failed; see {out / f'{tool}-{r}.log'}", file=sys.stderr)
-                continue
-            reports[tool].append(json.loads(dest.read_text()))
+    reports = run_rounds(args, tools, npz, job, out)
 
     g = as_graph(adj, features, labels, split)
     clean_models = [gcn(g, s) for s in range(max(1, args.gcn_seeds))]
@@ -285,30 +320,8 @@ def main(argv: list[str] | None = None) -> None:
           f"{args.rounds} round(s), interleaved; load: {os.getloadavg()[0]:.2f}")
     print(f"surrogate misclassifies {np.mean([pred[t] != fought[t] for t in fought]):.2f} of the targets clean; "
           f"a clean GCN {clean_wrong:.2f}")
-    head = (f"{'tool':<11} {'median s/target':>15} {'max s':>7} {'total s':>8} {'peak RSS MiB':>12} {'flips':>6} "
-            f"{'surrogate':>9} {'evasion':>8} {'poisoning':>9} {'mean margin':>11}")
-    print(head)
-    print("-" * len(head))
-    medians = {}
-    for tool in tools:
-        if not reports[tool]:
-            print(f"{tool:<11} failed")
-            continue
-        per_target = [statistics.median(rep["rows"][i]["seconds"] for rep in reports[tool])
-                      for i in range(len(targets))]
-        medians[tool] = statistics.median(per_target)
-        ok = successes(reports[tool][0], adj, features, labels, split, w, fought, clean_models, args.gcn_seeds)
-        rss = max(rep["peak_rss_mib"] for rep in reports[tool])
-        print(f"{tool:<11} {medians[tool]:>15.3f} {max(per_target):>7.2f} {sum(per_target):>8.1f} {rss:>12.0f} "
-              f"{ok['flips']:>6} {ok['surrogate']:>9.2f} {ok['evasion']:>8.2f} {ok['poisoning']:>9.2f} "
-              f"{ok['margin']:>11.3f}")
-    if len(medians) == 2:
-        print(f"ratio of medians DeepRobust / grb-dist: {medians['deeprobust'] / medians['grb-dist']:.1f}x")
-    if len(tools) == 2 and all(reports[t] for t in tools):
-        same = sum(a["flips"] == b["flips"] for a, b in zip(reports["deeprobust"][0]["rows"],
-                                                            reports["grb-dist"][0]["rows"]))
-        order = "in the same order" if args.attack == "nettack" else "(as sets: DeepRobust's FGA keeps no order)"
-        print(f"targets with the very same flips {order}: {same} of {len(targets)}")
+    checks = (w, split, fought, clean_models)
+    print_table(args, tools, reports, len(targets), adj, features, labels, checks)
     print(f"(reports in {out})")
 
 
