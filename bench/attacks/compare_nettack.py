@@ -37,10 +37,23 @@ between rounds. What is measured:
   retrained on each perturbed graph misclassifies it (seeds ``0 .. --gcn-seeds - 1``, the
   mean). Also: the mean margin of the surrogate after the attack, flips made.
 
+FGA (``--attack fga``): the same graph, targets, labels fought, budgets and surrogate; grb-dist's
+targeted ``fga`` (``grb_dist.attacks.targeted.fga``, budget ``n_flips`` = the target's) on
+the surrogate as an SGC (k = 2, no hidden layer, weight ``(W1 W2)^T``, bias 0: the same
+``Â² X W1 W2``), one ``attack`` call per target with the fought labels given; DeepRobust's
+``FGA`` on its linear GCN carrying ``W1``, ``W2`` (``deeprobust_nettack.py --attack fga``).
+What differs: DeepRobust's differentiates a dense N x N adjacency and always makes ``budget``
+flips (the largest gain even when negative, a pair possibly flipped back), grb-dist's flips a
+pair at most once and stops when no flip has a positive gain. Flips are compared as sets.
+``--peer-speedups``: DeepRobust's dense normalisation computed elementwise (the same values;
+``deeprobust_nettack.py --speedups``); as it ships, its FGA spends most of its time in two
+N x N x N products per flip.
+
 Usage::
 
     bash bench/poisoning/peers.sh        # once: DeepRobust's venv
     .venv/bin/python bench/attacks/compare_nettack.py [--targets 20] [--rounds 2] [--budget degree]
+    .venv/bin/python bench/attacks/compare_nettack.py --attack fga
 """
 
 from __future__ import annotations
@@ -68,34 +81,67 @@ from deeprobust_metattack import load_lcc  # noqa: E402
 DEEPROBUST_RUNNER = HERE / "deeprobust_nettack.py"
 
 
+def sgc_surrogate(adj: sp.csr_matrix, features: sp.csr_matrix, w1: np.ndarray, w2: np.ndarray):
+    """The linear surrogate ``Â² X W1 W2`` as a grb-dist model (an SGC, k = 2, no hidden layer,
+    bias 0) and the graph it runs on (the split is not read by FGA)."""
+    import torch
+
+    from grb_dist.models.grammar import build_model
+
+    n = adj.shape[0]
+    g = as_graph(adj, features, np.zeros(n, np.int64), {"train": np.arange(1), "val": np.arange(1, 2),
+                                                          "test": np.arange(2, n)})
+    model = build_model("sgc", g.num_features, w2.shape[1], {"hidden_sizes": [], "k": 2})
+    lin = model.layers[0]["lin"]
+    with torch.no_grad():
+        lin.weight.copy_(torch.from_numpy((w1 @ w2).T.astype(np.float32)))
+        lin.bias.zero_()
+    return g, model.eval()
+
+
 def grb_worker(argv: list[str]) -> None:
-    """Child process: grb-dist's Nettack on every target; writes the JSON report."""
+    """Child process: grb-dist's Nettack (or FGA) on every target; writes the JSON report."""
     ap = argparse.ArgumentParser(prog="compare_nettack.py grb-dist-worker")
     ap.add_argument("npz", type=Path)
     ap.add_argument("surrogate", type=Path)
     ap.add_argument("targets", type=Path)
     ap.add_argument("output", type=Path)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--attack", choices=["nettack", "fga"], default="nettack")
     args = ap.parse_args(argv)
     import torch
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    from grb_dist.attacks.registry import build_attack
     from grb_dist.attacks.targeted.nettack import nettack
 
     adj, features, _ = load_lcc(args.npz)
     with np.load(args.surrogate, allow_pickle=False) as z:
         w = z["W1"].astype(np.float64) @ z["W2"].astype(np.float64)
+        w1, w2 = z["W1"], z["W2"]
     job = json.loads(args.targets.read_text())
-    nettack(adj, features, w, int(job["targets"][0]), int(job["labels"][0]), 1)  # untimed warm-up, as the peer's
+    if args.attack == "fga":
+        graph, model = sgc_surrogate(adj, features, w1, w2)
+        fought = model(*(torch.from_numpy(a) for a in (graph.features, graph.edge_index))).argmax(1).numpy()
+
+        def run(target: int, label: int, budget: int) -> list[list[int]]:
+            fought[target] = label
+            attack = build_attack("fga", {"n_flips": budget, "degree_multiple": 0.0}, "targeted")
+            mod = attack.attack(graph, model, np.array([target]), labels=fought)
+            partners = sorted([*mod.added[1].tolist(), *mod.removed[1].tolist()])
+            return [[target, int(v)] for v in partners]
+    else:
+        def run(target: int, label: int, budget: int) -> list[list[int]]:
+            return [[int(m), int(n)] for m, n in nettack(adj, features, w, target, label, budget).edge_flips]
+    run(int(job["targets"][0]), int(job["labels"][0]), 1)  # untimed warm-up, as the peer's
     rows = []
     for target, label, budget in zip(job["targets"], job["labels"], job["budgets"]):
         t0 = time.perf_counter()
-        res = nettack(adj, features, w, int(target), int(label), int(budget))
+        flips = run(int(target), int(label), int(budget))
         seconds = time.perf_counter() - t0
-        rows.append({"target": int(target), "budget": int(budget), "seconds": seconds,
-                     "flips": [[int(m), int(n)] for m, n in res.edge_flips]})
-        print(f"grb-dist target {target}: {seconds:.3f} s, {len(res.edge_flips)} flips", file=sys.stderr, flush=True)
+        rows.append({"target": int(target), "budget": int(budget), "seconds": seconds, "flips": flips})
+        print(f"grb-dist target {target}: {seconds:.3f} s, {len(flips)} flips", file=sys.stderr, flush=True)
     report = {"tool": "grb-dist", "torch_threads": torch.get_num_threads(), "rows": rows, "peak_rss_mib": peak_rss_mib()}
     args.output.write_text(json.dumps(report) + "\n")
     print(json.dumps({"output": str(args.output)}))
@@ -154,6 +200,57 @@ def successes(report: dict, adj, features, labels, split, w, fought: dict[int, i
             "margin": float(np.mean(margins)), "flips": int(sum(n_flips))}
 
 
+def run_rounds(args, tools: list[str], npz: Path, job: Path, out: Path) -> dict[str, list[dict]]:
+    """Every round's child of each tool, one at a time, the order swapped every other round."""
+    reports: dict[str, list[dict]] = {t: [] for t in tools}
+    for r in range(args.rounds):
+        for tool in (tools if r % 2 == 0 else tools[::-1]):
+            dest = out / f"{tool}-{r}.json"
+            head = ([str(args.peer_python), str(DEEPROBUST_RUNNER)] if tool == "deeprobust"
+                    else [sys.executable, str(Path(__file__).resolve()), "grb-dist-worker"])
+            cmd = head + [str(npz), str(out / "surrogate.npz"), str(job), str(dest)]
+            cmd += ["--threads", str(args.threads), "--attack", args.attack]
+            cmd += ["--speedups"] if args.peer_speedups and tool == "deeprobust" else []
+            try:
+                done = run_child(cmd[1:], python=cmd[0], log=out / f"{tool}-{r}.log", timeout=args.timeout)
+            except subprocess.TimeoutExpired:
+                done = None
+            if done is None or not dest.is_file():
+                print(f"{tool} round {r} failed; see {out / f'{tool}-{r}.log'}", file=sys.stderr)
+                continue
+            reports[tool].append(json.loads(dest.read_text()))
+    return reports
+
+
+def print_table(args, tools: list[str], reports: dict, n_targets: int, adj, features, labels, checks) -> None:
+    """Seconds, memory and success of each tool; the ratio and the share of identical flips."""
+    w, split, fought, clean_models = checks  # the surrogate, split, labels fought, clean GCNs
+    head = (f"{'tool':<11} {'median s/target':>15} {'max s':>7} {'total s':>8} {'peak RSS MiB':>12} {'flips':>6} "
+            f"{'surrogate':>9} {'evasion':>8} {'poisoning':>9} {'mean margin':>11}")
+    print(head)
+    print("-" * len(head))
+    medians = {}
+    for tool in tools:
+        if not reports[tool]:
+            print(f"{tool:<11} failed")
+            continue
+        per_target = [statistics.median(rep["rows"][i]["seconds"] for rep in reports[tool])
+                      for i in range(n_targets)]
+        medians[tool] = statistics.median(per_target)
+        ok = successes(reports[tool][0], adj, features, labels, split, w, fought, clean_models, args.gcn_seeds)
+        rss = max(rep["peak_rss_mib"] for rep in reports[tool])
+        print(f"{tool:<11} {medians[tool]:>15.3f} {max(per_target):>7.2f} {sum(per_target):>8.1f} {rss:>12.0f} "
+              f"{ok['flips']:>6} {ok['surrogate']:>9.2f} {ok['evasion']:>8.2f} {ok['poisoning']:>9.2f} "
+              f"{ok['margin']:>11.3f}")
+    if len(medians) == 2:
+        print(f"ratio of medians DeepRobust / grb-dist: {medians['deeprobust'] / medians['grb-dist']:.1f}x")
+    if len(tools) == 2 and all(reports[t] for t in tools):
+        same = sum(a["flips"] == b["flips"] for a, b in zip(reports["deeprobust"][0]["rows"],
+                                                            reports["grb-dist"][0]["rows"]))
+        order = "in the same order" if args.attack == "nettack" else "(as sets: DeepRobust's FGA keeps no order)"
+        print(f"targets with the very same flips {order}: {same} of {n_targets}")
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["grb-dist-worker"]:
@@ -169,6 +266,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0, help="the surrogate's seed")
     ap.add_argument("--peer-python", type=Path, default=DEFAULT_PEER_VENV / "bin" / "python")
     ap.add_argument("--only", choices=["deeprobust", "grb-dist"], default=None)
+    ap.add_argument("--attack", choices=["nettack", "fga"], default="nettack", help="the attack on both sides")
+    ap.add_argument("--peer-speedups", action="store_true",
+                    help="FGA: deeprobust_nettack.py --speedups (its dense normalisation elementwise, the same values)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads in this process and both children (default 1: on a shared machine more "
                          "threads made torch's training 10-20x slower here; both tools' attacks are numpy/scipy)")
@@ -206,56 +306,22 @@ def main(argv: list[str] | None = None) -> None:
     job.write_text(json.dumps({"targets": [int(t) for t in targets], "labels": [fought[int(t)] for t in targets],
                                "budgets": budgets}))
     tools = [args.only] if args.only else ["deeprobust", "grb-dist"]
-    reports: dict[str, list[dict]] = {t: [] for t in tools}
-    for r in range(args.rounds):
-        for tool in (tools if r % 2 == 0 else tools[::-1]):
-            dest = out / f"{tool}-{r}.json"
-            head = ([str(args.peer_python), str(DEEPROBUST_RUNNER)] if tool == "deeprobust"
-                    else [sys.executable, str(Path(__file__).resolve()), "grb-dist-worker"])
-            cmd = head + [str(npz), str(out / "surrogate.npz"), str(job), str(dest)]
-            cmd += ["--threads", str(args.threads)]
-            try:
-                done = run_child(cmd[1:], python=cmd[0], log=out / f"{tool}-{r}.log", timeout=args.timeout)
-            except subprocess.TimeoutExpired:
-                done = None
-            if done is None or not dest.is_file():
-                print(f"{tool} round {r} failed; see {out / f'{tool}-{r}.log'}", file=sys.stderr)
-                continue
-            reports[tool].append(json.loads(dest.read_text()))
+    reports = run_rounds(args, tools, npz, job, out)
 
     g = as_graph(adj, features, labels, split)
     clean_models = [gcn(g, s) for s in range(max(1, args.gcn_seeds))]
     clean_wrong = np.mean([np.mean([predict(m, g)[t] != fought[t] for t in fought]) for m in clean_models])
     print()
-    print(f"Nettack (direct, structure, degree test 0.004) on {args.dataset} LCC: {adj.shape[0]:,} nodes, "
+    what = "Nettack (direct, structure, degree test 0.004)" if args.attack == "nettack" else "FGA (direct, structure)"
+    what += ", DeepRobust with its runner's --speedups" if args.peer_speedups else ""
+    print(f"{what} on {args.dataset} LCC: {adj.shape[0]:,} nodes, "
           f"{int(adj.sum()) // 2:,} edges; targets: {chosen}; budget: "
           f"{'each target degree' if args.budget == 'degree' else args.budget} (total {sum(budgets)}); "
           f"{args.rounds} round(s), interleaved; load: {os.getloadavg()[0]:.2f}")
     print(f"surrogate misclassifies {np.mean([pred[t] != fought[t] for t in fought]):.2f} of the targets clean; "
           f"a clean GCN {clean_wrong:.2f}")
-    head = (f"{'tool':<11} {'median s/target':>15} {'max s':>7} {'total s':>8} {'peak RSS MiB':>12} {'flips':>6} "
-            f"{'surrogate':>9} {'evasion':>8} {'poisoning':>9} {'mean margin':>11}")
-    print(head)
-    print("-" * len(head))
-    medians = {}
-    for tool in tools:
-        if not reports[tool]:
-            print(f"{tool:<11} failed")
-            continue
-        per_target = [statistics.median(rep["rows"][i]["seconds"] for rep in reports[tool])
-                      for i in range(len(targets))]
-        medians[tool] = statistics.median(per_target)
-        ok = successes(reports[tool][0], adj, features, labels, split, w, fought, clean_models, args.gcn_seeds)
-        rss = max(rep["peak_rss_mib"] for rep in reports[tool])
-        print(f"{tool:<11} {medians[tool]:>15.3f} {max(per_target):>7.2f} {sum(per_target):>8.1f} {rss:>12.0f} "
-              f"{ok['flips']:>6} {ok['surrogate']:>9.2f} {ok['evasion']:>8.2f} {ok['poisoning']:>9.2f} "
-              f"{ok['margin']:>11.3f}")
-    if len(medians) == 2:
-        print(f"ratio of medians DeepRobust / grb-dist: {medians['deeprobust'] / medians['grb-dist']:.1f}x")
-    if len(tools) == 2 and all(reports[t] for t in tools):
-        same = sum(a["flips"] == b["flips"] for a, b in zip(reports["deeprobust"][0]["rows"],
-                                                            reports["grb-dist"][0]["rows"]))
-        print(f"targets with the very same flips in the same order: {same} of {len(targets)}")
+    checks = (w, split, fought, clean_models)
+    print_table(args, tools, reports, len(targets), adj, features, labels, checks)
     print(f"(reports in {out})")
 
 

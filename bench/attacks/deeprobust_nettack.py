@@ -23,6 +23,21 @@ Per target: a new ``Nettack(surrogate, attack_structure=True, attack_features=Fa
 running it, after one untimed warm-up attack (the first target, one flip) in which numba
 compiles the scoring loop. ``peak_rss_mib``: the process's peak
 resident memory over its whole life.
+
+``--attack fga``: DeepRobust's ``FGA`` instead (imported the same way), per target a new
+``FGA(surrogate, nnodes=N, attack_structure=True, attack_features=False)`` and
+``attack(features, adj, fought, [target], target, budget)``: its loss is the cross-entropy of
+the target's output against ``pseudo_labels``, the surrogate's predictions overwritten with
+``labels`` at ``idx_train``; passing the target as ``idx_train`` makes it fight the class
+of ``labels`` given for it (``TARGETS.json``), as grb-dist's side does (``idx_train`` is not
+read otherwise). FGA reads the surrogate's predictions from its stored inputs (set by one
+``predict(features, adj)`` on the clean graph before the warm-up). Flips: the pairs of the
+target's row that differ from the clean graph at the end (a pair FGA flips twice is not
+one), in index order. ``--speedups``: DeepRobust's dense ``normalize_adj_tensor``, which FGA
+calls on the N x N adjacency at every flip and back-propagates through (two N x N x N
+products each way, most of its time), computed elementwise as ``deeprobust_metattack.py
+--speedups`` does (the same values; the gradient equal up to float summation order); no
+installed file is changed.
 """
 
 from __future__ import annotations
@@ -44,11 +59,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # bench/: the shared helpers (standard library only)
 sys.path.insert(0, str(HERE.parent / "poisoning"))  # the component loader shared with the Metattack bench
 from common import peak_rss_mib  # noqa: E402
-from deeprobust_metattack import load_lcc  # noqa: E402
+from deeprobust_metattack import elementwise_normalization, load_lcc  # noqa: E402
 
 
-def import_nettack():
-    """DeepRobust's ``Nettack`` class, without running its ``targeted_attack`` package's
+def import_nettack(module: str = "nettack", cls: str = "Nettack"):
+    """DeepRobust's ``Nettack`` class (or ``cls`` of ``module``), without running its ``targeted_attack`` package's
     ``__init__``: that imports every targeted attack, SGA among them, which needs
     ``torch_scatter`` and ``torch_geometric`` (not in the venv). The package is registered
     bare (its real folder as its path), then its ``base_attack`` and ``nettack`` modules are
@@ -62,7 +77,7 @@ def import_nettack():
     sys.modules[name] = package
     base = importlib.import_module(f"{name}.base_attack")
     package.BaseAttack = base.BaseAttack
-    return importlib.import_module(f"{name}.nettack").Nettack
+    return getattr(importlib.import_module(f"{name}.{module}"), cls)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -72,6 +87,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("targets", type=Path, help="JSON: targets, labels, budgets")
     ap.add_argument("output", type=Path, help="the JSON report")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--attack", choices=["nettack", "fga"], default="nettack")
+    ap.add_argument("--speedups", action="store_true",
+                    help="FGA: the dense normalisation elementwise (deeprobust_metattack.py's; the same values)")
     args = ap.parse_args(argv)
 
     import torch
@@ -82,7 +100,7 @@ def main(argv: list[str] | None = None) -> dict:
     with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
         warnings.simplefilter("ignore")
         from deeprobust.graph.defense import GCN
-        Nettack = import_nettack()
+        Nettack = import_nettack() if args.attack == "nettack" else import_nettack("fga", "FGA")
     from importlib.metadata import version
 
     adj, features, labels = load_lcc(args.npz)
@@ -95,20 +113,35 @@ def main(argv: list[str] | None = None) -> dict:
     surrogate.gc2.weight.data = torch.as_tensor(w2, dtype=torch.float32)
     fought = labels.copy()
     fought[job["targets"]] = job["labels"]
-    warm = Nettack(surrogate, nnodes=adj.shape[0], attack_structure=True, attack_features=False, device="cpu")
-    with contextlib.redirect_stdout(sys.stderr):  # untimed: numba compiles the scoring loop here
-        warm.attack(features, adj, fought, int(job["targets"][0]), 1, direct=True, verbose=False)
+    if args.speedups:
+        elementwise_normalization()
+    if args.attack == "fga":
+        surrogate.eval()
+        surrogate.predict(features, adj)  # FGA's predict() reads the inputs stored here
+
+    def run(target: int, budget: int):
+        attack = Nettack(surrogate, nnodes=adj.shape[0], attack_structure=True, attack_features=False, device="cpu")
+        with contextlib.redirect_stdout(sys.stderr):
+            if args.attack == "fga":
+                attack.attack(features, adj, fought, np.array([target]), target, budget)
+            else:
+                attack.attack(features, adj, fought, target, budget, direct=True, verbose=False)
+        return attack
+
+    run(int(job["targets"][0]), 1)  # untimed: numba compiles Nettack's scoring loop here
     rows = []
     for target, budget in zip(job["targets"], job["budgets"]):
         t0 = time.perf_counter()
-        attack = Nettack(surrogate, nnodes=adj.shape[0], attack_structure=True, attack_features=False, device="cpu")
-        with contextlib.redirect_stdout(sys.stderr):
-            attack.attack(features, adj, fought, int(target), int(budget), direct=True, verbose=False)
+        attack = run(int(target), int(budget))
         seconds = time.perf_counter() - t0
-        flips = [[int(u), int(v)] for u, v in (e for e in attack.structure_perturbations if len(e))]
+        if args.attack == "fga":
+            changed = (attack.modified_adj[int(target)] != adj[int(target)]).nonzero()[1]
+            flips = [[int(target), int(v)] for v in sorted(changed.tolist())]
+        else:
+            flips = [[int(u), int(v)] for u, v in (e for e in attack.structure_perturbations if len(e))]
         rows.append({"target": int(target), "budget": int(budget), "seconds": seconds, "flips": flips})
         print(f"deeprobust target {target}: {seconds:.2f} s, {len(flips)} flips", file=sys.stderr, flush=True)
-    report = {"tool": "deeprobust", "version": version("deeprobust"), "torch_threads": torch.get_num_threads(),
+    report = {"tool": "deeprobust", "attack": args.attack, "speedups": args.speedups, "version": version("deeprobust"), "torch_threads": torch.get_num_threads(),
               "rows": rows, "peak_rss_mib": peak_rss_mib()}
     args.output.write_text(json.dumps(report) + "\n")
     print(json.dumps({"output": str(args.output)}))
