@@ -128,6 +128,26 @@ def wait_for(marker: Path, proc, describe, timeout: float = 300) -> None:
         time.sleep(0.1)
 
 
+def whole_graph_outcomes(graph: Graph, model, mod) -> tuple[np.ndarray, np.ndarray]:
+    """Each target of ``mod`` (a targeted modification): ``model``'s prediction and margin
+    there with its own flips applied to the whole graph, the reference the per-target
+    scorer's local evaluations are held to."""
+    import torch
+
+    from grb_dist.models.tensors import apply_modification, graph_tensors
+
+    clean = graph_tensors(graph)
+    preds, margs = [], []
+    with torch.no_grad():
+        for t in mod.targets.tolist():
+            pg = apply_modification(clean, mod.of(t))
+            z = model(pg.x, pg.edge_index)[t].double().numpy()
+            y = int(graph.labels[t])
+            preds.append(int(z.argmax()))
+            margs.append(z[y] - np.delete(z, y).max())
+    return np.array(preds), np.array(margs)
+
+
 def free_port() -> int:
     """A TCP port free on this machine now (for a server a test starts)."""
     with socket.socket() as s:

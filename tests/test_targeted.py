@@ -25,13 +25,13 @@ from grb_dist.datasets.split import grb_split
 from grb_dist.evaluation.targeted import TargetEvaluator, margins
 from grb_dist.leaderboard.targets import success_rate, targets_board
 from grb_dist.models import build_model
-from grb_dist.models.tensors import apply_modification, graph_tensors
+from grb_dist.models.tensors import graph_tensors
 from grb_dist.models.train import TrainConfig, train
 from grb_dist.store import RunLock, RunStore, schema
 from grb_dist.sweep.cells import run_cells
 from grb_dist.sweep.job import parse_job
 
-from helpers import small, tiny_csbm
+from helpers import small, tiny_csbm, whole_graph_outcomes
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -304,20 +304,6 @@ def big_mod(big) -> TargetedModification:
     rows = rng.normal(size=(2, big.num_features)).astype(np.float32)
     return TargetedModification.build(np.array(ts), np.array(rem).T, np.array(add).T, big.num_nodes,
                                       big.num_features, np.array([ts[1], ts[-2]]), rows)
-
-
-def whole_graph_outcomes(graph: Graph, model, mod: TargetedModification) -> tuple[np.ndarray, np.ndarray]:
-    """Each target's prediction and margin with its own flips applied to the whole graph."""
-    clean = graph_tensors(graph)
-    preds, margs = [], []
-    with torch.no_grad():
-        for t in mod.targets.tolist():
-            pg = apply_modification(clean, mod.of(t))
-            z = model(pg.x, pg.edge_index)[t].double().numpy()
-            y = int(graph.labels[t])
-            preds.append(int(z.argmax()))
-            margs.append(z[y] - np.delete(z, y).max())
-    return np.array(preds), np.array(margs)
 
 
 def test_ball_is_the_3_hop_ball_a_proper_subset_on_a_sparse_graph(big, big_mod):

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
