@@ -149,9 +149,10 @@ class TargetEvaluator:
 
         def degree(nodes: np.ndarray) -> np.ndarray:
             d = self.indptr[nodes + 1] - self.indptr[nodes]
-            pos = np.minimum(np.searchsorted(ends, nodes), max(ends.size - 1, 0))
-            hit = ends[pos] == nodes if ends.size else np.zeros(nodes.size, bool)
-            return d + np.where(hit, delta[pos] if ends.size else 0, 0)
+            if ends.size:  # the flips' ends: their degrees moved
+                pos = np.minimum(np.searchsorted(ends, nodes), ends.size - 1)
+                d = d + np.where(ends[pos] == nodes, delta[pos], 0)
+            return d
 
         return neighbours, degree
 

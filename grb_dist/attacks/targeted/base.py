@@ -72,6 +72,15 @@ class TargetedConfig:
         check_int(self.steps, "steps", 0, 1 << 20)
 
 
+def clean_adjacency(graph: Graph) -> sp.csr_matrix:
+    """``graph``'s adjacency, CSR, 0/1, symmetric (as its edge list: both directions)."""
+    n, ei = graph.num_nodes, graph.edge_index
+    a = sp.csr_matrix((np.ones(ei.shape[1]), (ei[0], ei[1])), shape=(n, n))
+    a.sum_duplicates()
+    a.data[:] = 1.0
+    return a
+
+
 class TargetContext:
     """One batch's graph and surrogate, with what targeted attacks share: the CSR adjacency,
     the degrees, the labels fought (built on first use)."""
@@ -86,12 +95,8 @@ class TargetContext:
 
     @cached_property
     def adj(self) -> sp.csr_matrix:
-        """The clean adjacency, CSR, 0/1, symmetric."""
-        ei = self.graph.edge_index
-        a = sp.csr_matrix((np.ones(ei.shape[1]), (ei[0], ei[1])), shape=(self.n, self.n))
-        a.sum_duplicates()
-        a.data[:] = 1.0
-        return a
+        """The clean adjacency (:func:`clean_adjacency`)."""
+        return clean_adjacency(self.graph)
 
     def neighbours(self, v: int) -> np.ndarray:
         a = self.adj
@@ -189,4 +194,4 @@ def gathered(ctx: TargetContext, targets: np.ndarray, owners: np.ndarray, partne
                                       np.stack(feats) if feats else None, removed_by=by[0], added_by=by[1])
 
 
-__all__ = ["TargetContext", "TargetedAttack", "TargetedConfig", "gathered"]
+__all__ = ["TargetContext", "TargetedAttack", "TargetedConfig", "clean_adjacency", "gathered"]

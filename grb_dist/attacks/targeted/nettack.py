@@ -442,9 +442,12 @@ def train_linear_gcn(adj: sp.spmatrix, features: sp.spmatrix | np.ndarray, label
     check_int(hidden, "hidden", 1, 1 << 16)
     check_int(epochs, "epochs", 1, 1 << 20)
     a = normalized_adjacency(adj)
-    x = sp.csr_matrix(features, dtype=np.float64)
+    # dense features stay dense (N x D, as the graph holds them); a sparse matrix of them
+    # would store every entry with its index, and a @ x of it be as large
+    x = sp.csr_matrix(features, dtype=np.float64) if sp.issparse(features) else np.asarray(features, np.float64)
     idx = np.asarray(train, dtype=np.int64) if val is None else np.concatenate([train, val]).astype(np.int64)
-    f = torch.as_tensor(np.asarray((a[idx] @ (a @ x)).todense()), dtype=torch.float32)
+    ax = a[idx] @ (a @ x)
+    f = torch.as_tensor(ax.toarray() if sp.issparse(ax) else ax, dtype=torch.float32)
     y = torch.as_tensor(np.asarray(labels)[idx], dtype=torch.long)
     n_train, classes = len(train), int(np.max(labels)) + 1
     gen = torch.Generator().manual_seed(seed)

@@ -16,8 +16,8 @@ the same ones whatever machine it runs on.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
+from grb_dist.attacks.targeted.base import clean_adjacency
 from grb_dist.attacks.targeted.nettack import surrogate_logits, train_linear_gcn
 from grb_dist.core.graph import Graph
 from grb_dist.core.targeted import TargetSelection, by_margins
@@ -26,10 +26,7 @@ from grb_dist.core.targeted import TargetSelection, by_margins
 def clean_margins(graph: Graph, seed: int) -> np.ndarray:
     """Per node, the true label's logit minus the best other's under the linearised GCN
     trained on the clean graph (module docstring); float64, N."""
-    n, ei = graph.num_nodes, graph.edge_index
-    adj = sp.csr_matrix((np.ones(ei.shape[1]), (ei[0], ei[1])), shape=(n, n))
-    adj.sum_duplicates()
-    adj.data[:] = 1.0
+    n, adj = graph.num_nodes, clean_adjacency(graph)
     val = graph.split.get("val")
     w1, w2 = train_linear_gcn(adj, graph.features, graph.labels, graph.split["train"],
                               val if val is not None and val.size else None, seed=seed)
