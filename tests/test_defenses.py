@@ -184,11 +184,52 @@ def test_gnnguard_agrees_with_dense():
     assert torch.allclose(model(x, t.edge_index), ref, atol=1e-5)
 
 
+def _dense_guard(h: torch.Tensor, edges: torch.Tensor, thr: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """GNNGuard's weights written out densely: cosine on ``edges`` (a 0/1 N x N mask, rows =
+    receivers), similarities below ``thr`` dropped, rows normalised, the self-weight
+    ``1 / (1 + kept)`` on the diagonal; and the mask of kept edges."""
+    hn = h / h.norm(dim=1, keepdim=True)
+    sim = (hn @ hn.T) * edges
+    kept = (sim >= thr) & (sim > 0) & (edges > 0)
+    sim = torch.where(kept, sim, torch.zeros_like(sim))
+    att = sim / sim.sum(1, keepdim=True).clamp_min(1e-12)
+    return att + torch.diag(1.0 / (1.0 + kept.float().sum(1))), kept.float()
+
+
+def test_gnnguard_pruning_is_cumulative_over_layers_as_in_the_reference_codes():
+    """A two-layer GNNGuard against a dense reading of the authors' forward: the second layer
+    judges only the edges the first kept, so an edge pruned at layer 1 stays out at layer 2
+    even where the hidden representations of its ends have become similar."""
+    g = random_graph(12, 0.45, seed=5)
+    t = graph_tensors(g)
+    n, thr = g.num_nodes, 0.3
+    torch.manual_seed(0)
+    model = GNNGuard(5, 3, GNNGuardConfig(hidden_sizes=(4,), threshold=thr, dropout=0.0)).eval()
+    c1, c2 = model.layers
+    a = dense_adj(t.edge_index, n)
+    att1, kept1 = _dense_guard(t.x, a, thr)
+    h = torch.relu(att1 @ (t.x @ c1.lin.weight.T) + c1.bias)
+    att2, _ = _dense_guard(h, kept1, thr)
+    with torch.no_grad():
+        got = model(t.x, t.edge_index)
+        assert torch.allclose(got, att2 @ (h @ c2.lin.weight.T) + c2.bias, atol=1e-5)
+        # the case that tells cumulative pruning apart: edges dropped at layer 1 that layer 2's
+        # similarities alone would keep
+        att_fresh, kept_fresh = _dense_guard(h, a, thr)
+        revived = (kept_fresh > kept1).sum()
+        assert revived > 0
+        assert not torch.allclose(got, att_fresh @ (h @ c2.lin.weight.T) + c2.bias, atol=1e-3)
+        # weighted_forward with every weight 1 is the same model
+        ones = torch.ones(t.edge_index.shape[1])
+        assert torch.allclose(model.weighted_forward(t.x, t.edge_index, ones), got, atol=1e-6)
+
+
 def test_gnnguard_backprop_reaches_injected_features(tiny):
     torch.manual_seed(0)
     model = build_defense("gnnguard", tiny, SMALL["gnnguard"]).eval()
     t = graph_tensors(tiny)
-    inj = torch.full((3, tiny.num_features), 0.5, requires_grad=True)
+    # copies of their neighbours' features, so that the guard keeps their edges
+    inj = t.x[[0, 3, 0]].clone().requires_grad_(True)
     edges = torch.tensor([[tiny.num_nodes] * 3 + [tiny.num_nodes + 1], [0, 1, 2, 3]])
     x, ei = apply_injection(t.x, t.edge_index, inj, edges)
     model(x, ei)[:4].sum().backward()

@@ -1,11 +1,14 @@
 """GNNGuard (Zhang & Zitnik, 2020): edge re-weighting by feature similarity, layer by layer.
 
-Before every graph layer, each edge ``(j -> i)`` gets the cosine similarity of its
-endpoints' current representations (the layer's input), computed on the edges only
-(O(E d) time as a sampled dense-dense product, O(E) memory plus one normalised copy of
-the features; never an N x N matrix):
+Before every graph layer, each edge ``(j -> i)`` that the earlier layers kept gets the
+cosine similarity of its endpoints' current representations (the layer's input), computed
+on the edges only (O(E d) time as a sampled dense-dense product, O(E) memory plus one
+normalised copy of the features; never an N x N matrix):
 
-1. ``s_ij = cos(h_i, h_j)``; edges with ``s_ij < threshold`` (or ``s_ij <= 0``) are dropped;
+1. ``s_ij = cos(h_i, h_j)``; edges with ``s_ij < threshold`` (or ``s_ij <= 0``) are dropped,
+   at this layer and every later one: the pruning is cumulative, as in the authors' code,
+   DeepRobust's and the original GRB's, where each layer re-weights the graph the previous
+   layer left (an edge pruned at the first layer never reaches the second);
 2. row normalisation over each node's kept in-edges: ``a_ij = s_ij / sum_k s_ik``;
 3. optional self-weight: a self-loop with ``a_ii = 1 / (1 + d_i)``, ``d_i`` = kept edges;
 4. the layer aggregates with these weights (GCN: ``out_i = sum_j a_ij W h_j + b``;
@@ -23,10 +26,14 @@ equal to the ``+ log a_ij`` shift for positive ``a``, with weight 0 = absent edg
 pruning (``s_ij < threshold``) stays as in ``forward``: the mask is piecewise constant, so
 pruned pairs get zero gradient and the gradient is that of the soft-weighted version within
 the current mask (a surrogate of the non-differentiable drop). With every weight 1 the
-values equal ``forward``. Differences to the original code, on purpose: no dense N x N similarity, no
-``exp`` of the normalised weights, no learned edge-pruning layer and no layer-wise memory
-(beta gate): they are not needed for the re-weighting and the original applied them to
-dense matrices.
+values equal ``forward``.
+
+Differences to the authors' code, on purpose: no dense N x N similarity; the weights are the
+paper's ``a_ij`` (the authors' code passes ``exp(a_ij)`` to a GCN layer that normalises them
+again, the original GRB ``exp(a_ij)`` unnormalised: the two references disagree there); the
+similarities are differentiable (the authors' code computes them in NumPy, so neither its
+training nor an attack sees through them); no learned edge-pruning layer and no ``beta``
+memory gate (both off in the authors' code too).
 """
 
 from __future__ import annotations
@@ -192,16 +199,20 @@ def guard_weights(
 
 def guard_edges(
     h: torch.Tensor, pattern: EdgePattern, threshold: float, self_weight: bool, edge_weight: torch.Tensor | None = None,
+    alive: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`guard_weights` on an :class:`EdgePattern`, and ahead of its results the mask of
     the pattern's edges that are kept (the returned edges are those, in their order, then
-    the self-loops)."""
+    the self-loops). ``alive``: the mask of the pattern's edges the earlier layers kept
+    (``None``: all of them); an edge outside it stays pruned."""
     ei, w = pattern.edge_index, pattern.weights(edge_weight)
     n = h.size(0)
     sim = edge_cosine(h, pattern)
     keep = sim >= threshold
     # Edges exactly at a zero similarity carry no weight either (threshold 0).
     keep &= sim > 0
+    if alive is not None:
+        keep &= alive
     ei, sim = ei[:, keep], sim[keep]
     ones = torch.ones_like(sim)
     if w is not None:
@@ -262,19 +273,19 @@ class GNNGuard(GraphModel):
     def propagation_graph(self, edge_index, num_nodes):
         return EdgePattern.of(edge_index, num_nodes)
 
-    def call_layer(self, i, layer, h, edge_index):
-        pattern = self._cached_propagation_graph(edge_index, h.size(0), h.dtype)
-        ei, w = guard_weights(h, pattern, self.config.threshold, self.config.self_weight)
-        return _weighted_gcn(layer, h, ei, w)
+    def forward(self, x, edge_index):
+        return self.weighted_forward(x, edge_index, None)
 
     def weighted_forward(self, x, edge_index, edge_weight):
-        """Eval-mode logits with edge weights: guard weights of the weighted edges, hard
-        pruning kept (see the module docstring)."""
+        """Logits with edge weights (``None``: the plain forward): guard weights of the
+        weighted edges, the hard and cumulative pruning kept (see the module docstring)."""
         c = self.config
         pattern = self._cached_propagation_graph(edge_index, x.size(0), x.dtype)
+        alive = None
 
         def call(i, layer, h):
-            ei, w = guard_weights(h, pattern, c.threshold, c.self_weight, edge_weight)
+            nonlocal alive
+            alive, ei, w = guard_edges(h, pattern, c.threshold, c.self_weight, edge_weight, alive)
             return _weighted_gcn(layer, h, ei, w)
 
         return self.output(self.run_layers(x, call), edge_index)
@@ -304,24 +315,32 @@ class GATGuard(GraphModel):
 
     propagation_graph = GNNGuard.propagation_graph
 
-    def call_layer(self, i, layer, h, edge_index):
-        c = self.config
-        pattern = self._cached_propagation_graph(edge_index, h.size(0), h.dtype)
-        keep, ei, w = guard_edges(h, pattern, c.threshold, c.self_weight)
-        if not lean_attention(layer, h):
-            return layer(h, ei, edge_attr=w)
-        # GuardGATConv's forward with sparse products (grb_dist.models.attention)
-        graph = AttentionGraph(pattern.edge_index, pattern.by_dst, pattern.by_src).derived(keep, c.self_weight)
-        return gat_conv(layer, h, graph, torch.log(w.clamp_min(1e-12)))
-
-    def weighted_forward(self, x, edge_index, edge_weight):
-        """Eval-mode logits with edge weights: guard weights of the weighted edges in a
-        weighted attention softmax, hard pruning kept (see the module docstring)."""
+    def forward(self, x, edge_index):
         c = self.config
         pattern = self._cached_propagation_graph(edge_index, x.size(0), x.dtype)
+        alive = None
 
         def call(i, layer, h):
-            ei, a = guard_weights(h, pattern, c.threshold, c.self_weight, edge_weight)
+            nonlocal alive
+            alive, ei, w = guard_edges(h, pattern, c.threshold, c.self_weight, alive=alive)
+            if not lean_attention(layer, h):
+                return layer(h, ei, edge_attr=w)
+            # GuardGATConv's forward with sparse products (grb_dist.models.attention)
+            graph = AttentionGraph(pattern.edge_index, pattern.by_dst, pattern.by_src).derived(alive, c.self_weight)
+            return gat_conv(layer, h, graph, torch.log(w.clamp_min(1e-12)))
+
+        return self.output(self.run_layers(x, call), edge_index)
+
+    def weighted_forward(self, x, edge_index, edge_weight):
+        """Logits with edge weights: guard weights of the weighted edges in a weighted
+        attention softmax, the hard and cumulative pruning kept (see the module docstring)."""
+        c = self.config
+        pattern = self._cached_propagation_graph(edge_index, x.size(0), x.dtype)
+        alive = None
+
+        def call(i, layer, h):
+            nonlocal alive
+            alive, ei, a = guard_edges(h, pattern, c.threshold, c.self_weight, edge_weight, alive)
             heads, width, n = layer.heads, layer.out_channels, h.shape[0]
             xl = layer.lin(h).view(-1, heads, width)
             a_src, a_dst = (xl * layer.att_src).sum(-1), (xl * layer.att_dst).sum(-1)
