@@ -230,6 +230,53 @@ def test_receptive_field_gains_equal_the_whole_graphs(name, params, g):
                     np.testing.assert_allclose(got[finite], want[finite], rtol=0, atol=1e-5 * scale)
 
 
+@pytest.mark.parametrize("name,params", [("gcn", {"hidden_sizes": [16]}), ("gcn", {"hidden_sizes": [16, 16]}),
+                                         ("sage", {}), ("gin", {}), ("tagcn", {}), ("sgc", {}), ("appnp", {})])
+def test_local_prbcd_logits_and_gradients_equal_the_whole_graphs(name, params, g):
+    """Local PR-BCD's row program at one target, with a block of existing and absent pairs
+    at arbitrary weights, gives the whole-graph weighted surrogate's logits at the target
+    and the same gradient for every pair's weight."""
+    from grb_dist.attacks.shared.weighted import weighted_surrogate
+    from grb_dist.attacks.targeted.prbcd import LocalWeighted
+    from grb_dist.evaluation.rows import RowProgram
+
+    torch.manual_seed(0)
+    model = build_model(name, g.num_features, g.num_classes, params).eval()
+    tg = graph_tensors(g)
+    whole = weighted_surrogate(model, tg.x, tg.edge_index)
+    program = RowProgram(model, tg.x)
+    ctx = TargetContext(g, model, torch.device("cpu"))
+    indptr, indices = ctx.adj.indptr.astype(np.int64), ctx.adj.indices.astype(np.int64)
+    rng = np.random.default_rng(2)
+    for t in rng.choice(np.flatnonzero(g.degrees() >= 2), 3, replace=False).tolist():
+        nbrs = ctx.neighbours(t)
+        far = rng.choice(np.setdiff1d(np.arange(g.num_nodes), np.append(nbrs, t)), 6, replace=False)
+        partners = np.concatenate([nbrs[:2], far])
+        pairs = torch.as_tensor(np.stack([np.minimum(partners, t), np.maximum(partners, t)]))
+        sign = torch.as_tensor(np.where(np.isin(partners, nbrs), -1.0, 1.0), dtype=torch.float32)
+        p = torch.as_tensor(rng.uniform(0.05, 0.95, partners.size), dtype=torch.float32)
+        out = []
+        for surrogate, row in ((whole, t), (LocalWeighted(program, indptr, indices, t), 0)):
+            q = p.clone().requires_grad_(True)
+            z = surrogate.logits(pairs, sign * q)[row]
+            (grad,) = torch.autograd.grad(z[0] - z[1:].max(), q)
+            out.append((z.detach(), grad))
+        torch.testing.assert_close(out[1][0], out[0][0], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(out[1][1], out[0][1], rtol=1e-4, atol=1e-5)
+
+
+def test_local_prbcd_flips_equal_the_whole_graph_search(g, model, targets):
+    """The attack with its receptive field and on the whole graph: the same flips at every
+    target (their order may differ where float rounding reorders equal scores)."""
+    local = make("prbcd", steps=15).attack(g, model, targets[:5])
+    whole = make("prbcd", steps=15, receptive_field=False).attack(g, model, targets[:5])
+    np.testing.assert_array_equal(local.targets, whole.targets)
+    assert local.n_edge_flips > 0
+    for t in targets[:5].tolist():
+        for a, b in zip(local.partners(t), whole.partners(t)):
+            np.testing.assert_array_equal(np.sort(a), np.sort(b))
+
+
 # ---------------------------------------------------------------------- configuration
 
 
@@ -243,6 +290,7 @@ def test_receptive_field_gains_equal_the_whole_graphs(name, params, g):
     ("prbcd", {"n_samples": -1}, "n_samples"),
     ("prbcd", {"steps": 0}, "steps"),
     ("prbcd", {"loss": "hinge"}, "unknown loss"),
+    ("prbcd", {"receptive_field": 1}, "receptive_field"),
 ])
 def test_config_errors(name, params, match):
     with pytest.raises(ConfigError, match=match):

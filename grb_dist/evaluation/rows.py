@@ -94,6 +94,19 @@ class RowProgram:
         """The output at ``target`` in a graph given by ``neighbours(rows) -> (row, col)``
         (every edge entry of those rows, both directions listed, no self-loops) and
         ``degree(nodes)``."""
+        def weighted(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, None]:
+            return (*neighbours(rows), None)
+
+        return self.run(target, weighted, lambda nodes: torch.as_tensor(degree(nodes), dtype=torch.float64))
+
+    def run(self, target: int, neighbours: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, Any]],
+            degree: Callable[[np.ndarray], torch.Tensor]) -> torch.Tensor:
+        """The output at ``target`` in a weighted graph, differentiable in its weights:
+        ``neighbours(rows) -> (row, col, weight)`` (``weight``: a tensor of the entries'
+        weights, or ``None`` for 1) and ``degree(nodes)``, a tensor of weighted degrees. The
+        operators are those of the whole-graph weighted surrogate
+        (:mod:`grb_dist.attacks.shared.weighted`): ``gcn`` takes ``D + 1``, ``sym`` and
+        ``mean`` give a row of degree 0 nothing."""
         need: dict[int, np.ndarray] = {id(self.out): np.array([target], np.int64)}
         for node in reversed(self.nodes):  # the rows each operation must produce
             rows = need.get(id(node))
@@ -117,27 +130,42 @@ class RowProgram:
     @staticmethod
     def _propagate(node: _Node, rows: np.ndarray, neighbours, degree) -> torch.Tensor:
         (h,) = node.inputs
-        r, c = neighbours(rows)
+        r, c, ew = neighbours(rows)
         if node.kind == "gcn":  # D~^-1/2 (A + I) D~^-1/2, D~ = D + 1
             r, c = np.concatenate([r, rows]), np.concatenate([c, rows])
+            if ew is not None:
+                ew = torch.cat([ew, torch.ones(rows.size, dtype=ew.dtype, device=ew.device)])
+        if node.kind in ("gcn", "sym"):
             nodes = np.union1d(rows, c)
-            inv = 1.0 / np.sqrt(degree(nodes).astype(np.float64) + 1.0)
-            w = inv[np.searchsorted(nodes, r)] * inv[np.searchsorted(nodes, c)]
-        elif node.kind == "sym":  # D^-1/2 A D^-1/2, isolated rows zero
-            nodes = np.union1d(rows, c)
-            d = degree(nodes).astype(np.float64)
-            inv = np.where(d > 0, 1.0 / np.sqrt(np.maximum(d, 1.0)), 0.0)
-            w = inv[np.searchsorted(nodes, r)] * inv[np.searchsorted(nodes, c)]
+            d = degree(nodes) + (1 if node.kind == "gcn" else 0)
+            inv = torch.where(d > 0, d.clamp_min(1e-12).pow(-0.5), torch.zeros_like(d))
+            w = inv[_pos(nodes, r)] * inv[_pos(nodes, c)]
         elif node.kind == "mean":  # D^-1 A
-            d = degree(rows).astype(np.float64)
-            w = 1.0 / np.maximum(d, 1.0)[np.searchsorted(rows, r)]
+            d = degree(rows)
+            w = torch.where(d > 0, 1.0 / d.clamp_min(1e-12), torch.zeros_like(d))[_pos(rows, r)]
         else:  # sum: A
-            w = np.ones(r.size)
+            w = None
+        if ew is not None:
+            w = ew if w is None else w.to(ew.dtype) * ew
+        elif w is None:
+            w = torch.ones(r.size)
         src = _at(h, c)
-        weight = torch.as_tensor(w, dtype=src.dtype, device=src.device)
+        weight = w.to(device=src.device, dtype=src.dtype)
         out = torch.zeros((rows.size, *src.shape[1:]), dtype=src.dtype, device=src.device)
         index = torch.as_tensor(np.searchsorted(rows, r), device=src.device)
-        return out.index_add_(0, index, src * weight.view(-1, *([1] * (src.dim() - 1))))
+        return out.index_add(0, index, src * weight.view(-1, *([1] * (src.dim() - 1))))
+
+
+def _pos(sorted_nodes: np.ndarray, v: np.ndarray) -> torch.Tensor:
+    return torch.as_tensor(np.searchsorted(sorted_nodes, v))
+
+
+def csr_rows(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row of each entry, column) of the CSR rows ``rows``, gathered at once."""
+    starts = indptr[rows]
+    lens = indptr[rows + 1] - starts
+    flat = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+    return np.repeat(rows, lens), indices[flat]
 
 
 def _at(node: _Node, rows: np.ndarray) -> Any:
@@ -148,4 +176,4 @@ def _at(node: _Node, rows: np.ndarray) -> Any:
     return node.value[torch.as_tensor(pos, device=node.value.device)]
 
 
-__all__ = ["KINDS", "RowProgram", "Unsupported", "declares_program"]
+__all__ = ["KINDS", "RowProgram", "Unsupported", "csr_rows", "declares_program"]

@@ -30,7 +30,7 @@ import torch
 
 from grb_dist.core.graph import Graph
 from grb_dist.core.targeted import TargetedModification
-from grb_dist.evaluation.rows import RowProgram, Unsupported
+from grb_dist.evaluation.rows import RowProgram, Unsupported, csr_rows
 from grb_dist.models.tensors import TorchGraph, apply_modification
 
 log = logging.getLogger(__name__)
@@ -60,10 +60,7 @@ class TargetEvaluator:
 
     def _rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row of each entry, column) of the adjacency rows ``rows``, gathered at once."""
-        starts = self.indptr[rows]
-        lens = self.indptr[rows + 1] - starts
-        flat = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
-        return np.repeat(rows, lens), self.indices[flat]
+        return csr_rows(self.indptr, self.indices, rows)
 
     def ball(self, target: int, added: np.ndarray, hops: int) -> np.ndarray | None:
         """Sorted nodes within ``hops + 1`` of ``target`` in the clean graph plus its added

@@ -28,12 +28,18 @@ labels are the surrogate's predictions; only direct flips. The step size follows
 authors' local attack, not the global PR-BCD's ``lr * b / N``: one target's gradient does
 not shrink with ``N`` as a loss averaged over many targets does.
 
-Cost per step, as the authors' local attack and the global PR-BCD: one forward and backward
-of the surrogate on the whole graph with the block's 2 x ``block_size`` weighted entries,
-and one more forward for the top-``b`` flips (the weighted surrogate built once per batch:
-:func:`~grb_dist.attacks.shared.weighted.weighted_surrogate`), O(E F + block); nothing is
-N x N. A target's receptive field does not bound it: every block partner with a non-zero
-weight brings its own neighbourhood in.
+Cost per step. With a surrogate that declares its program (every built-in GNN without
+attention) the step runs on the target's receptive field (:class:`LocalWeighted`): the rows
+the target's output reads in the perturbed graph, layer by layer, with the graph-free first
+transform (``X W``) computed once per batch. For an ``L``-layer GCN that is the target's
+``L``-hop ball and the ``(L - 1)``-hop balls of the block's partners, whatever the graph's
+size; the logits and gradients are the whole graph's (tested). Other surrogates (attention
+models, through their ``weighted_forward``) and ``receptive_field: false`` run on the whole
+graph each step, as the authors' local attack and the global PR-BCD do: one forward and
+backward of the surrogate with the block's 2 x ``block_size`` weighted entries, and one more
+forward for the top-``b`` flips (the weighted surrogate built once per batch:
+:func:`~grb_dist.attacks.shared.weighted.weighted_surrogate`), O(E F + block). Nothing is
+N x N either way.
 """
 
 from __future__ import annotations
@@ -50,7 +56,9 @@ from grb_dist.attacks.shared.relaxed import Block, search
 from grb_dist.attacks.shared.weighted import weighted_surrogate
 from grb_dist.attacks.targeted.base import TargetContext, TargetedAttack, TargetedConfig
 from grb_dist.core.bounds import check_int, check_positive_number
+from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import undirected_keys
+from grb_dist.evaluation.rows import RowProgram, Unsupported, csr_rows
 from grb_dist.models.tensors import graph_tensors
 
 
@@ -64,6 +72,8 @@ class PRBCDConfig(TargetedConfig):
         resample_fraction: share of the steps during which the block is resampled.
         loss: ``margin`` (default), ``ce``, ``tanh_margin`` or ``prob_margin``.
         n_samples: Bernoulli samples drawn from the final weights.
+        receptive_field: compute each step on the rows the target's output reads (a
+            surrogate that declares its program); ``false``: on the whole graph.
     """
 
     steps: int = 100
@@ -72,6 +82,7 @@ class PRBCDConfig(TargetedConfig):
     resample_fraction: float = 0.8
     loss: str = "margin"
     n_samples: int = 20
+    receptive_field: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -81,6 +92,72 @@ class PRBCDConfig(TargetedConfig):
         check_positive_number(self.resample_fraction, "prbcd resample_fraction", allow_zero=True, maximum=1.0)
         check_loss(self.loss)
         check_int(self.n_samples, "prbcd n_samples", 0, 1 << 20)
+        if not isinstance(self.receptive_field, bool):
+            raise ConfigError(f"prbcd receptive_field must be true or false, got {self.receptive_field!r}")
+
+
+class LocalWeighted:
+    """The surrogate's output at one target as a function of the weights of the target's
+    pairs, computed on the rows it reads (:class:`~grb_dist.evaluation.rows.RowProgram`):
+    what :meth:`~grb_dist.attacks.shared.weighted.WeightedSurrogate.logits` gives at the
+    target, without the rest of the graph. The perturbed graph differs from the clean one
+    in the target's pairs only, so a row of it is the clean CSR row, with the block's pairs
+    weighted ``exists + delta``; a degree is the clean one plus the block's ``delta`` at
+    its ends. ``logits`` returns one row (1 x C)."""
+
+    def __init__(self, program: RowProgram, indptr: np.ndarray, indices: np.ndarray, target: int):
+        self.program, self.indptr, self.indices, self.target = program, indptr, indices, target
+        self.own = indices[indptr[target]:indptr[target + 1]]
+        self._block: tuple | None = None
+
+    def _partners(self, pairs: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """The block's partners (sorted as the pairs) and whether each pair is a clean edge;
+        kept while the pairs tensor is the same (the search changes only the weights)."""
+        cached = self._block
+        if cached is not None and cached[0] is pairs and cached[1] == pairs._version:
+            return cached[2]
+        p = pairs.cpu().numpy()
+        partners = (p[0] + p[1] - self.target).astype(np.int64)
+        out = partners, np.isin(partners, self.own)
+        self._block = (pairs, pairs._version, out)
+        return out
+
+    def logits(self, pairs: torch.Tensor, delta: torch.Tensor, x: torch.Tensor | None = None) -> torch.Tensor:
+        if x is not None:
+            raise ValueError("local PR-BCD perturbs the structure only")
+        t = self.target
+        partners, exists = self._partners(pairs)
+        weight = torch.as_tensor(exists, dtype=delta.dtype, device=delta.device) + delta
+        weighted = partners[exists]
+
+        def neighbours(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, torch.Tensor]:
+            r, c = csr_rows(self.indptr, self.indices, rows)
+            if weighted.size:  # the block's clean edges take their weight from the block
+                block = ((r == t) & np.isin(c, weighted)) | ((c == t) & np.isin(r, weighted))
+                r, c = r[~block], c[~block]
+            w = [torch.ones(r.size, dtype=delta.dtype, device=delta.device)]
+            r, c = [r], [c]
+            if np.isin(t, rows):
+                r.append(np.full(partners.size, t))
+                c.append(partners)
+                w.append(weight)
+            back = np.isin(partners, rows)
+            r.append(partners[back])
+            c.append(np.full(int(back.sum()), t))
+            w.append(weight[torch.as_tensor(back, device=delta.device)])
+            return np.concatenate(r), np.concatenate(c), torch.cat(w)
+
+        def degree(nodes: np.ndarray) -> torch.Tensor:
+            d = torch.as_tensor(self.indptr[nodes + 1] - self.indptr[nodes], dtype=delta.dtype, device=delta.device)
+            pos = np.minimum(np.searchsorted(nodes, partners), nodes.size - 1)
+            hit = nodes[pos] == partners
+            d = d.index_add(0, torch.as_tensor(pos[hit], device=d.device), delta[torch.as_tensor(hit, device=d.device)])
+            at = int(np.searchsorted(nodes, t))
+            if at < nodes.size and nodes[at] == t:
+                d = d.index_add(0, torch.tensor([at], device=d.device), delta.sum().view(1))
+            return d
+
+        return self.program.run(t, neighbours, degree).unsqueeze(0)
 
 
 class OneTarget:
@@ -89,10 +166,15 @@ class OneTarget:
     clean edges, the batch's weighted surrogate and the loss at the target."""
 
     def __init__(self, shared: dict, target: int, label: int):
-        self.tensors, self.weighted, self.edge_keys = shared["tensors"], shared["weighted"], shared["keys"]
+        self.tensors, self.edge_keys = shared["tensors"], shared["keys"]
         self.n, self.device = shared["n"], shared["device"]
         self.target = target
-        self._t = torch.tensor([target], device=self.device)
+        if shared["program"] is not None:  # the target's receptive field only
+            self.weighted = LocalWeighted(shared["program"], shared["indptr"], shared["indices"], target)
+            self._t = torch.tensor([0], device=self.device)
+        else:
+            self.weighted = shared["weighted"]
+            self._t = torch.tensor([target], device=self.device)
         self._y = torch.tensor([label], device=self.device)
 
     def exists(self, pairs: np.ndarray) -> np.ndarray:
@@ -144,13 +226,23 @@ class PRBCD(TargetedAttack):
         return True
 
     def shared(self, ctx: TargetContext) -> dict:
-        """The batch's weighted surrogate, tensors and clean edge keys (built once)."""
+        """What the batch's targets share, built once: the tensors, the clean edge keys and
+        CSR, and the surrogate's row program (its graph-free first transform computed once),
+        or where it declares none, the whole-graph weighted surrogate."""
         out = ctx.memo.get(self.name)
         if out is None:
             g = graph_tensors(ctx.graph, ctx.device)
-            out = ctx.memo[self.name] = dict(tensors=g, weighted=weighted_surrogate(ctx.model, g.x, g.edge_index),
-                                             keys=undirected_keys(ctx.graph), n=ctx.n, device=ctx.device)
-            out["weighted"].check()
+            out = dict(tensors=g, keys=undirected_keys(ctx.graph), n=ctx.n, device=ctx.device,
+                       indptr=ctx.adj.indptr.astype(np.int64), indices=ctx.adj.indices.astype(np.int64),
+                       program=None, weighted=None)
+            try:
+                if not self.config.receptive_field:
+                    raise Unsupported("receptive_field: false")
+                out["program"] = RowProgram(ctx.model, g.x)
+            except Unsupported:
+                out["weighted"] = weighted_surrogate(ctx.model, g.x, g.edge_index)
+                out["weighted"].check()
+            ctx.memo[self.name] = out
         return out
 
     def block_size(self, n: int, budget: int) -> int:
