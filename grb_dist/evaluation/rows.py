@@ -18,7 +18,7 @@ evaluated on the ball.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 import torch
@@ -32,14 +32,13 @@ class Unsupported(Exception):
 
 
 class _Node:
-    __slots__ = ("op", "fn", "inputs", "kind", "static", "value", "rows")
+    __slots__ = ("op", "fn", "inputs", "kind", "static", "value")
 
     def __init__(self, op: str, inputs: tuple, fn: Callable | None = None, kind: str | None = None):
         self.op, self.inputs, self.fn, self.kind = op, inputs, fn, kind
         # no propagation upstream: the same on every graph, computed once on every row
         self.static = op != "propagate" and all(i.static for i in inputs)
         self.value: torch.Tensor | None = None
-        self.rows: np.ndarray | None = None
 
 
 class _Recorder:
@@ -94,66 +93,100 @@ class RowProgram:
         """The output at ``target`` in a graph given by ``neighbours(rows) -> (row, col)``
         (every edge entry of those rows, both directions listed, no self-loops) and
         ``degree(nodes)``."""
-        def weighted(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, None]:
-            return (*neighbours(rows), None)
+        return self.run(self.plan(target, neighbours), lambda nodes: torch.as_tensor(degree(nodes), dtype=torch.float64))
 
-        return self.run(target, weighted, lambda nodes: torch.as_tensor(degree(nodes), dtype=torch.float64))
-
-    def run(self, target: int, neighbours: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, Any]],
-            degree: Callable[[np.ndarray], torch.Tensor]) -> torch.Tensor:
-        """The output at ``target`` in a weighted graph, differentiable in its weights:
-        ``neighbours(rows) -> (row, col, weight)`` (``weight``: a tensor of the entries'
-        weights, or ``None`` for 1) and ``degree(nodes)``, a tensor of weighted degrees. The
-        operators are those of the whole-graph weighted surrogate
-        (:mod:`grb_dist.attacks.shared.weighted`): ``gcn`` takes ``D + 1``, ``sym`` and
-        ``mean`` give a row of degree 0 nothing."""
+    def plan(self, target: int, neighbours: Callable[[np.ndarray], tuple]) -> "Plan":
+        """The index work of evaluating the output at ``target`` in a graph given by
+        ``neighbours(rows) -> (row, col)`` or ``(row, col, ref)``: ``ref[i]`` the index of
+        entry ``i``'s weight in the ``weights`` given to :meth:`run` (-1: weight 1). A plan
+        holds for any weights and degrees of the same structure."""
         need: dict[int, np.ndarray] = {id(self.out): np.array([target], np.int64)}
+        entries: dict[int, tuple] = {}
         for node in reversed(self.nodes):  # the rows each operation must produce
             rows = need.get(id(node))
             if rows is None or node.static:
                 continue
             if node.op == "propagate":
-                rows = np.union1d(rows, neighbours(rows)[1])
+                entries[id(node)] = got = neighbours(rows)
+                rows = np.union1d(rows, got[1])
             for i in node.inputs:
                 need[id(i)] = rows if id(i) not in need else np.union1d(need[id(i)], rows)
-        for node in self.nodes:
-            if node.static or id(node) not in need:
-                continue
-            rows = need[id(node)]
-            if node.op == "map":
-                node.value = node.fn(*(_at(i, rows) for i in node.inputs))
-            else:
-                node.value = self._propagate(node, rows, neighbours, degree)
-            node.rows = rows
-        return _at(self.out, np.array([target], np.int64))[0]
+        steps = [(node, _Step(node, need, entries.get(id(node)))) for node in self.nodes
+                 if not node.static and id(node) in need]
+        return Plan(steps, _gather(self.out, need, np.array([target], np.int64)))
 
-    @staticmethod
-    def _propagate(node: _Node, rows: np.ndarray, neighbours, degree) -> torch.Tensor:
-        (h,) = node.inputs
-        r, c, ew = neighbours(rows)
+    def run(self, plan: "Plan", degree: Callable[[np.ndarray], torch.Tensor],
+            weights: torch.Tensor | None = None) -> torch.Tensor:
+        """The output at the plan's target, differentiable in ``weights`` (the entries'
+        weights by their ``ref``) and in what ``degree(nodes)`` returns (a tensor of weighted
+        degrees). The operators are those of the whole-graph weighted surrogate
+        (:mod:`grb_dist.attacks.shared.weighted`): ``gcn`` takes ``D + 1``, ``sym`` and
+        ``mean`` give a row of degree 0 nothing."""
+        for node, step in plan.steps:
+            if node.op == "map":
+                node.value = node.fn(*(i.value[g] for i, g in zip(node.inputs, step.gathers)))
+            else:
+                node.value = step.propagate(node.inputs[0].value, degree, weights)
+        return self.out.value[plan.out][0]
+
+
+class _Step:
+    """One operation's index work in a :class:`Plan`: where its inputs' rows sit, and for a
+    propagation its entries (with a self-loop per row for ``gcn``), their rows' positions
+    and the nodes whose degrees it reads."""
+
+    def __init__(self, node: _Node, need: dict, entries: tuple | None):
+        rows = need[id(node)]
+        self.rows = rows
+        if node.op == "map":
+            self.gathers = [_gather(i, need, rows) for i in node.inputs]
+            return
+        r, c, *ref = entries
+        ref = ref[0] if ref else None
+        self.kind = node.kind
         if node.kind == "gcn":  # D~^-1/2 (A + I) D~^-1/2, D~ = D + 1
             r, c = np.concatenate([r, rows]), np.concatenate([c, rows])
-            if ew is not None:
-                ew = torch.cat([ew, torch.ones(rows.size, dtype=ew.dtype, device=ew.device)])
-        if node.kind in ("gcn", "sym"):
-            nodes = np.union1d(rows, c)
-            d = degree(nodes) + (1 if node.kind == "gcn" else 0)
+            if ref is not None:
+                ref = np.concatenate([ref, np.full(rows.size, -1)])
+        self.nodes = np.union1d(rows, c) if node.kind in ("gcn", "sym") else rows
+        self.pr, self.pc = _pos(self.nodes, r), _pos(self.nodes, c) if node.kind in ("gcn", "sym") else None
+        self.index = _pos(rows, r)
+        self.src = _gather(node.inputs[0], need, c)
+        self.ref = None if ref is None else torch.as_tensor(ref)
+        self.n = r.size
+
+    def propagate(self, h: torch.Tensor, degree, weights: torch.Tensor | None) -> torch.Tensor:
+        w = None
+        if self.kind in ("gcn", "sym"):
+            d = degree(self.nodes) + (1 if self.kind == "gcn" else 0)
             inv = torch.where(d > 0, d.clamp_min(1e-12).pow(-0.5), torch.zeros_like(d))
-            w = inv[_pos(nodes, r)] * inv[_pos(nodes, c)]
-        elif node.kind == "mean":  # D^-1 A
-            d = degree(rows)
-            w = torch.where(d > 0, 1.0 / d.clamp_min(1e-12), torch.zeros_like(d))[_pos(rows, r)]
-        else:  # sum: A
-            w = None
-        if ew is not None:
+            w = inv[self.pr] * inv[self.pc]
+        elif self.kind == "mean":  # D^-1 A
+            d = degree(self.nodes)
+            w = torch.where(d > 0, 1.0 / d.clamp_min(1e-12), torch.zeros_like(d))[self.pr]
+        if self.ref is not None and weights is not None and weights.numel():  # an empty block: every ref is -1
+            ref = self.ref.to(weights.device)
+            ew = torch.where(ref >= 0, weights[ref.clamp_min(0)], torch.ones((), dtype=weights.dtype,
+                                                                              device=weights.device))
             w = ew if w is None else w.to(ew.dtype) * ew
-        elif w is None:
-            w = torch.ones(r.size)
-        src = _at(h, c)
+        src = h[self.src.to(h.device)]
+        w = torch.ones(self.n, dtype=src.dtype) if w is None else w
         weight = w.to(device=src.device, dtype=src.dtype)
-        out = torch.zeros((rows.size, *src.shape[1:]), dtype=src.dtype, device=src.device)
-        index = torch.as_tensor(np.searchsorted(rows, r), device=src.device)
-        return out.index_add(0, index, src * weight.view(-1, *([1] * (src.dim() - 1))))
+        out = torch.zeros((self.rows.size, *src.shape[1:]), dtype=src.dtype, device=src.device)
+        return out.index_add(0, self.index.to(src.device), src * weight.view(-1, *([1] * (src.dim() - 1))))
+
+
+class Plan:
+    """The index work of one target's evaluation (:meth:`RowProgram.plan`)."""
+
+    def __init__(self, steps: list, out: torch.Tensor):
+        self.steps, self.out = steps, out
+
+
+def _gather(node: _Node, need: dict, rows: np.ndarray) -> torch.Tensor:
+    """Where ``rows`` sit in ``node``'s value: the rows themselves for a graph-free value
+    (computed on every row), else their positions among the rows it is computed on."""
+    return torch.as_tensor(rows) if node.static else _pos(need[id(node)], rows)
 
 
 def _pos(sorted_nodes: np.ndarray, v: np.ndarray) -> torch.Tensor:
@@ -168,12 +201,4 @@ def csr_rows(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray) -> tuple
     return np.repeat(rows, lens), indices[flat]
 
 
-def _at(node: _Node, rows: np.ndarray) -> Any:
-    """``node``'s value at ``rows`` (sorted, within the rows it was computed on)."""
-    if node.static:
-        return node.value[torch.as_tensor(rows, device=node.value.device)]
-    pos = np.searchsorted(node.rows, rows)
-    return node.value[torch.as_tensor(pos, device=node.value.device)]
-
-
-__all__ = ["KINDS", "RowProgram", "Unsupported", "csr_rows", "declares_program"]
+__all__ = ["KINDS", "Plan", "RowProgram", "Unsupported", "csr_rows", "declares_program"]

@@ -58,7 +58,7 @@ from grb_dist.attacks.targeted.base import TargetContext, TargetedAttack, Target
 from grb_dist.core.bounds import check_int, check_positive_number
 from grb_dist.core.errors import ConfigError
 from grb_dist.core.graph import undirected_keys
-from grb_dist.evaluation.rows import RowProgram, Unsupported, csr_rows
+from grb_dist.evaluation.rows import Plan, RowProgram, Unsupported, csr_rows
 from grb_dist.models.tensors import graph_tensors
 
 
@@ -110,15 +110,31 @@ class LocalWeighted:
         self.own = indices[indptr[target]:indptr[target + 1]]
         self._block: tuple | None = None
 
-    def _partners(self, pairs: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-        """The block's partners (sorted as the pairs) and whether each pair is a clean edge;
+    def _structure(self, pairs: torch.Tensor) -> tuple[np.ndarray, Plan]:
+        """The block's partners (in the pairs' order) and the plan of the target's rows in
+        the graph with every block pair present (an entry of pair ``i`` has ``ref`` ``i``);
         kept while the pairs tensor is the same (the search changes only the weights)."""
         cached = self._block
         if cached is not None and cached[0] is pairs and cached[1] == pairs._version:
             return cached[2]
-        p = pairs.cpu().numpy()
-        partners = (p[0] + p[1] - self.target).astype(np.int64)
-        out = partners, np.isin(partners, self.own)
+        t = self.target
+        partners = (pairs.cpu().numpy().sum(0) - t).astype(np.int64)
+        exists = np.isin(partners, self.own)
+        weighted = partners[exists]
+
+        def neighbours(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            r, c = csr_rows(self.indptr, self.indices, rows)
+            if weighted.size:  # the block's clean edges take their weight from the block
+                block = ((r == t) & np.isin(c, weighted)) | ((c == t) & np.isin(r, weighted))
+                r, c = r[~block], c[~block]
+            ids = np.arange(partners.size)
+            back = np.isin(partners, rows)
+            at_t = ids if np.isin(t, rows) else ids[:0]
+            return (np.concatenate([r, np.full(at_t.size, t), partners[back]]),
+                    np.concatenate([c, partners[at_t], np.full(int(back.sum()), t)]),
+                    np.concatenate([np.full(r.size, -1), at_t, ids[back]]))
+
+        out = (partners, exists), self.program.plan(t, neighbours)
         self._block = (pairs, pairs._version, out)
         return out
 
@@ -126,26 +142,8 @@ class LocalWeighted:
         if x is not None:
             raise ValueError("local PR-BCD perturbs the structure only")
         t = self.target
-        partners, exists = self._partners(pairs)
+        (partners, exists), plan = self._structure(pairs)
         weight = torch.as_tensor(exists, dtype=delta.dtype, device=delta.device) + delta
-        weighted = partners[exists]
-
-        def neighbours(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, torch.Tensor]:
-            r, c = csr_rows(self.indptr, self.indices, rows)
-            if weighted.size:  # the block's clean edges take their weight from the block
-                block = ((r == t) & np.isin(c, weighted)) | ((c == t) & np.isin(r, weighted))
-                r, c = r[~block], c[~block]
-            w = [torch.ones(r.size, dtype=delta.dtype, device=delta.device)]
-            r, c = [r], [c]
-            if np.isin(t, rows):
-                r.append(np.full(partners.size, t))
-                c.append(partners)
-                w.append(weight)
-            back = np.isin(partners, rows)
-            r.append(partners[back])
-            c.append(np.full(int(back.sum()), t))
-            w.append(weight[torch.as_tensor(back, device=delta.device)])
-            return np.concatenate(r), np.concatenate(c), torch.cat(w)
 
         def degree(nodes: np.ndarray) -> torch.Tensor:
             d = torch.as_tensor(self.indptr[nodes + 1] - self.indptr[nodes], dtype=delta.dtype, device=delta.device)
@@ -157,7 +155,7 @@ class LocalWeighted:
                 d = d.index_add(0, torch.tensor([at], device=d.device), delta.sum().view(1))
             return d
 
-        return self.program.run(t, neighbours, degree).unsqueeze(0)
+        return self.program.run(plan, degree, weight).unsqueeze(0)
 
 
 class OneTarget:
