@@ -14,6 +14,7 @@ local way its row program: both counted); seconds per target and per step are th
 divided. One torch thread.
 
     python bench/attacks/local_prbcd.py [--dataset csbm-grb-aminer] [--targets 3] [--steps 10]
+        [--surrogates "gcn 2 x 64,gcn 3 x 128"]
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def main() -> None:
     ap.add_argument("--targets", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--block", type=int, default=10_000)
+    ap.add_argument("--surrogates", default=",".join(SURROGATES), help="comma list of: " + ", ".join(SURROGATES))
     args = ap.parse_args()
     torch.set_num_threads(1)
     start = time.perf_counter()
@@ -53,7 +55,8 @@ def main() -> None:
     print("| surrogate | whole graph, s a target | receptive field, s a target | whole / local | "
           "local, s a step | same flips |")
     print("|---|---:|---:|---:|---:|---|")
-    for label, params in SURROGATES.items():
+    for label in args.surrogates.split(","):
+        params = SURROGATES[label.strip()]
         torch.manual_seed(0)
         model = build_defense("gcn", graph, params).eval()
         mods, secs = {}, {}
