@@ -129,6 +129,22 @@ def setting(text: str) -> tuple[str, object]:
 # -------------------------------------------------------------------------------------- timing
 
 
+def graph_and_targets(dataset: str, n: int):
+    """One torch thread; ``dataset`` loaded as a sweep loads it (the load time printed) and
+    ``n`` test nodes of its ``full`` difficulty with degree at least 2 (seed 0): the set-up of
+    the per-target benchmarks on the large twins."""
+    import torch
+
+    from grb_dist.core.targeted import TargetSelection, select_targets
+    from grb_dist.datasets import load_dataset
+
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    graph = load_dataset(dataset, seed=0)
+    print(f"{dataset}: {graph.num_nodes:,} nodes, loaded in {time.perf_counter() - start:.1f} s")
+    return graph, select_targets(graph, "full", TargetSelection(n=n, min_degree=2, seed=0))
+
+
 def timed(fn: Callable, *args, **kwargs) -> tuple[float, object]:
     """``(wall seconds, result)`` of one call of ``fn``."""
     start = time.perf_counter()

@@ -28,12 +28,10 @@ import numpy as np
 import torch
 
 from grb_dist.attacks.registry import build_attack
-from grb_dist.core.targeted import TargetSelection, select_targets
-from grb_dist.datasets import load_dataset
 from grb_dist.defenses import build_defense
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
-from common import peak_rss_gib  # noqa: E402
+from common import graph_and_targets, peak_rss_gib  # noqa: E402
 
 SURROGATES = {"gcn 2 x 64": {"hidden_sizes": [64]}, "gcn 3 x 128": {"hidden_sizes": [128, 128]}}
 
@@ -46,11 +44,7 @@ def main() -> None:
     ap.add_argument("--block", type=int, default=10_000)
     ap.add_argument("--surrogates", default=",".join(SURROGATES), help="comma list of: " + ", ".join(SURROGATES))
     args = ap.parse_args()
-    torch.set_num_threads(1)
-    start = time.perf_counter()
-    graph = load_dataset(args.dataset, seed=0)
-    print(f"{args.dataset}: {graph.num_nodes:,} nodes, loaded in {time.perf_counter() - start:.1f} s")
-    targets = select_targets(graph, "full", TargetSelection(n=args.targets, min_degree=2, seed=0))
+    graph, targets = graph_and_targets(args.dataset, args.targets)
     print(f"{targets.size} targets, 2 flips each, {args.steps} steps, block {args.block:,}, one torch thread\n")
     print("| surrogate | whole graph, s a target | receptive field, s a target | whole / local | "
           "local, s a step | same flips |")

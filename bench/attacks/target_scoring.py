@@ -26,15 +26,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from grb_dist.core.targeted import TargetedModification, TargetSelection, select_targets
-from grb_dist.datasets import load_dataset
+from grb_dist.core.targeted import TargetedModification
 from grb_dist.defenses import build_defense
 from grb_dist.evaluation.rows import RowProgram
 from grb_dist.evaluation.targeted import TargetEvaluator
 from grb_dist.models.tensors import apply_modification, graph_tensors
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared helpers
-from common import peak_rss_gib  # noqa: E402
+from common import graph_and_targets, peak_rss_gib  # noqa: E402
 
 MODELS = {"gcn 3 x 128": ("gcn", {"hidden_sizes": [128, 128]}), "sgc k 4": ("sgc", {"hidden_sizes": [], "k": 4})}
 
@@ -60,11 +59,7 @@ def main() -> None:
     ap.add_argument("--dataset", default="csbm-grb-aminer")
     ap.add_argument("--targets", type=int, default=10)
     args = ap.parse_args()
-    torch.set_num_threads(1)
-    start = time.perf_counter()
-    graph = load_dataset(args.dataset, seed=0)
-    print(f"{args.dataset}: {graph.num_nodes:,} nodes, loaded in {time.perf_counter() - start:.1f} s")
-    targets = select_targets(graph, "full", TargetSelection(n=args.targets, min_degree=2, seed=0))
+    graph, targets = graph_and_targets(args.dataset, args.targets)
     mod = two_flips(graph, targets)
     clean = graph_tensors(graph)
     ev = TargetEvaluator(graph, clean)
