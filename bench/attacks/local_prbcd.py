@@ -7,11 +7,11 @@ Surrogates: GCNs with hidden layers of 64 (two layers) and 128 x 128 (three laye
 untrained (seed 0): the cost does not depend on the weights, and the attack fights the
 surrogate's own predictions. Targets: ``--targets`` test nodes of ``full`` with degree at
 least 2 (``select_targets``, seed 0), two flips each (Nettack's two-flip budget), ``--steps``
-steps (the attack's default is 100; both ways cost the same per step at any step count),
+steps (the attack's default is 100; a step costs the same whatever their number),
 ``--block`` partners a block, 20 samples. Per surrogate: one ``attack`` call on all targets
 each way, timed whole (the whole-graph way builds its weighted surrogate in the call, the
-local way its row program: both counted); seconds per target and per step are that time
-divided (set-up and the final sampling included). One torch thread.
+local way its row program: both counted); seconds per target are that time divided by the
+targets (set-up and the final sampling included). One torch thread.
 
     python bench/attacks/local_prbcd.py [--dataset csbm-grb-aminer] [--targets 3] [--steps 10]
         [--surrogates "gcn 2 x 64,gcn 3 x 128"]
