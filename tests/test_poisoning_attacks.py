@@ -382,9 +382,12 @@ def test_model_meta_gradient_gradcheck(tiny, name):
     finite differences, in float64."""
     from grb_dist.attacks.poisoning.prbcd import RelaxedEdges
 
-    # GNNGuard prunes dissimilar pairs (zero gradient there): a threshold that keeps them
-    params = {"hidden_sizes": [4], "threshold": 0.0} if name == "gnnguard" else None
-    objective = _model_objective(tiny, name, iters=3, params=params)
+    # GNNGuard prunes dissimilar pairs, for every later layer too (zero gradient there):
+    # positive features and a threshold of 0 keep every pair
+    params, graph = None, tiny
+    if name == "gnnguard":
+        params, graph = {"hidden_sizes": [4], "threshold": 0.0}, tiny.with_features(np.abs(tiny.features) + 0.1)
+    objective = _model_objective(graph, name, iters=3, params=params)
     weights = objective.init_weights(torch.Generator().manual_seed(1))
     pairs = torch.tensor([[0, 1, 2, 3], [7, 9, 12, 15]])
     sign = torch.as_tensor(np.where(np.isin(pairs[0].numpy() * tiny.num_nodes + pairs[1].numpy(), edge_keys(tiny)),
