@@ -110,10 +110,11 @@ class LocalWeighted:
         self.own = indices[indptr[target]:indptr[target + 1]]
         self._block: tuple | None = None
 
-    def _structure(self, pairs: torch.Tensor) -> tuple[np.ndarray, Plan]:
-        """The block's partners (in the pairs' order) and the plan of the target's rows in
-        the graph with every block pair present (an entry of pair ``i`` has ``ref`` ``i``);
-        kept while the pairs tensor is the same (the search changes only the weights)."""
+    def _structure(self, pairs: torch.Tensor) -> tuple[tuple[np.ndarray, np.ndarray], Plan]:
+        """The block's partners (in the pairs' order) with whether each is a clean edge, and
+        the plan of the target's rows in the graph with every block pair present (an entry
+        of pair ``i`` has ``ref`` ``i``); kept while the pairs tensor is the same (the search
+        changes only the weights)."""
         cached = self._block
         if cached is not None and cached[0] is pairs and cached[1] == pairs._version:
             return cached[2]
