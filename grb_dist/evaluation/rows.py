@@ -148,8 +148,11 @@ class _Step:
             r, c = np.concatenate([r, rows]), np.concatenate([c, rows])
             if ref is not None:
                 ref = np.concatenate([ref, np.full(rows.size, -1)])
-        self.nodes = np.union1d(rows, c) if node.kind in ("gcn", "sym") else rows
-        self.pr, self.pc = _pos(self.nodes, r), _pos(self.nodes, c) if node.kind in ("gcn", "sym") else None
+        if node.kind in ("gcn", "sym"):  # the degrees of both ends
+            self.nodes = np.union1d(rows, c)
+            self.pr, self.pc = _pos(self.nodes, r), _pos(self.nodes, c)
+        else:  # mean: the receiving row's; sum: none
+            self.nodes, self.pr, self.pc = rows, _pos(rows, r), None
         self.index = _pos(rows, r)
         self.src = _gather(node.inputs[0], need, c)
         self.ref = None if ref is None else torch.as_tensor(ref)
