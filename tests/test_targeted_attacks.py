@@ -267,14 +267,27 @@ def test_local_prbcd_logits_and_gradients_equal_the_whole_graphs(name, params, g
 
 def test_local_prbcd_flips_equal_the_whole_graph_search(g, model, targets):
     """The attack with its receptive field and on the whole graph: the same flips at every
-    target (their order may differ where float rounding reorders equal scores)."""
-    local = make("prbcd", steps=15).attack(g, model, targets[:5])
-    whole = make("prbcd", steps=15, receptive_field=False).attack(g, model, targets[:5])
+    target (their order may differ where float rounding reorders equal scores). The block
+    leaves nodes out, so the first runs on the receptive field."""
+    block = g.num_nodes // 2
+    local = make("prbcd", steps=15, block_size=block).attack(g, model, targets[:5])
+    whole = make("prbcd", steps=15, block_size=block, receptive_field=False).attack(g, model, targets[:5])
     np.testing.assert_array_equal(local.targets, whole.targets)
     assert local.n_edge_flips > 0
     for t in targets[:5].tolist():
         for a, b in zip(local.partners(t), whole.partners(t)):
             np.testing.assert_array_equal(np.sort(a), np.sort(b))
+
+
+@pytest.mark.parametrize("spare,local", [(1, True), (0, False), (-100, False)])
+def test_local_prbcd_runs_on_the_receptive_field_only_when_the_block_leaves_nodes_out(g, model, spare, local):
+    """A block of every node (``block_size >= N - 1``) makes the receptive field the whole
+    graph: the attack then builds the whole-graph weighted surrogate instead of the row
+    program; a block one node short of that keeps the row program."""
+    attack = make("prbcd", block_size=g.num_nodes - 1 - spare)
+    shared = attack.shared(TargetContext(g, model, torch.device("cpu")))
+    assert (shared["program"] is not None) is local
+    assert (shared["weighted"] is None) is local
 
 
 # ---------------------------------------------------------------------- configuration

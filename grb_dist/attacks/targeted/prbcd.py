@@ -29,13 +29,15 @@ authors' local attack, not the global PR-BCD's ``lr * b / N``: one target's grad
 not shrink with ``N`` as a loss averaged over many targets does.
 
 Cost per step. With a surrogate that declares its program (every built-in GNN without
-attention) the step runs on the target's receptive field (:class:`LocalWeighted`): the rows
-the target's output reads in the perturbed graph, layer by layer, with the graph-free first
-transform (``X W``) computed once per batch. For an ``L``-layer GCN that is the target's
-``L``-hop ball and the ``(L - 1)``-hop balls of the block's partners, whatever the graph's
-size; the logits and gradients are the whole graph's (tested). Other surrogates (attention
-models, through their ``weighted_forward``) and ``receptive_field: false`` run on the whole
-graph each step, as the authors' local attack and the global PR-BCD do: one forward and
+attention) and a block that leaves part of the graph out (``block_size < N - 1``), the step
+runs on the target's receptive field (:class:`LocalWeighted`): the rows the target's output
+reads in the perturbed graph, layer by layer, with the graph-free first transform (``X W``)
+computed once per batch. For an ``L``-layer GCN that is the target's ``L``-hop ball and the
+``(L - 1)``-hop balls of the block's partners, whatever the graph's size; the logits and
+gradients are the whole graph's (tested). Other surrogates (attention models, through their
+``weighted_forward``), ``receptive_field: false`` and blocks of every node run on the whole
+graph each step (a block of every node makes the receptive field the whole graph, and the
+row program's index work per block only adds to it: 2-3x slower measured on 2,000 nodes), as the authors' local attack and the global PR-BCD do: one forward and
 backward of the surrogate with the block's 2 x ``block_size`` weighted entries, and one more
 forward for the top-``b`` flips (the weighted surrogate built once per batch:
 :func:`~grb_dist.attacks.shared.weighted.weighted_surrogate`), O(E F + block). Nothing is
@@ -73,7 +75,8 @@ class PRBCDConfig(TargetedConfig):
         loss: ``margin`` (default), ``ce``, ``tanh_margin`` or ``prob_margin``.
         n_samples: Bernoulli samples drawn from the final weights.
         receptive_field: compute each step on the rows the target's output reads (a
-            surrogate that declares its program); ``false``: on the whole graph.
+            surrogate that declares its program, a block smaller than ``N - 1``);
+            ``false``: on the whole graph.
     """
 
     steps: int = 100
@@ -227,7 +230,8 @@ class PRBCD(TargetedAttack):
     def shared(self, ctx: TargetContext) -> dict:
         """What the batch's targets share, built once: the tensors, the clean edge keys and
         CSR, and the surrogate's row program (its graph-free first transform computed once),
-        or where it declares none, the whole-graph weighted surrogate."""
+        or where it declares none or the block holds every node, the whole-graph weighted
+        surrogate."""
         out = ctx.memo.get(self.name)
         if out is None:
             g = graph_tensors(ctx.graph, ctx.device)
@@ -237,6 +241,8 @@ class PRBCD(TargetedAttack):
             try:
                 if not self.config.receptive_field:
                     raise Unsupported("receptive_field: false")
+                if self.config.block_size >= ctx.n - 1:
+                    raise Unsupported("the block holds every node: the receptive field is the whole graph")
                 out["program"] = RowProgram(ctx.model, g.x)
             except Unsupported:
                 out["weighted"] = weighted_surrogate(ctx.model, g.x, g.edge_index)
