@@ -300,3 +300,63 @@ def test_pgd_modification_against_robust_surrogates(name):
     assert 0 < mod.n_edge_flips <= 6 and mod.n_nodes_modified <= 2
     flipped = np.concatenate([mod.removed, mod.added], axis=1)
     assert np.isin(flipped, targets).any(axis=0).all()
+
+
+# ---------------------------------------------------------------------- injection PGD past GNNGuard's pruning
+
+
+def test_targets_mean_is_each_injected_nodes_mean_over_its_targets():
+    from grb_dist.attacks.injection.common import targets_mean
+
+    x = torch.tensor([[1.0, 0.0], [3.0, 2.0], [5.0, 4.0]])
+    edges = torch.tensor([[10, 10, 11], [0, 2, 1]])  # injected 10 -> 0 and 2, 11 -> 1, 12 has none
+    torch.testing.assert_close(targets_mean(edges, x, 3, 10), torch.tensor([[3.0, 2.0], [3.0, 2.0], [0.0, 0.0]]))
+
+
+def test_sign_ascent_keeps_the_iterate_of_the_highest_loss():
+    """Steps of 0.03 on ``-|x - 0.05|`` from 0 go 0.03, 0.06, 0.03: the last iterate is 0.03,
+    the best 0.06."""
+    from grb_dist.attacks.injection.common import sign_ascent
+
+    def loss(x):
+        return -(x - 0.05).abs().sum()
+
+    kw = dict(steps=3, step_size=0.03, feat_min=-1.0, feat_max=1.0)
+    torch.testing.assert_close(sign_ascent(loss, torch.zeros(1), **kw), torch.tensor([0.03]))
+    torch.testing.assert_close(sign_ascent(loss, torch.zeros(1), keep_best=True, **kw), torch.tensor([0.06]))
+
+
+def test_pgd_from_the_targets_mean_reaches_through_gnnguards_pruning():
+    """GNNGuard drops an injected node's edges when its features are far from its targets'
+    (at 0: similarity 0), and a dropped edge passes no gradient: PGD from 0 never moves
+    (gradient masking). From the targets' mean the edges are kept, the features move and
+    the targets' loss rises above the start's."""
+    import torch.nn.functional as F
+
+    from grb_dist.attacks.injection.common import targets_mean
+    from grb_dist.models.tensors import apply_injection
+
+    g = random_graph(n=40, d=8, seed=1)
+    g = Graph(features=np.abs(g.features), edge_index=g.edge_index, labels=g.labels, name="nonnegative",
+              split=g.split)
+    torch.manual_seed(3)
+    model = build_defense("gnnguard", g, {"hidden_sizes": [6]}).eval()
+    targets = g.targets("full")[:8]
+    x, ei = torch.as_tensor(g.features), torch.as_tensor(g.edge_index)
+    labels = model(x, ei).argmax(1)[torch.as_tensor(targets)]
+
+    def loss(features, edges):
+        xa, ea = apply_injection(x, ei, torch.as_tensor(features), torch.as_tensor(edges))
+        with torch.no_grad():
+            return float(F.cross_entropy(model(xa, ea)[torch.as_tensor(targets)], labels))
+
+    base = dict(n_inject=3, edges_per_node=4, steps=30, step_size=0.05, random_start_std=0.0, seed=0,
+                feat_lim_min=0.0, feat_lim_max=4.0)
+    masked = build_attack("pgd", base, "injection").attack(g, model, targets)
+    assert np.all(masked.features == 0)
+    adaptive = build_attack("pgd", {**base, "start": "targets", "keep_best": True}, "injection").attack(g, model, targets)
+    start = targets_mean(torch.as_tensor(adaptive.edges), x, 3, g.num_nodes).numpy()
+    assert not np.allclose(adaptive.features, start)
+    reached = loss(adaptive.features, adaptive.edges)
+    assert reached > loss(start, adaptive.edges) + 1e-4
+    assert reached > loss(masked.features, masked.edges) + 1e-3  # above the masked attack's (the clean loss)

@@ -15,6 +15,7 @@ best surrogate the attacker can have).
     python bench/attacks/adaptive.py --out /tmp/adaptive --only transfer    # one of the two sweeps
     python bench/attacks/adaptive.py --out /tmp/csbm --dataset csbm --job -  # the default job as it ships
     python bench/attacks/adaptive.py --out /tmp/adaptive --scenario modification --defenses gcn,sgc,appnp_ln
+    python bench/attacks/adaptive.py --out /tmp/adaptive --scenario injection --attacks pgd
 
 Defaults: cora-legacy (GRB layout, found in the data folders of ``bench/common.py``), the grb-cora job (its 23
 defenses, GRB budgets), the full difficulty, one repeat, 200 steps, the gradient attacks of
@@ -42,7 +43,7 @@ def sweep(args, scenario: str, adaptive: bool) -> float:
     cmd = [str(Path(sys.executable).parent / "grb-dist"), "sweep", "--dataset", args.dataset, "--out", str(args.out),
            "--scenario", scenario, "--num-cpus", str(args.num_cpus)]
     if args.job != "-":
-        cmd += ["--job", args.job, "--attacks", GRADIENT[scenario], "--difficulties", args.difficulty,
+        cmd += ["--job", args.job, "--attacks", args.attacks or GRADIENT[scenario], "--difficulties", args.difficulty,
                 "--repeats", str(args.repeats), "--steps", str(args.steps)]
     if args.defenses:
         cmd += ["--defenses", args.defenses]
@@ -102,6 +103,7 @@ def main() -> None:
     ap.add_argument("--num-cpus", type=int, default=2)
     ap.add_argument("--tolerance", type=float, default=0.01)
     ap.add_argument("--defenses", help="comma-separated subset of the job's defenses (default: all)")
+    ap.add_argument("--attacks", help="comma-separated subset of the scenario's gradient attacks (default: all)")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--only", choices=["transfer", "adaptive"], help="run one of the two sweeps")
     args = ap.parse_args()

@@ -54,7 +54,8 @@ seed (tool ``grb-dist-exact``), as a reference for the strength. DeepRobust 0.2.
 ``MetaApprox`` as shipped multiplies ``(Â @ X) @ W`` and back-propagates through two dense
 N x N x N products of its normalisation at every inner step: minutes of CPU a flip.
 ``--peer-speedups`` passes ``--speedups`` to its runner, which computes the same thing
-without those products (``deeprobust_metattack.py``'s docstring says what changes).
+without those products and back-propagates through the normalisation once a flip instead of
+at every inner step (``deeprobust_metattack.py``'s docstring says what changes).
 
 Usage::
 
@@ -409,7 +410,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="with --approximate: also grb-dist's exact Meta-Self each round (tool grb-dist-exact)")
     ap.add_argument("--peer-speedups", action="store_true",
                     help="with --approximate: deeprobust_metattack.py --speedups (MetaApprox multiplies X @ W "
-                         "first and normalises elementwise: the same formulas, a tenth of the CPU time)")
+                         "first, normalises elementwise, sums gradients at the normalised adjacency: "
+                         "the same formulas, a twentieth of the CPU time)")
     ap.add_argument("--timeout", type=float, default=4 * 3600, help="seconds allowed to one child")
     ap.add_argument("--out", type=Path, default=None, help="keep outputs here (default: a temporary folder)")
     ap.add_argument("--surrogate-params", default='{"hidden_sizes": [16]}', help="grb-dist surrogate GCN params")

@@ -9,6 +9,7 @@ block appended (:func:`grb_dist.models.tensors.apply_injection`); no N x N matri
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -229,17 +230,40 @@ def sign_ascent(
     step_size: float,
     feat_min: float,
     feat_max: float,
+    keep_best: bool = False,
 ) -> torch.Tensor:
     """Iterative sign-gradient ascent with projection onto ``[feat_min, feat_max]``.
 
     ``x <- clip(x + step_size * sign(grad_x loss_fn(x)))`` for ``steps`` steps; gradients
     are taken w.r.t. ``x`` only (``torch.autograd.grad``), so no parameter accumulates any.
-    Returns the final features, detached.
+    Returns the final features, detached; with ``keep_best`` the iterate of the highest loss
+    among the start, every step's and the final one (the last of equals), which an ascent
+    that overshoots (a defense whose loss surface has cliffs, such as GNNGuard's pruning)
+    does not lose.
     """
     x = x0.detach().clamp(feat_min, feat_max)
+    best, best_loss = x, -math.inf
     for _ in range(steps):
         x.requires_grad_(True)
-        grad = input_grad(loss_fn(x), x)
+        loss = loss_fn(x)
+        if keep_best and float(loss.detach()) >= best_loss:
+            best, best_loss = x.detach(), float(loss.detach())
+        grad = input_grad(loss, x)
         with torch.no_grad():
             x = (x + step_size * grad.sign()).clamp_(feat_min, feat_max)
+    if keep_best:
+        with torch.no_grad():
+            if float(loss_fn(x)) < best_loss:
+                return best
     return x.detach()
+
+
+def targets_mean(edges: torch.Tensor, x: torch.Tensor, n_inject: int, first_id: int) -> torch.Tensor:
+    """Each injected node's mean feature row over the targets it links to (n_inject x D;
+    ``edges`` 2 x E, row 0 the injected ids from ``first_id``, row 1 rows of ``x``), zero for
+    a node without edges: a start whose links a defense that prunes dissimilar neighbours
+    (GNNGuard) keeps, so that its gradient reaches the injected features."""
+    src = edges[0] - first_id
+    total = torch.zeros(n_inject, x.shape[1], dtype=x.dtype, device=x.device).index_add_(0, src, x[edges[1]])
+    count = torch.bincount(src, minlength=n_inject).clamp_min(1).to(x.dtype)
+    return total / count.unsqueeze(1)
