@@ -360,3 +360,7 @@ def test_pgd_from_the_targets_mean_reaches_through_gnnguards_pruning():
     reached = loss(adaptive.features, adaptive.edges)
     assert reached > loss(start, adaptive.edges) + 1e-4
     assert reached > loss(masked.features, masked.edges) + 1e-3  # above the masked attack's (the clean loss)
+    # both starts (the same edges and noise): the ascent of the higher loss, here the targets' one
+    both = build_attack("pgd", {**base, "start": "both", "keep_best": True}, "injection").attack(g, model, targets)
+    np.testing.assert_array_equal(both.edges, adaptive.edges)
+    np.testing.assert_array_equal(both.features, adaptive.features)

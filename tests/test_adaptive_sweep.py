@@ -181,10 +181,10 @@ def test_adaptive_cells_take_the_attacks_defaults_under_the_jobs_settings(graph)
     assert adaptive["modification", "pgd"] == {**transfer["modification", "pgd"], "loss": "prob_margin"}
     assert "loss" not in transfer["modification", "pgd"]
     assert adaptive["injection", "fgsm"] == transfer["injection", "fgsm"]
-    # injection PGD starts from the targets' mean features and keeps its best iterate
+    # injection PGD ascends from 0 and from the targets' mean features and keeps its best iterate
     with_pgd = _plan(graph, adaptive=True, attacks={"fgsm": {}, "pgd": {}})
     assert params(with_pgd, ADAPTIVE)["injection", "pgd"] == {**params(with_pgd, TRANSFER)["injection", "pgd"],
-                                                              "start": "targets", "keep_best": True}
+                                                              "start": "both", "keep_best": True}
     # a loss the job names wins, in both threats
     mod = {**JOB["modification"], "attacks": {"dice": {}, "pgd": {"loss": "ce"}}}
     named = _plan(graph, adaptive=True, modification=mod)
