@@ -37,8 +37,9 @@ computed once per batch. For an ``L``-layer GCN that is the target's ``L``-hop b
 gradients are the whole graph's (tested). Other surrogates (attention models, through their
 ``weighted_forward``), ``receptive_field: false`` and blocks of every node run on the whole
 graph each step (a block of every node makes the receptive field the whole graph, and the
-row program's index work per block only adds to it: 2-3x slower measured on 2,000 nodes), as the authors' local attack and the global PR-BCD do: one forward and
-backward of the surrogate with the block's 2 x ``block_size`` weighted entries, and one more
+row program's index work per block only adds to it: 2-3x slower measured on 2,000 nodes),
+as the authors' local attack and the global PR-BCD do: one forward and backward of the
+surrogate with the block's 2 x ``block_size`` weighted entries, and one more
 forward for the top-``b`` flips (the weighted surrogate built once per batch:
 :func:`~grb_dist.attacks.shared.weighted.weighted_surrogate`), O(E F + block). Nothing is
 N x N either way.
