@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch_geometric.utils import scatter
 
 from grb_dist.attacks.base import input_grad
 from grb_dist.attacks.shared.incremental import IncrementalSurrogate
@@ -246,8 +247,8 @@ def sign_ascent(
     for _ in range(steps):
         x.requires_grad_(True)
         loss = loss_fn(x)
-        if keep_best and float(loss.detach()) >= best_loss:
-            best, best_loss = x.detach(), float(loss.detach())
+        if keep_best and (value := float(loss.detach())) >= best_loss:
+            best, best_loss = x.detach(), value
         grad = input_grad(loss, x)
         with torch.no_grad():
             x = (x + step_size * grad.sign()).clamp_(feat_min, feat_max)
@@ -263,7 +264,4 @@ def targets_mean(edges: torch.Tensor, x: torch.Tensor, n_inject: int, first_id: 
     ``edges`` 2 x E, row 0 the injected ids from ``first_id``, row 1 rows of ``x``), zero for
     a node without edges: a start whose links a defense that prunes dissimilar neighbours
     (GNNGuard) keeps, so that its gradient reaches the injected features."""
-    src = edges[0] - first_id
-    total = torch.zeros(n_inject, x.shape[1], dtype=x.dtype, device=x.device).index_add_(0, src, x[edges[1]])
-    count = torch.bincount(src, minlength=n_inject).clamp_min(1).to(x.dtype)
-    return total / count.unsqueeze(1)
+    return scatter(x[edges[1]], edges[0] - first_id, dim=0, dim_size=n_inject, reduce="mean")

@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
 from grb_dist.attacks.injection.base import AttackConfig, InjectionAttack
@@ -67,8 +66,10 @@ class PGD(InjectionAttack):
         cfg = self.config
         edges = random_edges(cfg.n_inject, cfg.edges_per_node, ctx.targets, ctx.num_local, gen)
         noise = (torch.randn(cfg.n_inject, ctx.num_features, generator=gen) * cfg.random_start_std).to(ctx.x)
-        centres = [] if cfg.start == "targets" else [torch.zeros_like(noise)]
-        if cfg.start != "zeros":
+        centres = []
+        if cfg.start in ("zeros", "both"):
+            centres.append(torch.zeros_like(noise))
+        if cfg.start in ("targets", "both"):
             centres.append(targets_mean(edges, ctx.x, cfg.n_inject, ctx.num_local))
 
         def loss_fn(inj_x: torch.Tensor) -> torch.Tensor:
@@ -80,4 +81,4 @@ class PGD(InjectionAttack):
             return runs[0], edges
         with torch.no_grad():
             losses = [float(loss_fn(r)) for r in runs]
-        return runs[int(np.argmax(losses))], edges  # the first of equals: from 0
+        return runs[losses.index(max(losses))], edges  # the first of equals: from 0

@@ -242,7 +242,7 @@ class PRBCD(TargetedAttack):
             try:
                 if not self.config.receptive_field:
                     raise Unsupported("receptive_field: false")
-                if self.config.block_size >= ctx.n - 1:
+                if self.block_size(ctx.n, 0) >= ctx.n - 1:
                     raise Unsupported("the block holds every node: the receptive field is the whole graph")
                 out["program"] = RowProgram(ctx.model, g.x)
             except Unsupported:
