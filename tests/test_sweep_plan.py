@@ -235,6 +235,32 @@ def test_a_plan_on_samples_within_a_budget_gives_bounds(tiny_job, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_a_check_beyond_its_limit_is_left_out_and_the_plan_says_so(tiny_job, tmp_path, monkeypatch):
+    """A full-size check that would take longer than the budget allows it is not measured
+    (on the aminer twin an epoch's check takes about 40 s): the plan says its figures grow
+    as the samples say, and that a longer budget buys the check; the limit grows with the
+    budget beyond the default three-minute plan's."""
+    import grb_dist.sweep.cost.checks as checks
+    from grb_dist.sweep.cost.checks import ARCHITECTURE_CHECK_S, CHECK_S, check_limit
+
+    assert check_limit(None) == CHECK_S and check_limit(120.0) == CHECK_S  # the default plan's budget
+    assert check_limit(600.0) == 60.0 and check_limit(600.0, ARCHITECTURE_CHECK_S) == 60.0
+    assert check_limit(100.0, ARCHITECTURE_CHECK_S) == ARCHITECTURE_CHECK_S
+    limits = []
+    monkeypatch.setattr(checks, "check_limit", lambda budget, least=CHECK_S: limits.append(budget) or 0.0)
+    args = ["plan", "--job", str(tiny_job), "--out", str(tmp_path / "run"), "--no-dashboard",
+            "--calibration", "sampled", "--budget", "0.001"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert "extrapolation checked on the whole graph" not in r.output
+    assert "attacks checked on the whole graph" not in r.output
+    needed = re.search(r"extrapolation not checked on the whole graph .*a budget of ([\d,]+) s buys the check", r.output)
+    assert needed and int(needed.group(1).replace(",", "")) > 0, r.output
+    assert limits and set(limits) == {0.001}  # every check asked for its limit under the budget given
+    cached = next((tmp_path / "cache" / "grb-dist" / "calibration").glob("*.json"))
+    assert not any(k.startswith("check-epoch:") for k in json.loads(cached.read_text())["entries"])
+
+
 def _seconds(text: str) -> float:
     units = {"s": 1, "min": 60, "h": 3600, "d": 86400}
     return sum(float(n) * units[u] for n, u in re.findall(r"([\d.]+) (s|min|h|d)\b", text))

@@ -53,7 +53,7 @@ from grb_dist.sweep.job import content_hash
 from grb_dist.sweep.cost.machine import (CALIBRATION_VERSION, Startup, StartupProbe, cache_dir, cache_path, code_hash,
                                     cpu_model, entries, gpu_machine, machine_identity, measure_startup)
 from grb_dist.sweep.cells import AttackCell, ModelTask, Cells, Work
-from grb_dist.sweep.cost.checks import architecture, architecture_checks, attack_check, full_size_check
+from grb_dist.sweep.cost.checks import Checks, architecture, whole_graph_checks
 from grb_dist.sweep.cost import targeted
 from grb_dist.sweep.cost.scaling import (CHECK_SCALE, SAMPLE_ABOVE, SAMPLE_NODES, SAMPLING, Progress, Rate, check_scale,
                                     extrapolate, fill, interleaved, sample_sizes)
@@ -88,6 +88,7 @@ class Calibration:
     architecture_checks: tuple[tuple[str, float, float, float], ...] = ()  # the same for other architectures
     attack_check: tuple[str, float, float, float] | None = None  # the same for attacks (:func:`~grb_dist.sweep.cost.checks.attack_check`)
     estimated: int = 0  # figures not measured within the budget
+    check_budget: float = 0.0  # sampled, the first check not measured: the budget that would buy it (0: none needed)
     bounds: tuple["Calibration", ...] = ()  # with the estimated figures at their fastest and slowest
     # a per-target scenario's (cost.targeted): scenario:difficulty:defense -> a clean pass + ``unit`` per
     # target scored alone; perturbation id -> its targets (its rate in ``attack``: a setup + ``unit`` per target)
@@ -406,7 +407,8 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
     ``budget``: seconds of measuring after which the figures left are not measured but
     taken between the fastest and the slowest measured figure of their kind
     (:attr:`Calibration.estimated`, :attr:`Calibration.bounds`); the first figure of each
-    kind is measured whatever the budget.
+    kind is measured whatever the budget, and a longer budget lets the full-size checks
+    measure a larger graph (:func:`~grb_dist.sweep.cost.checks.check_limit`).
     ``machine``: another machine's identity (:func:`gpu_machine`), whose cached figures
     are used instead (a figure it lacks is an error: nothing is measured here)."""
     import torch
@@ -438,12 +440,10 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
         progress = Progress(len(figures), budget, report)
         rates: dict[str, dict[str, Rate]] = {kind: {} for kind in KINDS}
         points = _measure(figures, list(zip(calibrators, shares)), progress, named=bool(sizes))
-        check = full_size_check(cells, whole, points) if sizes else None
-        slower = check[1] / check[2] if check and check[2] > 0 else 1.0  # the epoch: measured / extrapolated
         trained = list(work.trainings)
-        by_architecture = architecture_checks(trained, whole, points, architecture(cells.surrogates[0].name),
-                                              slower) if sizes and not progress.over() else {}
-        attacks_checked, checked = attack_check(figures, whole, points, slower) if sizes else (None, {})
+        checks = whole_graph_checks(cells, trained, figures, whole, points, budget, not progress.over()) if sizes \
+            else Checks()
+        check, by_architecture, attacks_checked = checks.epoch, checks.architectures, checks.attack
         for (kind, name), measured in points.items():
             # an architecture's own factor is read off its training epochs: it scales its
             # trainings, not its forward passes, whose growth it does not measure
@@ -451,7 +451,7 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
             scale = (attacks_checked or check) if kind == "attack" else \
                 by_architecture.get(architecture(whole.tasks[name].name), check) if kind == "train" else check
             rates[kind][name] = extrapolate(measured, scale[3] if scale else 1.0)
-        rates["attack"].update(checked)  # that figure is measured on the whole graph
+        rates["attack"].update(checks.measured)  # that figure is measured on the whole graph
         estimated = fill(rates, [(f.kind, f.name) for f in figures])
         attack = _attacks(rates, priced, loads := targeted.loads(graph, cells))  # per target: on the whole graph
         train = {t.file_stem: rates["train"][t.file_stem] for t in trained}
@@ -465,6 +465,7 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
                       sum(c.measured for c in {*calibrators, whole}), sum(c.reused for c in {*calibrators, whole}),
                       time.perf_counter() - start, samples=sizes, check=check, attack_check=attacks_checked,
                       architecture_checks=tuple(by_architecture.values()), estimated=sum(map(len, estimated.values())),
+                      check_budget=checks.budget,
                       target_score=rates["target-score"], targets={pid: n for pid, (n, _) in loads.items()})
     if estimated:
         cal.bounds = tuple(_with(cal, rates, {kind: {name: pair[side] for name, pair in names.items()}

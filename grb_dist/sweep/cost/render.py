@@ -5,6 +5,7 @@ prints what they return."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 from grb_dist.core.text import duration, plural
@@ -95,6 +96,11 @@ def _calibration_lines(cal, cluster, where: str) -> list[str]:
         others = "every figure's" if cal.attack_check is None and not cal.architecture_checks else "the other figures'"
         lines.append(f"extrapolation checked on the whole graph: an epoch of {model} took {duration(took)} against "
                      f"{duration(predicted)} extrapolated; {others} growth beyond the samples is taken {scale:.2f}x")
+    elif cal.check_budget:
+        lines.append("extrapolation not checked on the whole graph (an epoch there takes longer than a check may within "
+                     "the measuring budget): the figures grow as the samples say, which is optimistic on a large graph "
+                     "(docs/performance.md, \"How accurate the plan is\"); a budget of "
+                     f"{math.ceil(cal.check_budget):,} s buys the check (grb-dist plan --budget SECONDS)")
     from grb_dist.sweep.cost.calibrate import architecture
 
     for model, took, predicted, scale in cal.architecture_checks:
