@@ -259,6 +259,8 @@ def test_a_check_beyond_its_limit_is_left_out_and_the_plan_says_so(tiny_job, tmp
     assert limits and set(limits) == {0.001}  # every check asked for its limit under the budget given
     cached = next((tmp_path / "cache" / "grb-dist" / "calibration").glob("*.json"))
     assert not any(k.startswith("check-epoch:") for k in json.loads(cached.read_text())["entries"])
+    doc = json.loads(runner.invoke(app, [*args, "--json"]).stdout)  # the same figures, from the cache
+    assert doc["calibration"]["check_budget"] == pytest.approx(float(needed.group(1).replace(",", "")), abs=1.0)
 
 
 def _seconds(text: str) -> float:
