@@ -443,13 +443,13 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
         trained = list(work.trainings)
         checks = whole_graph_checks(cells, trained, figures, whole, points, budget, not progress.over()) if sizes \
             else Checks()
-        check, by_architecture, attacks_checked = checks.epoch, checks.architectures, checks.attack
         for (kind, name), measured in points.items():
             # an architecture's own factor is read off its training epochs: it scales its
             # trainings, not its forward passes, whose growth it does not measure
             # (figures: docs/performance.md, section "How accurate the plan is")
-            scale = (attacks_checked or check) if kind == "attack" else \
-                by_architecture.get(architecture(whole.tasks[name].name), check) if kind == "train" else check
+            scale = (checks.attack or checks.epoch) if kind == "attack" else \
+                checks.architectures.get(architecture(whole.tasks[name].name), checks.epoch) if kind == "train" \
+                else checks.epoch
             rates[kind][name] = extrapolate(measured, scale[3] if scale else 1.0)
         rates["attack"].update(checks.measured)  # that figure is measured on the whole graph
         estimated = fill(rates, [(f.kind, f.name) for f in figures])
@@ -463,8 +463,8 @@ def calibrate(cells: Cells, work: Work, graph: Any, fingerprint: str, *, device:
             startup_of.cancel()  # type: ignore[attr-defined]
     cal = Calibration(lead.machine, train, attack, rates["score"], startup, rates["perturb"], best,
                       sum(c.measured for c in {*calibrators, whole}), sum(c.reused for c in {*calibrators, whole}),
-                      time.perf_counter() - start, samples=sizes, check=check, attack_check=attacks_checked,
-                      architecture_checks=tuple(by_architecture.values()), estimated=sum(map(len, estimated.values())),
+                      time.perf_counter() - start, samples=sizes, check=checks.epoch, attack_check=checks.attack,
+                      architecture_checks=tuple(checks.architectures.values()), estimated=sum(map(len, estimated.values())),
                       check_budget=checks.budget,
                       target_score=rates["target-score"], targets={pid: n for pid, (n, _) in loads.items()})
     if estimated:

@@ -12,7 +12,8 @@ Both measure through the whole graph's calibrator (``whole``, a
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 from grb_dist.sweep.cells import AttackCell, Cells, ModelTask
 from grb_dist.sweep.cost.scaling import Rate, check_scale, extrapolate
@@ -39,20 +40,17 @@ def check_limit(budget: float | None, least: float = CHECK_S) -> float:
 ATTACK_RUNS = 5
 
 
-def full_size_check(cells: Cells, whole: Any, points: Mapping[tuple[str, str], list[tuple[float, Rate]]],
-                    limit: float = CHECK_S) -> tuple[str, float, float, float] | None:
+def full_size_check(cells: Cells, whole: Any, points: Mapping[tuple[str, str], list[tuple[float, Rate]]]
+                    ) -> tuple[str, float, float, float]:
     """The first surrogate's epoch on the whole graph (the second epoch of a 2-epoch
     training, timed inside it; for a model that reports no epochs, the difference of a 1-
-    and a 2-epoch training) against the epoch extrapolated from the samples, when the
-    trainings are extrapolated to take at most ``limit`` seconds (model, measured s,
-    extrapolated s, the :func:`check_scale` it gives, at least 1); cached like any figure.
-    The epoch, not a 1-epoch training: a training's fixed part (building the model and its
-    graphs) is a small share of the samples' short runs, its extrapolation is noisy, and a
-    long training hardly pays it."""
+    and a 2-epoch training) against the epoch extrapolated from the samples (model,
+    measured s, extrapolated s, the :func:`check_scale` it gives, at least 1); cached like
+    any figure. :func:`whole_graph_checks` measures it when :func:`check_price` is within the
+    limit. The epoch, not a 1-epoch training: a training's fixed part (building the model
+    and its graphs) is a small share of the samples' short runs, its extrapolation is noisy,
+    and a long training hardly pays it."""
     task = cells.surrogates[0]
-    price = check_price(cells, points)
-    if price is None or price > limit:
-        return None
     return _epoch_check(task, whole, points["train", task.file_stem], 2)
 
 
@@ -183,16 +181,17 @@ def attack_check(figures: list[Any], whole: Any, points: Mapping[tuple[str, str]
     return (what, measured, predicted, check_scale(points[f.kind, f.name], measured, cost(a))), {f.name: full}
 
 
-class Checks(NamedTuple):
+@dataclass(frozen=True)
+class Checks:
     """What :func:`whole_graph_checks` found: the first surrogate's epoch check, the other
     architectures' (by architecture), the attacks' check and its figure measured on the whole
     graph (``{name: rate}``), and, when the epoch check was beyond its limit, the measuring
     budget that would buy it (0 otherwise)."""
 
     epoch: tuple[str, float, float, float] | None = None
-    architectures: dict[str, tuple[str, float, float, float]] = {}
+    architectures: dict[str, tuple[str, float, float, float]] = field(default_factory=dict)
     attack: tuple[str, float, float, float] | None = None
-    measured: dict[str, Rate] = {}
+    measured: dict[str, Rate] = field(default_factory=dict)
     budget: float = 0.0
 
 
@@ -203,13 +202,14 @@ def whole_graph_checks(cells: Cells, trainings: list[ModelTask], figures: list[A
     the measuring ``budget``: the first surrogate's epoch (:func:`full_size_check`), the
     other architectures' when ``architectures`` (:func:`architecture_checks`), the attacks'
     (:func:`attack_check`)."""
-    epoch = full_size_check(cells, whole, points, check_limit(budget))
+    price = check_price(cells, points)
+    checked = price is not None and price <= check_limit(budget)
+    epoch = full_size_check(cells, whole, points) if checked else None
     slower = epoch[1] / epoch[2] if epoch and epoch[2] > 0 else 1.0  # the epoch: measured / extrapolated
-    price = check_price(cells, points) if epoch is None else None
     by_architecture = architecture_checks(trainings, whole, points, architecture(cells.surrogates[0].name), slower,
                                           check_limit(budget, ARCHITECTURE_CHECK_S)) if architectures else {}
     attack, measured = attack_check(figures, whole, points, slower, check_limit(budget))
-    return Checks(epoch, by_architecture, attack, measured, price / CHECK_SHARE if price else 0.0)
+    return Checks(epoch, by_architecture, attack, measured, price / CHECK_SHARE if price and not checked else 0.0)
 
 
 __all__ = ["ARCHITECTURE_CHECK_S", "ARCHITECTURE_EPOCHS", "ARCHITECTURE_SHARE", "ATTACK_RUNS", "CHECK_S", "CHECK_SHARE",
