@@ -436,6 +436,25 @@ def test_a_plan_prices_poisonings_trainings_on_the_graph_and_on_samples(every_sc
     assert "warning:" not in r.stdout and not (tmp_path / "run").exists()
 
 
+def test_an_attack_whose_length_steps_do_not_set_is_timed_as_a_whole_run(every_scenario, tmp_path, monkeypatch):
+    """Metattack takes a greedy step per flip of its budget and ignores ``steps``: timing it
+    at two step counts ran the whole attack four or five times (cora: 20 minutes of a full
+    plan). It is timed twice (the cold run with the surrogate's clean pass, and a warm one)."""
+    import grb_dist.sweep.worker as worker
+
+    job = yaml.safe_load(every_scenario.read_text())
+    job["poisoning"] = {"attack": {"ratio_edge_mod": 0.002}, "attacks": {"metattack": {"train_iters": 5}}}
+    every_scenario.write_text(yaml.safe_dump(job))
+    runs: list[str] = []
+    attack_task = worker.attack_task
+    monkeypatch.setattr(worker, "attack_task", lambda graph, cell, *a, **k: runs.append(cell.attack)
+                        or attack_task(graph, cell, *a, **k))
+    r = runner.invoke(app, ["sweep", "--job", str(every_scenario), "--out", str(tmp_path / "run"), "--no-dashboard",
+                            "--plan", "--scenario", "poisoning", "--calibration", "full"])
+    assert r.exit_code == 0, r.output
+    assert runs == ["metattack", "metattack"] and "| attack | 1 perturbation |" in r.stdout, (runs, r.stdout)
+
+
 def test_plan_json_lists_every_pending_task(every_scenario, tmp_path):
     """``--plan --json``: one JSON document on stdout (progress on stderr) with the
     cluster, the totals, the stages and every task of the pending work."""

@@ -231,24 +231,27 @@ def test_needed_work_counts_only_what_a_resumed_run_lacks(tmp_path):
 
 def test_the_metrics_tally_counts_per_scenario_and_only_gradient_steps():
     """The sweep's metrics split the attack and score stages by scenario, and an attack's
-    steps per second count only the steps it takes: RND's ``steps`` setting is none."""
+    steps per second count only the steps it takes: RND's ``steps`` setting is none, and
+    Metattack's length is its budget's flips."""
     from grb_dist.sweep.cells import run_cells
     from grb_dist.sweep.progress import Tally
 
     spec = parse_job({"dataset": "csbm", "attacks": {"rnd": {}, "fgsm": {}}, "defenses": ["gcn", "mlp"],
                       "difficulties": ["easy", "full"], "repeats": 1, "attack": {"steps": 4}, "scenario": "all",
-                      "modification": {"attacks": {"dice": {}}}})
+                      "modification": {"attacks": {"dice": {}}}, "poisoning": {"attacks": {"metattack": {}}}})
     p = run_cells(spec, "f" * 16)
     tally = Tally()
     tally.totals.update(("score", c.scenario) for c in p.scores)
-    by = {s: [c for c in p.scores if c.scenario == s] for s in ("injection", "modification")}
-    assert by["injection"] and by["modification"]
+    by = {s: [c for c in p.scores if c.scenario == s] for s in ("injection", "modification", "poisoning")}
+    assert by["injection"] and by["modification"] and by["poisoning"]
     tally.add("score", by["modification"][:1], "done")
     tally.add("score", by["injection"][:2], "failed")
     counts = tally.by_scenario("score")
-    assert counts == {"injection": (0, 2, len(by["injection"])), "modification": (1, 0, len(by["modification"]))}
+    assert counts == {"injection": (0, 2, len(by["injection"])), "modification": (1, 0, len(by["modification"])),
+                      "poisoning": (0, 0, len(by["poisoning"]))}
     assert tally.by_scenario("attack") == {}
     steps = {a.attack: a.gradient_steps for a in p.attacks}
     assert steps["fgsm"] == 4 and steps["rnd"] == 0 and steps["dice"] == 0
+    assert steps["metattack"] == 0  # a greedy step per flip: ``steps`` is not its length
     assert tally.attacked("fgsm", 4, 2.0) == 2.0 and tally.attacked("fgsm", 4, 6.0) == 1.0  # 8 steps in 8 s
     assert tally.attacked("rnd", 0, 1.0) is None

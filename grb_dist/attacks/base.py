@@ -108,6 +108,10 @@ class Attack:
     Config: ClassVar[type]
     #: The scenario the attack belongs to (``injection``, ``modification`` or ``poisoning``).
     scenario: ClassVar[str]
+    #: Whether a gradient attack's work grows with its ``steps`` setting; one whose length
+    #: something else sets (Metattack: a greedy step per flip of its budget) is priced by
+    #: ``sweep --plan`` as a whole run, and reports no steps per second.
+    runs_steps: ClassVar[bool] = True
 
     def __init__(self, config=None):
         config = config or self.Config()

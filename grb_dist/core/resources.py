@@ -3,14 +3,18 @@ and the check of the tasks' memory against it.
 
 :func:`check_memory` compares the memory tasks need (estimated by
 :mod:`grb_dist.sweep.preflight`) with the memory of the machine (or of the largest node of a
-cluster).
+cluster). :func:`peak_memory` measures what a task held at its peak (the sweep's timeline
+records it beside what the task reserved).
 """
 
 from __future__ import annotations
 
 import os
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from grb_dist.core.errors import ConfigError
 
@@ -81,6 +85,69 @@ def format_bytes(n: float) -> str:
     return f"{n:.1f} TiB"  # pragma: no cover
 
 
+@dataclass
+class Peak:
+    """The most memory a block of work held (:func:`peak_memory`): ``host``, the largest
+    resident set of this process while it ran, in bytes (what the process held before
+    included: a worker's imports, the graph it reads); ``gpu``, the most GPU memory torch's
+    allocator reserved meanwhile (a CUDA context's own is not counted); ``host_start``, the
+    resident set when the block started. ``None`` where it could not be read: the host's off
+    Linux, ``gpu`` where CUDA did not run."""
+
+    host: int | None = None
+    gpu: int | None = None
+    host_start: int | None = None
+
+
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def _high_water_mark() -> int | None:
+    """This process's largest resident set since it started or since the mark was last
+    reset (Linux ``VmHWM``), in bytes."""
+    try:
+        for line in _STATUS.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _reset_high_water_mark() -> bool:
+    """Set the high-water mark to the current resident set (``5`` written to
+    ``/proc/self/clear_refs``, Linux 4.0 and later); whether it was."""
+    try:
+        _CLEAR_REFS.write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+@contextmanager
+def peak_memory() -> Iterator[Peak]:
+    """Measure the :class:`Peak` of the block: the kernel's high-water mark of this
+    process, reset when the block starts (no sampling: a spike between two samples is not
+    missed), and torch's peak statistics of the GPU when CUDA runs in this process (torch is
+    not imported here). Meant for a process that runs one task at a time, as a Ray worker
+    does: the mark is the process's, whichever thread allocated."""
+    peak = Peak()
+    host = _reset_high_water_mark()
+    if host:
+        peak.host_start = _high_water_mark()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.reset_peak_memory_stats()
+    try:
+        yield peak
+    finally:
+        peak.host = _high_water_mark() if host else None
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():  # CUDA may have started in the block
+            peak.gpu = int(torch.cuda.max_memory_reserved())
+
+
 def check_memory(tasks: list[TaskMemory], available: int, where: str) -> None:
     """Raise :class:`ConfigError` when the largest task cannot fit into ``available`` bytes."""
     if not tasks:
@@ -93,5 +160,5 @@ def check_memory(tasks: list[TaskMemory], available: int, where: str) -> None:
         )
 
 
-__all__ = ["LOCAL_RAY_SHARE", "TaskMemory", "check_memory", "check_ray_address", "format_bytes", "machine_memory",
-           "reservable_memory"]
+__all__ = ["LOCAL_RAY_SHARE", "Peak", "TaskMemory", "check_memory", "check_ray_address", "format_bytes", "machine_memory",
+           "peak_memory", "reservable_memory"]

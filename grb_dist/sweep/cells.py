@@ -129,11 +129,12 @@ class AttackCell:
     @property
     def gradient_steps(self) -> int:
         """The optimisation steps the attack takes: its ``steps``, or 0 for an attack that
-        follows no gradients (RND takes a ``steps`` setting from its section and ignores it)."""
+        follows no gradients (RND takes a ``steps`` setting from its section and ignores it)
+        or whose length ``steps`` does not set (Metattack: ``runs_steps``)."""
         from grb_dist.attacks import build_attack
 
         attack = build_attack(self.attack, dict(self.params), self.scenario) if self.steps else None
-        return self.steps if attack is not None and attack.follows_gradients else 0
+        return self.steps if attack is not None and attack.follows_gradients and attack.runs_steps else 0
 
 
 @dataclass(frozen=True)

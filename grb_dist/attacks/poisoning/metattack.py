@@ -475,6 +475,7 @@ class Metattack(PoisoningAttack):
     Config = MetattackConfig
     name = "metattack"
     trains = True
+    runs_steps = False  # one greedy step per flip of its budget: ``steps`` is unused
 
     def edge_budget(self, graph: Graph) -> int:
         """``int(ratio_edge_mod * edges)``, rounded down as Pro-GNN's and DeepRobust's

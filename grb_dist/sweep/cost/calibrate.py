@@ -22,8 +22,8 @@ held defense. Costs are linear in what the job sets (:class:`Rate`):
   their median best epoch stands for every training's.
 
 Alongside the time, the peak resident memory of each measurement above the process's own
-(sampled every 2 ms) bounds the task's memory from below. Adaptive attacks are measured on
-the last difficulty and scaled to the others by their transfer counterpart.
+(the kernel's high-water mark) bounds the task's memory from below. Adaptive attacks are
+measured on the last difficulty and scaled to the others by their transfer counterpart.
 
 A graph above :data:`~grb_dist.sweep.cost.scaling.SAMPLE_ABOVE` nodes is measured on two samples
 and each figure extrapolated to the whole graph (:mod:`grb_dist.sweep.cost.scaling`), checked
@@ -296,6 +296,8 @@ class _Calibrator:
                 return seconds, peak
 
             cold, warm = run(1), run(1)  # the cold run computes the shared clean pass
+            if not a.gradient_steps:  # its length does not follow ``steps`` (RND, DICE, Metattack): a whole run
+                return Rate(warm[0], 0.0, max(cold[1], warm[1]), max(0.0, cold[0] - warm[0]))
             steps = run_counts(warm[0])
             runs = [warm if steps[0] == 1 else run(steps[0]), run(steps[1])]
             steps, runs = lengthened(steps, runs, run)

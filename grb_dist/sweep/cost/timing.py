@@ -6,13 +6,12 @@ NumPy's and SciPy's BLAS held to a task's (:func:`blas_threads`)."""
 from __future__ import annotations
 
 import ctypes
-import os
-import threading
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from grb_dist.core import allocator
+from grb_dist.core.resources import peak_memory
 from grb_dist.sweep.cost.scaling import Rate
 
 #: The longer of the two timed runs of a measurement lasts about this long (seconds), in
@@ -31,48 +30,17 @@ def run_counts(one: float) -> tuple[int, int]:
     return (1, longer) if longer < 8 else (longer // 4, longer)
 
 
-class _PeakMemory:
-    """The largest resident set of this process while the block runs, above its size at the
-    start (Linux ``/proc/self/statm``; 0 elsewhere)."""
-
-    PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-    def __init__(self) -> None:
-        self.peak = 0
-        self._stop = threading.Event()
-
-    @classmethod
-    def rss(cls) -> int:
-        try:
-            with open("/proc/self/statm") as f:
-                return int(f.read().split()[1]) * cls.PAGE
-        except (OSError, ValueError, IndexError):
-            return 0
-
-    def _sample(self, start: int) -> None:
-        while not self._stop.wait(0.002):
-            self.peak = max(self.peak, self.rss() - start)
-
-    def __enter__(self) -> "_PeakMemory":
-        allocator.release()  # from the heap a sweep task starts with (ray_edge gives it back after each)
-        start = self.rss()
-        self._thread = threading.Thread(target=self._sample, args=(start,), daemon=True)
-        self._thread.start()
-        self._start = start
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self.rss() - self._start, 0)
-
-
 def timed(fn: Callable[[], Any]) -> tuple[float, int, Any]:
-    with _PeakMemory() as mem:
+    """``fn()``'s seconds, the peak resident memory it held above this process's size when it
+    started (the kernel's high-water mark, reset at its start: :func:`peak_memory`; 0 off
+    Linux), and its result. The heap's free memory is given back first, as a sweep task
+    starts with it given back (``ray_edge`` gives it back after each)."""
+    allocator.release()
+    with peak_memory() as peak:
         start = time.perf_counter()
         out = fn()
         seconds = time.perf_counter() - start
-    return seconds, mem.peak, out
+    return seconds, max(0, (peak.host or 0) - (peak.host_start or 0)), out
 
 
 def lengthened(n: tuple[int, int], runs: list[tuple[float, int]],
