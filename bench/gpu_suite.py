@@ -24,13 +24,19 @@ On a machine with a CUDA GPU it runs, each stage in its own process with its own
 8. ``sweep-poisoning``: a ``csbm-grb-aminer`` poisoning sweep: DICE at 5% of the edges, a GCN
    trained on the whole poisoned graph (and its clean rows' training, and the attacker's
    surrogate): the trainings that dominate a poisoning sweep's cost at that scale;
-9. ``main-job``: the complete ``csbm-grb-aminer`` job (``grb-dist sweep --dataset
+9. ``main-plan``: ``grb-dist plan`` of the main job below, on this machine (its default
+   three-minute budget): the predicted wall time to set beside the measured one, and the
+   figures the main job's tasks then reserve (what the plan measured, not estimates);
+10. ``main-job``: the complete ``csbm-grb-aminer`` job (``grb-dist sweep --dataset
    csbm-grb-aminer``: 1,472 cells) into ``--main-out`` (default ``results/gpu-main-job``), for
    ``--main-limit`` seconds; stopped at its limit with SIGTERM (its rows written), so a second
    run of the stage resumes it. Its figures: cells done, wall time, and per stage (train,
-   attack, score) the tasks, their task-seconds and the span from the run's timeline, and the
-   workers that ran them; the GPU's peak memory in use (``nvidia-smi``, every second) is
-   printed by every stage.
+   attack, score) the tasks, their task-seconds and the span from the run's timeline, the
+   workers that ran them, and the most host and GPU memory a task held (the timeline's peaks:
+   each task within 40 GB of GPU memory is what the main job needs of a card); the GPU's peak
+   memory in use (``nvidia-smi``, every second, all processes together) is printed by every
+   stage. On a GPU neither runs by default: ``--only main-plan,main-job --main-limit 360``,
+   then ``--only main-job`` resumes.
 
 Stages that start a sweep stop at their limit with SIGTERM, as ``ray job stop`` would, and
 are killed 30 s later if still running.
@@ -92,6 +98,8 @@ def stages(args, device: str, tiny: bool) -> list[tuple[str, list[str], int]]:
         ("sweep-poisoning", [*grb, "sweep", "--dataset", dataset, "--scenario", "poisoning",
                              "--out", str(args.out / "sweep-poisoning"), "--attacks", "dice", "--defenses", "gcn",
                              "--difficulties", "full", "--repeats", "1"], limit(100)),
+        ("main-plan", [*grb, "plan", "--dataset", dataset, "--out", str(args.main_out)] + (narrow if tiny else []),
+         limit(200)),
         ("main-job", [*grb, "sweep", "--dataset", dataset, "--out", str(args.main_out), "--no-dashboard"]
          + (narrow if tiny else []), limit(args.main_limit)),
     ]
@@ -133,7 +141,7 @@ def main() -> None:
     if not cuda and not args.tiny:
         print("no CUDA GPU here: running the CPU fallback (--tiny)", flush=True)
     only = set(args.only.split(",")) if args.only else {name for name, _, _ in stages(args, device, tiny)} - (
-        set() if tiny else {"main-job"})
+        set() if tiny else {"main-plan", "main-job"})
     rows, failed = [("env", "ok", 0.0, f"{env['gpu'] or 'no GPU'}, torch {env['torch']}, {env['mode']}")], False
     for name, cmd, limit in stages(args, device, tiny):
         if name not in only:
@@ -212,7 +220,11 @@ def main_job_figures(run_dir: Path) -> str:
         secs = (rows["finished"] - rows["started"]).dt.total_seconds()
         span = (rows["finished"].max() - rows["started"].min()).total_seconds()
         workers = rows["worker"].dropna().nunique() if "worker" in rows else 0
-        parts.append(f"{stage}: {len(rows)} tasks, {secs.sum():.0f} task-s, span {span:.0f} s, {workers} workers")
+        peaks = [f"{rows[c].max() / 2**30:.2f} GiB {kind}" for c, kind in (("peak_memory", "host"),
+                                                                           ("peak_gpu_memory", "GPU"))
+                 if c in rows and rows[c].notna().any()]
+        parts.append(f"{stage}: {len(rows)} tasks, {secs.sum():.0f} task-s, span {span:.0f} s, {workers} workers"
+                     + (f", a task held at most {' and '.join(peaks)}" if peaks else ""))
     return "; ".join(parts)
 
 
@@ -240,6 +252,9 @@ def summary(name: str, text: str, tiny: bool) -> str:
     if name == "precision":
         lines = [line for line in text.splitlines() if line.startswith("| ") and "precision" not in line]
         return "; ".join(" ".join(c.strip() for c in line.strip("|").split("|")[:3]) for line in lines)
+    if name == "main-plan":
+        lines = [line.strip() for line in text.splitlines() if "predicted wall time" in line or "calibration" in line]
+        return "; ".join(lines)
     if name.startswith("sweep") or name == "main-job":
         lines = [line for line in text.splitlines() if "cells (" in line]
         return lines[-1].strip() if lines else ""

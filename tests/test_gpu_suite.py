@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("env", "attacks", "prbcd", "meta", "precision", "sweep-default", "sweep-default-2cpu", "sweep-aminer",
-          "sweep-poisoning", "main-job")
+          "sweep-poisoning", "main-plan", "main-job")
 
 
 def test_the_cpu_fallback_runs_every_stage(tmp_path):
@@ -31,7 +31,9 @@ def test_the_cpu_fallback_runs_every_stage(tmp_path):
     assert "metattack cpu" in rows["meta"][2] and "meta_prbcd cpu" in rows["meta"][2]
     assert "0 failed" in rows["sweep-default"][2] and "0 failed" in rows["sweep-poisoning"][2]
     assert "0 failed" in rows["sweep-default-2cpu"][2]
+    assert "predicted wall time" in rows["main-plan"][2]
     assert "cells stored" in rows["main-job"][2] and "score:" in rows["main-job"][2]
+    assert "a task held at most" in rows["main-job"][2] and "GiB host" in rows["main-job"][2]
     assert all((out / f"{stage}.log").is_file() for stage in STAGES[1:])
 
 

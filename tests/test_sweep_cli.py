@@ -104,6 +104,10 @@ def test_sweep_then_leaderboard(ray_local, workdir, monkeypatch):
     assert (tasks["stage"] == "train").sum() == len(list((workdir / "run" / "models").glob("*.pt")))
     assert (tasks["stage"] == "attack").sum() == len(store.read_perturbations())
     assert (tasks["started"] <= tasks["finished"]).all()
+    # what each task held at its peak and reserved; the sweep names the task that held the most
+    assert (tasks["peak_memory"] > 0).all() and (tasks["reserved_memory"] > 0).all()
+    assert re.search(r"the most a task held: memory [\d.]+ [MG]iB \((train|attack|score): .*; it reserved ", r.output), \
+        r.output
     # not a terminal: the boards in Markdown, each with its legend naming the ranking metric
     assert "| Rank | Defense |" in r.output and "*Ranked by Weighted, highest first." in r.output
     r = runner.invoke(app, args)  # resume: nothing left to do

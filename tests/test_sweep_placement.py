@@ -13,11 +13,13 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 from grb_dist.core.errors import ConfigError
+from grb_dist.core.resources import peak_memory
 from grb_dist.sweep.sizing import (CUDA_CONTEXT_BYTES, MIN_SHARE, WORKER_BYTES, TaskSize, check_fits, device_layout,
-                                   gpu_share)
+                                   gpu_share, memory_held)
 
 GIB = 2**30
 
@@ -51,6 +53,37 @@ def test_a_task_that_fits_no_node_is_refused_in_one_line():
         check_fits(sizes, host=0, gpu=24 * GIB, where="one GPU of the cluster")
     check_fits(sizes, host=31 * GIB)  # fits: nothing raised
     check_fits(sizes, host=0)  # a cluster that does not say: nothing to check
+
+
+def test_a_tasks_peak_is_the_high_water_mark_of_its_own_block():
+    big = 256 * 2**20
+    with peak_memory() as first:
+        block = np.ones(big // 8)  # every page written
+        del block
+    with peak_memory() as second:  # the mark is reset: the first block's spike is not in it
+        pass
+    assert first.host is not None and second.host is not None  # Linux
+    assert first.host >= second.host + 0.9 * big
+    assert second.host - second.host_start < 0.1 * big  # an empty block held nothing above its start
+    assert first.gpu is None and second.gpu is None  # CUDA does not run here
+
+
+def test_the_sweep_names_the_task_that_held_the_most_and_warns_of_tasks_over_their_reservation():
+    def row(task, peak, reserved, gpu=None, gpu_reserved=None):
+        return {"stage": "train", "task": task, "peak_memory": peak, "reserved_memory": reserved,
+                "peak_gpu_memory": gpu, "reserved_gpu_memory": gpu_reserved}
+
+    within = [row("gcn", 3 * GIB, 3 * GIB), row("gat", 5 * GIB, 4.5 * GIB), row("sgc", GIB, None)]
+    line, warnings = memory_held(within)
+    assert line == "the most a task held: memory 5.0 GiB (train: gat; it reserved 4.5 GiB)" and warnings == []
+    over = within + [row("rgcn", 4 * GIB, 2 * GIB, gpu=3 * GIB, gpu_reserved=GIB), row("tagcn", 2.6 * GIB, 2 * GIB)]
+    line, warnings = memory_held(over)
+    assert line.endswith("; GPU memory 3.0 GiB (train: rgcn; it reserved 1.0 GiB)")
+    assert len(warnings) == 2 and "\n" not in "".join(warnings)
+    assert warnings[0].startswith("2 of 5 tasks held more memory than 1.25x what they reserved (the most: train: rgcn, "
+                                  "4.0 GiB against 2.0 GiB)")
+    assert warnings[1].startswith("1 of 1 tasks held more GPU memory") and "grb-dist plan" in warnings[1]
+    assert memory_held([row("gcn", None, GIB)]) == (None, [])  # nothing measured (off Linux): nothing said
 
 
 SCRIPT = """
@@ -90,8 +123,10 @@ def sweep(run_dir, settings, each):
     finally:
         disconnect(ctx)
     rows = rows[rows["stage"].isin(["train", "attack"])]
+    memory = rows[["peak_memory", "peak_gpu_memory", "reserved_memory", "reserved_gpu_memory"]]
     return {"failures": summary.failures, "computed": summary.computed, "total": summary.total,
-            "tasks": [[r.stage, r.worker, r.started.timestamp(), r.finished.timestamp()] for r in rows.itertuples()]}
+            "tasks": [[r.stage, r.worker, r.started.timestamp(), r.finished.timestamp()] for r in rows.itertuples()],
+            "memory": memory.astype(object).where(memory.notna(), None).to_dict("list"), "held": summary.memory}
 
 out, tmp = {}, __import__("pathlib").Path(".")
 """ + "\n"
@@ -144,6 +179,11 @@ def test_declared_gpus_run_the_work_in_device_workers_packed_by_gpu_memory(tmp_p
     assert {w for _, w, _, _ in out["packed"]["tasks"]} == {"device:0", "device:1"}
     assert len(set(out["pids"])) == 2 and len(out["pids"]) == 6
     assert sum(i["calls"] for i in out["info"]) == 6
+    # each call's timeline row: what its worker held (no CUDA ran: no GPU figure) and its actor's share of the card
+    memory = out["apart"]["memory"]
+    assert all(m > 0 for m in memory["peak_memory"]) and set(memory["peak_gpu_memory"]) == {None}
+    assert len(set(memory["reserved_gpu_memory"])) == 1 and memory["reserved_gpu_memory"][0] >= 0.6 * 8 * GIB
+    assert out["apart"]["held"].startswith("the most a task held: memory ")
     assert {i["pid"] for i in out["info"]} == set(out["pids"]) and {i["device"] for i in out["info"]} == {"cpu"}
 
 
@@ -157,6 +197,10 @@ def test_cpu_tasks_reserve_their_memory_and_never_share_a_node_they_do_not_fit(t
     assert run["failures"] == 0 and run["computed"] == run["total"] > 0
     assert not any(isinstance(worker, str) for _, worker, _, _ in run["tasks"])  # Ray tasks, not actors
     assert overlaps(run["tasks"]) == 0  # 2 CPUs, but two tasks of 0.6 M never run side by side
+    # the timeline has what each task reserved and what its worker held at its peak (its imports and the graph)
+    assert set(run["memory"]["reserved_memory"]) == {int(0.6 * 4 * GIB)}
+    assert all(100 * 2**20 < m < 4 * GIB for m in run["memory"]["peak_memory"]), run["memory"]
+    assert set(run["memory"]["reserved_gpu_memory"]) == {None}
 
 
 def test_a_task_that_fits_no_node_is_refused_before_anything_is_written(tmp_path):

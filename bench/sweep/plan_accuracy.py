@@ -6,7 +6,9 @@ prints are the plan's own), then the same sweep into a fresh run directory, time
 outside. The measured phases come from the run's timeline: setup (command start to the first
 task's start), the schedule (first task's start to the last result) and the end (to the
 command's exit). Prints one Markdown row per case with the error of the total
-(``predicted / measured - 1``).
+(``predicted / measured - 1``), and the memory each task held at its peak against what it
+reserved (the plan's figure: the sweep reserves what the plan measured), from the run's
+timeline: the range of held / reserved per stage.
 
     python bench/sweep/plan_accuracy.py --out /tmp/plan                  # every case
     python bench/sweep/plan_accuracy.py --out /tmp/plan --cases default
@@ -74,10 +76,25 @@ def predicted(output: str) -> dict[str, float]:
             "schedule": seconds(phases.group(2)), "end": seconds(phases.group(3))}
 
 
+def timeline(run: Path) -> pd.DataFrame:
+    return pd.concat(pd.read_parquet(f) for f in sorted((run / "timeline").glob("*.parquet")))
+
+
 def measured(run: Path, start: float, end: float) -> dict[str, float]:
-    t = pd.concat(pd.read_parquet(f) for f in sorted((run / "timeline").glob("*.parquet")))
+    t = timeline(run)
     first, last = t.started.min().timestamp(), t.finished.max().timestamp()
     return {"total": end - start, "setup": first - start, "schedule": last - first, "end": end - last}
+
+
+def held(run: Path) -> str:
+    """Per stage, the range of each task's peak memory over what it reserved (the plan's
+    figure), and the largest peak."""
+    t = timeline(run).dropna(subset=["peak_memory", "reserved_memory"])
+    parts = []
+    for stage, rows in t.groupby("stage"):
+        ratio = rows.peak_memory / rows.reserved_memory
+        parts.append(f"{stage} {ratio.min():.2f}-{ratio.max():.2f} (largest {rows.peak_memory.max() / 2**30:.2f} GiB)")
+    return ", ".join(parts)
 
 
 def main() -> None:
@@ -118,13 +135,14 @@ def main() -> None:
         if done.returncode:
             raise SystemExit(f"{case}: the sweep failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
         meas = measured(run, start, end)
-        rows.append((case, pred, meas))
+        rows.append((case, pred, meas, held(run)))
         print(f"{case}: predicted {pred['total']:.0f} s, measured {meas['total']:.0f} s", flush=True)
-    print("\n| case | predicted (setup + schedule + end) | measured (setup + schedule + end) | error |")
-    print("|---|---|---|---|")
-    for case, p, m in rows:
+    print("\n| case | predicted (setup + schedule + end) | measured (setup + schedule + end) | error "
+          "| memory held / reserved, per task |")
+    print("|---|---|---|---|---|")
+    for case, p, m, memory in rows:
         fmt = lambda d: f"{d['total']:.0f} s ({d['setup']:.0f} + {d['schedule']:.0f} + {d['end']:.0f})"  # noqa: E731
-        print(f"| {case} | {fmt(p)} | {fmt(m)} | {p['total'] / m['total'] - 1:+.0%} |")
+        print(f"| {case} | {fmt(p)} | {fmt(m)} | {p['total'] / m['total'] - 1:+.0%} | {memory} |")
 
 
 if __name__ == "__main__":

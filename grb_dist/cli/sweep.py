@@ -233,6 +233,10 @@ def _show(prepared, outcome, elapsed: float, ctx=None) -> None:
     )
     for e in summary.errors[:10]:
         base.err_console.print(f"failed: {e}", highlight=False, soft_wrap=True, markup=False)
+    if summary.memory:
+        base.console.print(summary.memory, highlight=False, soft_wrap=True, markup=False)
+    for w in summary.memory_warnings:
+        warn(w)
     if ctx is not None and ctx.kept:
         base.console.print(f"Ray stays up (--keep-ray) at {ctx.kept}: dashboard {ctx.dashboard_url or 'not running'} "
                            f"(Jobs, Actors, Metrics and the timeline of this sweep); the next sweep can join it with "

@@ -145,6 +145,12 @@ PERTURBATION_FILE = without_partition(PERTURBATIONS)
 #: counted). ``stage``: train, attack or score; ``task``: what it computed, in words;
 #: ``worker``: the actor that ran it (``device:<i>``, a GPU cluster's device worker, or
 #: ``scorer:<i>``), null for a Ray task (and in timelines written before it was recorded).
+#: Memory, in bytes (null where it was not measured, and in timelines written before it
+#: was): ``peak_memory``, the largest resident set of the process that ran the task while
+#: it ran (a Ray worker's or actor's: its imports and the graph included; Linux), and
+#: ``peak_gpu_memory`` the most GPU memory torch reserved in it meanwhile;
+#: ``reserved_memory`` and ``reserved_gpu_memory``, what the task reserved of Ray (a call
+#: of a device worker or a Scorer: what its actor reserves).
 TIMELINE = pa.schema([
     pa.field("invocation", pa.string(), nullable=False),
     pa.field("stage", pa.string(), nullable=False),
@@ -152,6 +158,10 @@ TIMELINE = pa.schema([
     pa.field("started", pa.timestamp("ms", tz="UTC"), nullable=False),
     pa.field("finished", pa.timestamp("ms", tz="UTC"), nullable=False),
     pa.field("worker", pa.string(), nullable=True),
+    pa.field("peak_memory", pa.int64(), nullable=True),
+    pa.field("peak_gpu_memory", pa.int64(), nullable=True),
+    pa.field("reserved_memory", pa.int64(), nullable=True),
+    pa.field("reserved_gpu_memory", pa.int64(), nullable=True),
 ])
 
 MODELS = pa.schema([

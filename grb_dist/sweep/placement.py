@@ -10,7 +10,7 @@ share sized by theirs. CUDA then starts once per actor, not once per task.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from grb_dist.cluster.settings import RaySettings
@@ -30,7 +30,7 @@ SCORERS_PER_GPU = 2
 class Placement:
     """What a sweep got from Ray: its cluster's CPUs and GPUs, the bound on work in flight,
     the graph and the registrations in the object store, the device workers (GPU clusters
-    only) and the Scorers' options."""
+    only), the Scorers' options, and what each call in flight reserved (:meth:`reservation`)."""
 
     settings: RaySettings
     sizes: Sizes
@@ -41,6 +41,7 @@ class Placement:
     graph_ref: Any
     registrations: list
     pool: DevicePool | None = None
+    reserved: dict[Any, tuple[int | None, int | None]] = field(default_factory=dict)
 
     def can_submit(self) -> bool:
         """Whether a training, attack or poisoning call can start now (on a GPU cluster: a
@@ -50,31 +51,52 @@ class Placement:
     def _task_opts(self, kind: str, size: TaskSize) -> dict:
         return ray_tasks.options(self.settings, kind, memory=size.host(False))
 
+    def _reserves(self, opts: dict) -> tuple[int | None, int | None]:
+        """The host and GPU bytes a task or actor started with ``opts`` reserves."""
+        gpu = int(opts.get("num_gpus", 0) * (self.settings.connection.gpu_memory or 0))
+        return opts.get("memory"), gpu or None
+
+    def _reserve(self, refs: list, opts: dict) -> list:
+        """``refs`` of a call submitted with ``opts`` (a device worker's: the actor's)."""
+        self.reserved.update(dict.fromkeys(refs, self._reserves(opts)))
+        return refs
+
     def train(self, task: Any, name: str) -> list:
         if self.pool is not None:
-            return self.pool.submit(ray_tasks.train, self.graph_ref, (task,), self.registrations, name)
-        return [ray_tasks.submit_train(self.graph_ref, task, self.registrations,
-                                       self._task_opts("train", self.sizes.train(task)), name)]
+            return self._reserve(self.pool.submit(ray_tasks.train, self.graph_ref, (task,), self.registrations, name),
+                                 self.pool.opts)
+        opts = self._task_opts("train", self.sizes.train(task))
+        return self._reserve([ray_tasks.submit_train(self.graph_ref, task, self.registrations, opts, name)], opts)
 
     def attack(self, cells: list[AttackCell], models: list, name: str) -> list:
         if self.pool is not None:
             nested = [(m, p, [ref]) for m, p, ref in models]
-            return self.pool.submit(ray_tasks.attack, self.graph_ref, (cells, nested), self.registrations, name,
-                                    num_returns=len(cells))
-        size = max((self.sizes.attack(c) for c in cells), key=lambda s: s.own)
-        return ray_tasks.submit_attack(self.graph_ref, cells, models, self.registrations,
-                                       self._task_opts("attack", size), name)
+            return self._reserve(self.pool.submit(ray_tasks.attack, self.graph_ref, (cells, nested), self.registrations,
+                                                  name, num_returns=len(cells)), self.pool.opts)
+        opts = self._task_opts("attack", max((self.sizes.attack(c) for c in cells), key=lambda s: s.own))
+        return self._reserve(ray_tasks.submit_attack(self.graph_ref, cells, models, self.registrations, opts, name),
+                             opts)
 
     def poison(self, task: PoisonTask, pert_ref: Any, state_ref: Any, name: str) -> list:
         if self.pool is not None:
             state = [state_ref] if state_ref is not None else []
-            return self.pool.submit(ray_tasks.poison, self.graph_ref, (task, pert_ref, state), self.registrations, name)
-        return [ray_tasks.submit_poison(self.graph_ref, task, pert_ref, state_ref, self.registrations,
-                                        self._task_opts("train", self.sizes.poison(task)), name)]
+            return self._reserve(self.pool.submit(ray_tasks.poison, self.graph_ref, (task, pert_ref, state),
+                                                  self.registrations, name), self.pool.opts)
+        opts = self._task_opts("train", self.sizes.poison(task))
+        return self._reserve([ray_tasks.submit_poison(self.graph_ref, task, pert_ref, state_ref, self.registrations,
+                                                      opts, name)], opts)
 
     def done(self, ref: Any) -> str | None:
         """A training, attack or poisoning ref came back; the device worker that ran it, if any."""
         return self.pool.done(ref) if self.pool is not None else None
+
+    def reservation(self, ref: Any, kind: str) -> tuple[int | None, int | None]:
+        """What the call of ``ref`` (``kind``: train, attack, poison or score) reserved of
+        Ray: host bytes and GPU bytes (``None``: nothing), a device worker's or Scorer's
+        call its actor's."""
+        if kind == "score":
+            return self._reserves(self.scorer_opts)
+        return self.reserved.pop(ref, (None, None))
 
     def close(self) -> None:
         if self.pool is not None:

@@ -21,6 +21,7 @@ class DevicePool:
 
     def __init__(self, n: int, opts: dict[str, Any]) -> None:
         self.names = [f"device:{i}" for i in range(n)]
+        self.opts = opts  # each actor's: what it reserves of Ray
         self.actors = [tasks.start_device_worker(name, opts) for name in self.names]
         self.busy: set[int] = set()  # actors with a call in flight
         self.of_ref: dict[Any, int] = {}  # ref of a call in flight -> its actor

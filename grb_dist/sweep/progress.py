@@ -273,6 +273,10 @@ class SweepProgress:
 
 @dataclass
 class SweepSummary:
+    """What a sweep did: its cells, its failures (``errors``), and the memory its tasks held
+    against what they reserved (``memory``: a line, ``None`` when none was measured;
+    ``memory_warnings``: :func:`~grb_dist.sweep.sizing.memory_held`)."""
+
     total: int
     done: int
     computed: int
@@ -280,6 +284,8 @@ class SweepSummary:
     failures: int
     seconds: float
     errors: list[str] = field(default_factory=list)
+    memory: str | None = None
+    memory_warnings: list[str] = field(default_factory=list)
 
 
 __all__ = ["PLAIN_EVERY", "PlainProgress", "RichProgress", "STAGES", "Stage", "SweepProgress", "SweepSummary", "progress_line",

@@ -45,6 +45,7 @@ from typing import Any, Callable
 
 from grb_dist.core.errors import GrbDistError
 from grb_dist.core.names import TRANSFER
+from grb_dist.core.resources import Peak
 from grb_dist.core.graph import Graph
 from grb_dist.models.io import state_dict_from_bytes, state_dict_to_bytes
 from grb_dist.store import RunStore, ScoreWriter, schema
@@ -52,7 +53,7 @@ from grb_dist.sweep import tasks as ray_tasks
 from grb_dist.sweep import worker
 from grb_dist.sweep.cells import ATTACK_BATCH, AttackCell, Cells, PoisonTask, ScoreCell, needed_work
 from grb_dist.sweep.placement import Placement, place
-from grb_dist.sweep.sizing import Sizes
+from grb_dist.sweep.sizing import Sizes, memory_held
 from grb_dist.sweep.progress import Stage, SweepProgress, SweepSummary, Tally
 from grb_dist.cluster.ray_edge import ActorLost, SweepMetrics, TaskFailed
 from grb_dist.cluster.settings import RaySettings
@@ -163,7 +164,8 @@ class _Sweep:
         self.computed = 0
         self.errors: list[str] = []
         self.scorers: list = []
-        self.worker: str | None = None  # the actor of the result being collected
+        self.worker: str | None = None  # the actor of the result being collected, and what its call reserved
+        self.reserved: tuple[int | None, int | None] = (None, None)
         self.ray: Placement | None = None  # set by connect()
         self.name = name or str(store.root)
         self.metrics: SweepMetrics | None = None  # set by connect()
@@ -255,7 +257,7 @@ class _Sweep:
         finally:
             self.cleanup(propagating=sys.exc_info()[0] is not None)
         return SweepSummary(self.total, self.scored.done, self.computed, self.skipped, self.scored.failed,
-                            time.perf_counter() - self.start, self.errors)
+                            time.perf_counter() - self.start, self.errors, *memory_held(self.timeline))
 
     def connect(self) -> None:
         """What this invocation asks of Ray (:func:`~grb_dist.sweep.placement.place`): its
@@ -330,6 +332,7 @@ class _Sweep:
             for ref in ready:
                 kind, info = self.in_flight.pop(ref)
                 self.worker = self.ray.done(ref) if kind != "score" else scorer_name(info[0])
+                self.reserved = self.ray.reservation(ref, kind)
                 if kind == "train":
                     self.on_trained(ref, info)
                 elif kind == "attack":
@@ -339,13 +342,15 @@ class _Sweep:
                 else:
                     self.on_scored(ref, info)
 
-    def record(self, stage: str, task: str, seconds: float) -> None:
+    def record(self, stage: str, task: str, seconds: float, peak: Peak | None) -> None:
         """A finished task in this invocation's timeline: it ended now (when the driver got
-        its result) and started ``seconds`` (measured by the worker) before, on the actor
-        that ran it (a device worker or a Scorer; none for a Ray task)."""
+        its result) and started ``seconds`` (measured by the worker) before, on the actor that
+        ran it (a device worker or a Scorer; none for a Ray task), and held ``peak`` of what it reserved."""
         end = dt.datetime.now(dt.timezone.utc)
         self.timeline.append({"stage": stage, "task": task, "finished": end, "worker": self.worker,
-                              "started": end - dt.timedelta(seconds=max(0.0, float(seconds)))})
+                              "started": end - dt.timedelta(seconds=max(0.0, float(seconds))),
+                              "peak_memory": peak and peak.host, "peak_gpu_memory": peak and peak.gpu,
+                              "reserved_memory": self.reserved[0], "reserved_gpu_memory": self.reserved[1]})
 
     def cleanup(self, *, propagating: bool) -> None:
         """Write the buffered rows and the timeline, cancel in-flight work and stop the Scorers."""
@@ -479,7 +484,8 @@ class _Sweep:
         except TaskFailed as exc:
             raise SweepError(f"training {t.name} (seed {t.seed}) failed: {exc}") from None
         self.store.write_model(t.file_stem, state_dict_to_bytes(result_model.state_dict), result_model.meta)
-        self.record("train", f"{t.role} {t.name} (seed {t.seed})", result_model.meta.get("train_seconds", 0.0))
+        self.record("train", f"{t.role} {t.name} (seed {t.seed})", result_model.meta.get("train_seconds", 0.0),
+                    result_model.peak)
         self.model_ready(t.file_stem)
         self.trained.done += 1
         self.report()
@@ -506,7 +512,8 @@ class _Sweep:
             a, config_hash=self.cells.config_hash, dataset=self.label, dataset_fingerprint=self.fingerprint,
             feat_lim_min=lo, feat_lim_max=hi, attack_seconds=result.seconds))
         self.pert_info[a.perturbation_id] = (result.seconds, worker.perturbation_sizes(result.perturbation))
-        self.record("attack", f"{a.attack} on {_attacker(a)}, {a.difficulty}, repeat {a.repeat}", result.seconds)
+        self.record("attack", f"{a.attack} on {_attacker(a)}, {a.difficulty}, repeat {a.repeat}", result.seconds,
+                    result.peak)
         self.submit_scores(ref, a.perturbation_id)  # the attack's own ref: no copy through the driver
         self.count("attack", [a], "done")
         rate = self.tally.attacked(a.attack, a.gradient_steps, result.seconds)
@@ -530,7 +537,7 @@ class _Sweep:
             self.store.write_model(stem, state_dict_to_bytes(result.trained.state_dict), result.trained.meta)
             by = c0.attack if c0.threat == TRANSFER else f"{c0.threat} {c0.attack}"
             self.record("train", f"{c0.defense} poisoned by {by} (repeat {c0.repeat})",
-                        result.trained.meta.get("train_seconds", 0.0))
+                        result.trained.meta.get("train_seconds", 0.0), result.peak)
         own = pt.selection is not None and pt.perturbation_id is not None  # per-target trainings: not stored
         train_seconds = None if own else float(self.store.read_model_meta(stem)["train_seconds"])
         attack_seconds, sizes = self.pert_info[pt.perturbation_id]
@@ -547,7 +554,7 @@ class _Sweep:
     def on_scored(self, ref: Any, info: tuple) -> None:
         i, pert_ref, difficulty, group, attempt = info
         try:
-            results = ray_tasks.get(ref)
+            scored: ray_tasks.Scored = ray_tasks.get(ref)
         except ActorLost as exc:
             if attempt < self.settings.faults.resubmits:
                 log.warning("scorer %d died (%s); resubmitting", i, exc)
@@ -562,9 +569,9 @@ class _Sweep:
             self.errors.append(f"scoring {group[0].attack} ({difficulty}): {exc}")
             self.report()
             return
-        by_def = {r["defense"]: r for r in results}
+        by_def = {r["defense"]: r for r in scored.results}
         self.record("score", f"{group[0].attack}, {difficulty}: {len(group)} cells on scorer {i}",
-                    sum(float(r.get("score_seconds", 0.0)) for r in results))
+                    sum(float(r.get("score_seconds", 0.0)) for r in scored.results), scored.peak)
         rows = []
         for c in group:
             attack_seconds, sizes = self.pert_info[c.perturbation_id]

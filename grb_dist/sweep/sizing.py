@@ -163,6 +163,38 @@ def check_fits(sizes: list[TaskSize], *, host: float, gpu: float = 0.0, where: s
 
 
 
+#: A task that held more than this many times what it reserved is reported at the end of
+#: its sweep: Ray packs tasks by what they reserve, so a node may hold more than it has.
+OVER_RESERVED = 1.25
+
+
+def memory_held(rows: Iterable[Mapping[str, Any]]) -> tuple[str | None, list[str]]:
+    """What a sweep's tasks held at their peak against what they reserved, from its
+    timeline rows (:data:`~grb_dist.store.schema.TIMELINE`): a line naming the task that
+    held the most of each kind of memory (host, GPU), ``None`` when none was measured; and
+    a warning for each kind that tasks held more than :data:`OVER_RESERVED` times what they
+    reserved."""
+    rows = list(rows)
+    held, warnings = [], []
+    for kind, label in (("memory", "memory"), ("gpu_memory", "GPU memory")):
+        measured = [r for r in rows if r.get(f"peak_{kind}")]
+        if not measured:
+            continue
+        top = max(measured, key=lambda r: r[f"peak_{kind}"])
+        reserved = top.get(f"reserved_{kind}")
+        held.append(f"{label} {format_bytes(top[f'peak_{kind}'])} ({top['stage']}: {top['task']}"
+                    + (f"; it reserved {format_bytes(reserved)})" if reserved else ")"))
+        over = [r for r in measured if r.get(f"reserved_{kind}") and r[f"peak_{kind}"] > OVER_RESERVED * r[f"reserved_{kind}"]]
+        if over:
+            worst = max(over, key=lambda r: r[f"peak_{kind}"] / r[f"reserved_{kind}"])
+            warnings.append(
+                f"{len(over)} of {len(measured)} tasks held more {label} than {OVER_RESERVED:g}x what they reserved "
+                f"(the most: {worst['stage']}: {worst['task']}, {format_bytes(worst[f'peak_{kind}'])} against "
+                f"{format_bytes(worst[f'reserved_{kind}'])}), and Ray packs tasks by what they reserve: plan this "
+                f"job (grb-dist plan) so that its sweeps reserve the measured figures")
+    return ("the most a task held: " + "; ".join(held) if held else None), warnings
+
+
 #: Device-worker actors per GPU at most, unless the settings say otherwise: more processes
 #: on one card add CUDA contexts and contention sooner than throughput.
 WORKERS_PER_GPU = 4
@@ -203,4 +235,5 @@ def device_layout(largest: int, scorer: int, *, gpu_memory: int, gpus: int, cpus
 
 
 __all__ = ["CUDA_CONTEXT_BYTES", "CUDA_WORKER_BYTES", "DeviceLayout", "ESTIMATE_FACTOR", "MIN_SHARE", "Sizes", "TaskSize",
-           "WORKERS_PER_GPU", "WORKER_BYTES", "check_fits", "device_layout", "gpu_share", "plan_key"]
+           "OVER_RESERVED", "WORKERS_PER_GPU", "WORKER_BYTES", "check_fits", "device_layout", "gpu_share", "memory_held",
+           "plan_key"]

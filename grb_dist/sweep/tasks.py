@@ -11,20 +11,27 @@ own submissions (:func:`submit_train`, :func:`submit_attack`, :func:`submit_pois
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from grb_dist.cluster.ray_edge import (ActorLost, TaskFailed, cancel, cluster_size, device, fetch_nested, get, gpu_memory,
                                        in_worker, kill, nodes, options, put, put_registrations, wait)
 from grb_dist.cluster import ray_edge
 from grb_dist.core.graph import Graph
+from grb_dist.core.resources import Peak, peak_memory
 from grb_dist.sweep import worker
 
 # ---------------------------------------------------------------- in the worker
+# Each result carries the memory its task held at its peak (:func:`peak_memory`): the
+# sweep's timeline records it beside what the task reserved of Ray.
 
 
 def train(graph: Graph, task) -> worker.TrainedModel:
     """A training task (:func:`worker.train_task`) on this worker's device."""
-    return worker.train_task(graph, task, device=device())
+    with peak_memory() as peak:
+        result = worker.train_task(graph, task, device=device())
+    result.peak = peak
+    return result
 
 
 def attack(graph: Graph, cells: list, models: list):
@@ -35,8 +42,12 @@ def attack(graph: Graph, cells: list, models: list):
     ``num_returns=len(cells)``), so each perturbation goes to the Scorers as soon as the
     batch ends, without passing through the driver."""
     dev = device()
-    surrogate, *labeler = [worker.load_model(graph, name, params, fetch_nested(ref[0]), dev) for name, params, ref in models]
-    results = worker.attack_batch(graph, cells, surrogate, device=dev, labeler=labeler[0] if labeler else None)
+    with peak_memory() as peak:
+        surrogate, *labeler = [worker.load_model(graph, name, params, fetch_nested(ref[0]), dev)
+                               for name, params, ref in models]
+        results = worker.attack_batch(graph, cells, surrogate, device=dev, labeler=labeler[0] if labeler else None)
+    for r in results:
+        r.peak = peak
     return results[0] if len(results) == 1 else tuple(results)
 
 
@@ -44,14 +55,26 @@ def poison(graph: Graph, task, attack: worker.AttackResult | None, state: list):
     """Train a defense on a poisoned graph and score it (:func:`worker.poison_task`);
     ``state``: ``[ref]`` of the stored state_dict when the run holds the model, else ``[]``."""
     perturbation, scored = (attack.perturbation, attack.scored) if attack is not None else (None, None)
-    return worker.poison_task(graph, task, perturbation, device=device(),
-                              state_dict=fetch_nested(state[0]) if state else None, scored=scored)
+    with peak_memory() as peak:
+        result = worker.poison_task(graph, task, perturbation, device=device(),
+                                    state_dict=fetch_nested(state[0]) if state else None, scored=scored)
+    result.peak = peak
+    return result
 
 
 #: What a scoring call carries so that any Scorer, fresh or restarted, can load what it
 #: needs: ``[graph_ref, [(defense, params, state_dict_ref, train_seconds), ...],
 #: registrations]``; refs nested in a list, which Ray passes unresolved.
 ScorerSetup = list
+
+
+@dataclass
+class Scored:
+    """What a scoring call returns: one result per defense (:meth:`worker.Scorer.score`),
+    and the memory the Scorer held meanwhile (its defenses and the graph included)."""
+
+    results: list[dict]
+    peak: Peak
 
 
 class ScorerActor:
@@ -91,12 +114,14 @@ class ScorerActor:
         return self.scorer.names() if self.scorer is not None else []
 
     def score(self, setup: ScorerSetup, attack: worker.AttackResult | None, difficulty: str,
-              defenses: list[str]) -> list[dict]:
-        with in_worker(setup[2]):
+              defenses: list[str]) -> Scored:
+        with in_worker(setup[2]), peak_memory() as peak:
             scorer = self._hold(setup)
             if attack is None:
-                return scorer.score(None, difficulty, defenses)
-            return scorer.score(attack.perturbation, difficulty, defenses, attack.scored)
+                results = scorer.score(None, difficulty, defenses)
+            else:
+                results = scorer.score(attack.perturbation, difficulty, defenses, attack.scored)
+        return Scored(results, peak)
 
 
 class DeviceWorker:
@@ -209,7 +234,7 @@ def submit_score(scorer: Any, setup: ScorerSetup, pert_ref: Any, difficulty: str
     return ray_edge.call(scorer, "score", setup, pert_ref, difficulty, defenses)
 
 
-__all__ = ["ActorLost", "DeviceWorker", "ScorerActor", "call_device_worker", "info_of",
+__all__ = ["ActorLost", "DeviceWorker", "Scored", "ScorerActor", "call_device_worker", "info_of",
            "start_device_worker", "ScorerSetup", "TaskFailed", "attack", "cancel", "cluster_size", "get", "gpu_memory", "kill", "nodes",
            "options", "poison", "put", "put_registrations", "start_scorer", "submit_attack", "submit_poison",
            "submit_score", "submit_train", "train", "wait"]

@@ -20,6 +20,7 @@ import torch
 from grb_dist.attacks import SurrogateCache, build_attack
 from grb_dist.attacks.poisoning.base import poisoning_targets
 from grb_dist.attacks.shared.surrogate import receptive_hops
+from grb_dist.core.resources import Peak
 from grb_dist.core.scenario import scenario as scenario_of
 from grb_dist.core.targeted import TargetedModification, select_targets
 from grb_dist.defenses import build_defense, train_defense
@@ -40,10 +41,12 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class TrainedModel:
-    """A training result in transportable form: the state_dict (CPU tensors) and metadata."""
+    """A training result in transportable form: the state_dict (CPU tensors) and metadata;
+    ``peak``: the memory the task held (set by the Ray edge's wrapper, :mod:`grb_dist.sweep.tasks`)."""
 
     state_dict: dict[str, torch.Tensor]
     meta: dict[str, Any]
+    peak: Peak | None = None
 
 
 def train_task(graph: Graph, task: ModelTask, *, device: str = "cpu", transductive: bool = False) -> TrainedModel:
@@ -78,12 +81,13 @@ def load_model(graph: Graph, name: str, params: Mapping[str, Any], state_dict: M
 class AttackResult:
     """A perturbation (an injection or a modification), how long it took to generate, and
     the nodes its rows are scored on when the attack chose its own (a published Nettack
-    set: :func:`scored_nodes`)."""
+    set: :func:`scored_nodes`); ``peak``: the memory its task held (its batch's)."""
 
     perturbation_id: str
     perturbation: Injection | Modification
     seconds: float
     scored: np.ndarray | None = None
+    peak: Peak | None = None
 
 
 def cell_attack(cell: AttackCell) -> Any:
@@ -175,10 +179,12 @@ def attack_batch(graph: Graph, cells: list[AttackCell], surrogate: torch.nn.Modu
 @dataclass
 class PoisonResult:
     """A defense trained on a poisoned graph (``trained``: ``None`` when it was loaded from
-    the run) and one scoring result per difficulty (as :meth:`Scorer.score` gives them)."""
+    the run) and one scoring result per difficulty (as :meth:`Scorer.score` gives them);
+    ``peak``: the memory the task held."""
 
     trained: TrainedModel | None
     results: dict[str, dict[str, Any]]
+    peak: Peak | None = None
 
 
 def poison_task(graph: Graph, task: PoisonTask, perturbation: Modification | None, *, device: str = "cpu",
