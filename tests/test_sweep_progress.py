@@ -238,7 +238,7 @@ def test_the_metrics_tally_counts_per_scenario_and_only_gradient_steps():
 
     spec = parse_job({"dataset": "csbm", "attacks": {"rnd": {}, "fgsm": {}}, "defenses": ["gcn", "mlp"],
                       "difficulties": ["easy", "full"], "repeats": 1, "attack": {"steps": 4}, "scenario": "all",
-                      "modification": {"attacks": {"dice": {}}}, "poisoning": {"attacks": {"metattack": {}}}})
+                      "modification": {"attacks": {"dice": {}}}, "poisoning": {"attacks": {"metattack": {}, "meta_prbcd": {}}}})
     p = run_cells(spec, "f" * 16)
     tally = Tally()
     tally.totals.update(("score", c.scenario) for c in p.scores)
@@ -253,5 +253,6 @@ def test_the_metrics_tally_counts_per_scenario_and_only_gradient_steps():
     steps = {a.attack: a.gradient_steps for a in p.attacks}
     assert steps["fgsm"] == 4 and steps["rnd"] == 0 and steps["dice"] == 0
     assert steps["metattack"] == 0  # a greedy step per flip: ``steps`` is not its length
+    assert steps["meta_prbcd"] == 100  # the job sets none: its config's default, which it runs
     assert tally.attacked("fgsm", 4, 2.0) == 2.0 and tally.attacked("fgsm", 4, 6.0) == 1.0  # 8 steps in 8 s
     assert tally.attacked("rnd", 0, 1.0) is None

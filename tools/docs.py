@@ -146,7 +146,12 @@ def readme_board() -> tuple[str, str]:
             break
         rows.append(line)
     excerpt = lines[start:start + 4] + (rows[:3] + ["..."] + rows[-2:] if len(rows) > 6 else rows)
-    return "grb-dist sweep", "\n".join(excerpt + ["", lines[-1]])
+    return "grb-dist sweep", "\n".join(excerpt + ["", *_ending(lines)])
+
+
+def _ending(lines: list[str]) -> list[str]:
+    """A sweep's last lines: what it did, and what its tasks held."""
+    return lines[max(i for i, line in enumerate(lines) if re.match(r"\d+/[\d,]+ cells? \(", line)):]
 
 
 def sweep_progress() -> tuple[str, str]:
@@ -156,7 +161,7 @@ def sweep_progress() -> tuple[str, str]:
     opening = [line for line in lines[:6] if line.startswith(("sweep ", "Ray:", "memory:"))]
     stamped = [line for line in lines if re.match(r"\d\d:\d\d:\d\d ", line)]
     shown = stamped if len(stamped) <= 8 else stamped[:3] + ["..."] + stamped[-4:]
-    return "grb-dist sweep | cat", "\n".join(opening + shown + ["...", lines[-1]])
+    return "grb-dist sweep | cat", "\n".join(opening + shown + ["...", *_ending(lines)])
 
 
 def train_summary() -> tuple[str, str]:

@@ -123,8 +123,12 @@ class AttackCell:
 
     @property
     def steps(self) -> int:
-        """The attack's ``steps`` setting."""
-        return int(self.params.get("steps", 0) or 0)
+        """The attack's ``steps``: the job's setting, else its config's default (meta-PR-BCD
+        runs 100 search steps where the job sets none), 0 for an attack without."""
+        if "steps" in self.params:
+            return int(self.params["steps"] or 0)
+        default = getattr(attack_class(self.attack, self.scenario).Config, "__dataclass_fields__", {}).get("steps")
+        return int(default.default or 0) if default is not None and isinstance(default.default, int) else 0
 
     @property
     def gradient_steps(self) -> int:
