@@ -570,7 +570,7 @@ class _Sweep:
             self.report()
             return
         by_def = {r["defense"]: r for r in scored.results}
-        self.record("score", f"{group[0].attack}, {difficulty}: {len(group)} cells on scorer {i}",
+        self.record("score", f"{group[0].attack}, {difficulty}: {len(group)} cell{'s' * (len(group) != 1)} on scorer {i}",
                     sum(float(r.get("score_seconds", 0.0)) for r in scored.results), scored.peak)
         rows = []
         for c in group:
