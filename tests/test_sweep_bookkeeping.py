@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from grb_dist.core.resources import Peak
 from grb_dist.core.names import CLEAN
 from grb_dist.store import RunLock, RunStore, graph_fingerprint
 from grb_dist.sweep import placement, runner, worker
@@ -20,6 +21,7 @@ from grb_dist.sweep.job import parse_job
 from grb_dist.sweep.cells import run_cells, run_components
 from grb_dist.cluster.ray_edge import ActorLost, TaskFailed
 from grb_dist.sweep.session import dataset_identity
+from grb_dist.sweep.tasks import Scored
 from grb_dist.cluster.settings import RaySettings
 
 from helpers import tiny_csbm
@@ -101,7 +103,8 @@ class InProcessEdge:
                 scorer.scorer.models[name] = worker.load_model(scorer.scorer.graph, name, params, self._value(ref))
                 scorer.scorer.train_seconds[name] = float(secs)
         attack = self._value(pert_ref)
-        return self._ref(scorer.scorer.score(attack.perturbation if attack is not None else None, difficulty, defenses))
+        results = scorer.scorer.score(attack.perturbation if attack is not None else None, difficulty, defenses)
+        return self._ref(Scored(results, Peak()))  # what the edge's Scorer returns: no memory measured here
 
     def wait(self, refs, timeout):
         return refs[:1]
